@@ -1,0 +1,33 @@
+"""minigrad: n-d tensors with reverse-mode autograd on NumPy (CPU) and CuPy (GPU).
+
+The public API mirrors PyTorch's names and semantics (see README.md).
+"""
+from . import autograd, backend, dtypes  # noqa: F401
+from .autograd import (detect_anomaly, enable_grad, grad, is_grad_enabled,  # noqa: F401
+                       no_grad, set_grad_enabled)
+from .backend import (Device, DeviceError, cuda_is_available, get_rng_state,  # noqa: F401
+                      manual_seed, set_rng_state)
+from .autograd.function import ShapeError  # noqa: F401
+from .creation import (arange, empty, empty_like, eye, full, full_like, linspace,  # noqa: F401
+                       ones, ones_like, rand, rand_like, randint, randn, randn_like, tensor,
+                       zeros, zeros_like)
+from .dtypes import (bool, double, float, float16, float32, float64, get_default_dtype,  # noqa
+                     half, int, int8, int16, int32, int64, long, set_default_dtype, short,
+                     uint8)
+from .tensor import Tensor, ValuesIndices, cat, stack, where  # noqa: F401
+
+__version__ = "0.1.0"
+
+# mg.exp(x), mg.sum(x, dim), ... are the Tensor methods of the same name.
+_FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid relu gelu sin cos
+    erf sign square rsqrt clamp clip maximum minimum sum mean max min amax amin var std
+    logsumexp softmax log_softmax argmax argmin reshape transpose permute unsqueeze squeeze
+    flatten expand split chunk masked_fill isnan isinf isfinite logical_and logical_or
+    logical_not clone detach""".split()
+for _name in _FUNCTIONS:
+    globals()[_name] = getattr(Tensor, _name)
+del _name
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)

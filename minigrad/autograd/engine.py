@@ -1,0 +1,207 @@
+"""The backward pass: reverse-mode differentiation over the graph of Function nodes.
+
+1. ``topological_order`` sorts the nodes reachable from the roots so that every node comes
+   after all the nodes that consume its outputs (reverse DFS post-order, with an explicit
+   stack: transformer graphs are too deep for recursion).
+2. Gradients are accumulated per node and output index in a dict; a node runs once all of
+   them are in. Its ``backward`` returns one gradient per input; ``_reduce_to`` sums away
+   broadcast dimensions (the one place where broadcasting is undone) and casts to the
+   input's dtype.
+3. Leaves receive their total gradient into ``.grad`` at the end (or it is returned, for
+   ``mg.grad``). Saved tensors are freed as each node finishes unless ``retain_graph``.
+"""
+from . import function
+from .grad_mode import STATE, set_grad_enabled
+
+Tensor = None  # minigrad.tensor registers the Tensor class here when it is imported
+
+
+def topological_order(roots):
+    """The nodes reachable from ``roots`` (Function nodes), consumers before producers."""
+    order, seen = [], set()
+    for root in roots:
+        if root is None or root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(root._edges))]
+        while stack:
+            node, edges = stack[-1]
+            for edge in edges:
+                if edge is None:
+                    continue
+                parent = edge[0]
+                if isinstance(parent, function.Function) and parent not in seen:
+                    seen.add(parent)
+                    stack.append((parent, iter(parent._edges)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    order.reverse()
+    return order
+
+
+def _reduce_to(grad, shape, dtype, node, i):
+    """Sum ``grad`` over the dimensions that broadcasting added, so it has ``shape``."""
+    gshape = grad.data.shape
+    if gshape != shape:
+        lead = len(gshape) - len(shape)
+        if lead < 0 or any(n != 1 and n != g for n, g in zip(shape, gshape[lead:])):
+            raise function.ShapeError(
+                f"{node.name()}.backward returned a gradient of shape {tuple(gshape)} for "
+                f"input {i} of shape {tuple(shape)}")
+        axes = tuple(range(lead)) + tuple(
+            lead + k for k, n in enumerate(shape) if n == 1 and gshape[lead + k] != 1)
+        grad = grad.sum(axes, keepdim=True)
+        if lead:
+            grad = grad.reshape(shape)
+    if grad.data.dtype != dtype:
+        grad = grad.to(dtype)
+    return grad
+
+
+def _accumulate(slot, value):
+    return value if slot is None else slot + value
+
+
+def _run_hooks(hooks, grad):
+    for hook in hooks:
+        new = hook(grad)
+        if new is not None:
+            grad = new
+    return grad
+
+
+def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targets=None,
+                 allow_unused=False):
+    """Backpropagate ``root_grads`` from ``roots``.
+
+    Without ``targets`` the gradients accumulate into the ``.grad`` of leaves (and of
+    tensors that called ``retain_grad``); with ``targets`` (a list of tensors) nothing is
+    written and their gradients are returned, in order (``mg.grad``).
+    """
+    node_grads = {}   # node -> [grad per output]
+    leaf_grads = {}   # id(leaf) -> [leaf, grad]
+    for t, g in zip(roots, root_grads):
+        if t.grad_fn is None:
+            slot = leaf_grads.setdefault(id(t), [t, None])
+            slot[1] = _accumulate(slot[1], g)
+        else:
+            out = node_grads.setdefault(t.grad_fn, [None] * len(t.grad_fn._out_meta))
+            out[t._out_idx] = _accumulate(out[t._out_idx], g)
+
+    order = topological_order([t.grad_fn for t in roots])
+    captured = None
+    if targets is not None:
+        captured = {}
+        wanted = {(t.grad_fn, t._out_idx): i for i, t in enumerate(targets) if t.grad_fn}
+        wanted_leaves = {id(t): i for i, t in enumerate(targets) if t.grad_fn is None}
+        order = _prune(order, {t.grad_fn for t in targets if t.grad_fn}, wanted_leaves)
+
+    with set_grad_enabled(create_graph):
+        for node in order:
+            grads = node_grads.pop(node, None)
+            if grads is None:
+                continue  # no gradient reached this node
+            for i, g in enumerate(grads):
+                if g is None:
+                    shape, dtype = node._out_meta[i]
+                    grads[i] = Tensor._make(node.xp.zeros(shape, dtype))
+                    continue
+                if node._hooks and i in node._hooks:
+                    grads[i] = g = _run_hooks(node._hooks[i], g)
+                if node._retain and i in node._retain:
+                    _retain(node._retain[i](), g, create_graph)
+                if captured is not None and (node, i) in wanted:
+                    captured[wanted[(node, i)]] = g
+            if node._saved is None and node._released:
+                raise RuntimeError(function.FREED_MESSAGE.format(op=node.name()))
+            in_grads = type(node).backward(node, *grads)
+            if not isinstance(in_grads, tuple):
+                in_grads = (in_grads,)
+            if len(in_grads) != len(node._edges):
+                raise RuntimeError(
+                    f"{node.name()}.backward returned {len(in_grads)} gradients, expected "
+                    f"{len(node._edges)} (one per input of forward, None where there is none)")
+            if STATE.anomaly:
+                function.check_backward(node, grads, in_grads)
+            for i, (edge, g) in enumerate(zip(node._edges, in_grads)):
+                if edge is None or g is None:
+                    continue
+                target, idx, shape, dtype = edge
+                if not isinstance(g, Tensor):
+                    g = Tensor._make(node.xp.asarray(g, dtype=dtype))
+                g = _reduce_to(g, shape, dtype, node, i)
+                if isinstance(target, Tensor):
+                    slot = leaf_grads.setdefault(id(target), [target, None])
+                    slot[1] = _accumulate(slot[1], g)
+                else:
+                    out = node_grads.setdefault(target, [None] * len(target._out_meta))
+                    out[idx] = _accumulate(out[idx], g)
+            if not retain_graph:
+                node._release()
+
+        for leaf, g in leaf_grads.values():
+            if leaf._hooks:
+                g = _run_hooks(leaf._hooks, g)
+            if captured is not None:
+                if id(leaf) in wanted_leaves:
+                    captured[wanted_leaves[id(leaf)]] = g
+            else:
+                write_grad(leaf, g, create_graph)
+
+    if captured is None:
+        return None
+    result = []
+    for i, t in enumerate(targets):
+        g = captured.get(i)
+        if g is None and not allow_unused:
+            raise RuntimeError(
+                f"input {i} of mg.grad (shape {tuple(t.shape)}) was not used to compute the "
+                "outputs; pass allow_unused=True to get None for it")
+        result.append(g)
+    return tuple(result)
+
+
+def _prune(order, target_nodes, target_leaves):
+    """Keep the nodes from which a target can be reached (mg.grad needs no others)."""
+    needed = set()
+    for node in reversed(order):  # producers first
+        if node in target_nodes:
+            needed.add(node)
+            continue
+        for edge in node._edges:
+            if edge is None:
+                continue
+            parent = edge[0]
+            if isinstance(parent, Tensor):
+                reaches = id(parent) in target_leaves
+            else:
+                reaches = parent in needed
+            if reaches:
+                needed.add(node)
+                break
+    return [n for n in order if n in needed]
+
+
+def _own(g):
+    """A gradient array nobody else holds: backward may hand the same array to several
+    inputs, or a read-only broadcast view, so the first write into ``.grad`` copies."""
+    return Tensor._make(g.data.copy())
+
+
+def write_grad(t, g, create_graph):
+    if create_graph:
+        t.grad = g if t.grad is None else t.grad + g
+    elif t.grad is None:
+        t.grad = _own(g)
+    elif (t.grad.grad_fn is None and t.grad.data.shape == g.data.shape
+          and t.grad.data.dtype == g.data.dtype):
+        t.grad.data += g.data  # in place: .grad was copied on its first write
+    else:
+        t.grad = Tensor._make(t.grad.data + g.data)
+
+
+def _retain(t, g, create_graph):
+    if t is not None:
+        write_grad(t, g if create_graph else g.detach(), create_graph)

@@ -1,0 +1,120 @@
+"""Finite-difference checks of analytic gradients (first and second order), in float64."""
+import warnings
+
+import numpy as np
+
+from .. import backend
+from .engine import run_backward
+
+
+class GradcheckError(RuntimeError):
+    """The analytic gradient differs from the finite-difference one."""
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _outputs(fn, inputs):
+    """The differentiable (floating point) outputs of ``fn``."""
+    return [o for o in _as_tuple(fn(*inputs)) if hasattr(o, "data") and o.dtype.kind == "f"]
+
+
+def _numeric(fn, inputs, i, eps):
+    """d(outputs)/d(inputs[i]) by central differences: one column per input element."""
+    from ..tensor import Tensor
+    x = inputs[i]
+    base = backend.to_host(x.data).astype(np.float64)
+    columns = []
+    for k in range(base.size):
+        values = []
+        for delta in (eps, -eps):
+            moved = base.copy()
+            moved.flat[k] += delta
+            args = list(inputs)
+            args[i] = Tensor(backend.to_device(moved, x.device), requires_grad=True)
+            values.append(np.concatenate(
+                [backend.to_host(o.data).ravel() for o in _outputs(fn, args)] or [np.zeros(0)]))
+        columns.append((values[0] - values[1]) / (2 * eps))
+    return np.stack(columns, axis=1) if columns else np.zeros((0, 0))
+
+
+def _analytic(fn, inputs, wrt):
+    """d(outputs)/d(inputs[wrt]) by one backward pass per output element."""
+    from ..tensor import Tensor
+    outs = _outputs(fn, inputs)
+    targets = [inputs[i] for i in wrt]
+    rows = []
+    for o in outs:
+        xp = backend.xp_of(o.data)
+        for k in range(o.data.size):
+            seed = xp.zeros(o.data.shape, dtype=o.dtype)
+            seed.flat[k] = 1
+            if not o.requires_grad:
+                rows.append([np.zeros(t.data.size) for t in targets])
+                continue
+            grads = run_backward([o], [Tensor._make(seed)], retain_graph=True, targets=targets,
+                                 allow_unused=True)
+            rows.append([np.zeros(t.data.size) if g is None else backend.to_host(g.data).ravel()
+                         for t, g in zip(targets, grads)])
+    return [np.array([r[j] for r in rows]).reshape(-1, targets[j].data.size)
+            for j in range(len(targets))]
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
+    """Compare the analytic gradient of ``fn`` at ``inputs`` with central differences.
+
+    Every input that requires grad is checked, element by element, against every element of
+    every floating point output. Returns True, or raises GradcheckError naming the worst
+    element (or returns False with ``raise_exception=False``).
+    """
+    inputs = _as_tuple(inputs)
+    wrt = [i for i, x in enumerate(inputs) if getattr(x, "requires_grad", False)]
+    if not wrt:
+        raise ValueError("gradcheck: no input requires grad")
+    for i in wrt:
+        if inputs[i].dtype != np.float64:
+            warnings.warn(f"gradcheck: input {i} is {inputs[i].dtype}, not float64; finite "
+                          "differences will be imprecise", stacklevel=2)
+    analytic = _analytic(fn, inputs, wrt)
+    for j, i in enumerate(wrt):
+        numeric = _numeric(fn, inputs, i, eps)  # grad mode stays on: gradgradcheck needs it
+        excess = np.abs(analytic[j] - numeric) - (atol + rtol * np.abs(numeric))
+        if excess.size and not (excess <= 0).all():
+            if not raise_exception:
+                return False
+            bad = np.nan_to_num(excess, nan=np.inf)
+            out_k, in_k = np.unravel_index(np.argmax(bad), bad.shape)
+            index = np.unravel_index(in_k, inputs[i].shape) if inputs[i].ndim else ()
+            raise GradcheckError(
+                f"gradcheck failed for input {i} (shape {inputs[i].shape}) at index "
+                f"{tuple(int(v) for v in index)}, output element {out_k}: analytic "
+                f"{analytic[j][out_k, in_k]!r} vs numeric {numeric[out_k, in_k]!r} "
+                f"(atol={atol}, rtol={rtol})")
+    return True
+
+
+def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  raise_exception=True, seed=0):
+    """Check second derivatives: gradcheck of the vector-Jacobian product of ``fn``.
+
+    ``grad_outputs`` (random float64 constants by default) weight the outputs; the check is
+    that the gradient of sum(grad_outputs * outputs) is itself correctly differentiated.
+    """
+    from ..tensor import Tensor
+    inputs = _as_tuple(inputs)
+    wrt = [i for i, x in enumerate(inputs) if getattr(x, "requires_grad", False)]
+    if grad_outputs is None:
+        rng = np.random.default_rng(seed)
+        grad_outputs = [Tensor(backend.to_device(rng.standard_normal(o.shape), o.device))
+                        for o in _outputs(fn, inputs)]
+    grad_outputs = _as_tuple(grad_outputs)
+
+    def first_derivative(*xs):
+        pairs = [(o, g) for o, g in zip(_outputs(fn, xs), grad_outputs) if o.requires_grad]
+        grads = run_backward([o for o, _ in pairs], [g for _, g in pairs], retain_graph=True,
+                             create_graph=True, targets=[xs[i] for i in wrt], allow_unused=True)
+        return tuple(g for g in grads if g is not None and g.requires_grad)
+
+    return gradcheck(first_derivative, inputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)

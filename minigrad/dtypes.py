@@ -1,0 +1,63 @@
+"""dtypes: NumPy dtypes under PyTorch's names, the default float dtype, and type promotion."""
+import numpy as np
+
+float16 = half = np.dtype(np.float16)
+float32 = float = np.dtype(np.float32)
+float64 = double = np.dtype(np.float64)
+uint8 = np.dtype(np.uint8)
+int8 = np.dtype(np.int8)
+int16 = short = np.dtype(np.int16)
+int32 = int = np.dtype(np.int32)
+int64 = long = np.dtype(np.int64)
+bool = np.dtype(np.bool_)  # noqa: A001  (PyTorch's name, as mg.bool)
+
+_default_float = float32
+
+
+def get_default_dtype():
+    return _default_float
+
+
+def set_default_dtype(dtype):
+    """Set the dtype of tensors made from Python floats (float32 unless changed)."""
+    global _default_float
+    dtype = as_dtype(dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"the default dtype must be a floating point dtype, got {dtype}")
+    _default_float = dtype
+
+
+def as_dtype(dtype):
+    """A NumPy dtype from a dtype, a NumPy type or a name such as "float32"."""
+    if dtype is None:
+        return None
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"not a dtype: {dtype!r}") from None
+
+
+def is_floating(dtype):
+    return dtype.kind == "f"
+
+
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def promote_types(dx, dy):
+    """The dtype both operands are cast to: the higher category (bool < integer < floating)
+    decides, and within one category the wider dtype wins."""
+    cx, cy = _CATEGORY[dx.kind], _CATEGORY[dy.kind]
+    if cx != cy:
+        return dx if cx > cy else dy
+    return np.promote_types(dx, dy)
+
+
+def promote(x, y):
+    """The result dtype of a binary op on two tensors, by PyTorch's rules: as
+    ``promote_types``, except that within one category a 0-d tensor does not widen a
+    dimensioned one (float32 + 0-d float64 stays float32)."""
+    dx, dy = x.data.dtype, y.data.dtype
+    if _CATEGORY[dx.kind] == _CATEGORY[dy.kind] and (x.data.ndim == 0) != (y.data.ndim == 0):
+        return dy if x.data.ndim == 0 else dx
+    return promote_types(dx, dy)

@@ -1,0 +1,8 @@
+"""The engine's primitive ops, one ``Primitive`` class each (see ``autograd.function``)."""
+from .elementwise import (Abs, Add, Cast, Clamp, Cos, Div, Erf, Exp, Log, Maximum,  # noqa: F401
+                          Minimum, Mul, Neg, NonDiff, Pow, Relu, Sigmoid, Sin, Sqrt, Sub,
+                          Tanh, ToDevice, Where)
+from .linalg import MatMul  # noqa: F401
+from .reduce import (Amax, Amin, LogSoftmax, LogSumExp, MaxDim, MinDim, Softmax,  # noqa: F401
+                     Sum)
+from .shape import Cat, Expand, GetItem, IndexAdd, Permute, Reshape, Split  # noqa: F401

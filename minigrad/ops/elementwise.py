@@ -1,0 +1,358 @@
+"""Elementwise primitives. Each docstring gives the op and its gradient per input.
+
+Binary ops broadcast like NumPy; the engine sums each gradient back to its input's shape,
+so no backward here undoes broadcasting. Either input of a binary op may be a Python
+scalar, which gets no gradient. Gradient formulas follow PyTorch's derivatives.yaml term
+for term (including the order of multiplications), so results agree to the last bit
+wherever the forward does.
+"""
+import math
+
+from .. import backend
+from ..autograd.function import Primitive
+
+
+class Add(Primitive):
+    """out = x + y;  dx = grad,  dy = grad"""
+    @staticmethod
+    def forward(ctx, x, y):
+        return x + y
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad
+
+
+class Sub(Primitive):
+    """out = x - y;  dx = grad,  dy = -grad"""
+    @staticmethod
+    def forward(ctx, x, y):
+        return x - y
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, (-grad if ctx.needs_input_grad[1] else None)
+
+
+class Mul(Primitive):
+    """out = x * y;  dx = grad * y,  dy = grad * x"""
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return x * y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        dx = grad * y if ctx.needs_input_grad[0] else None
+        dy = grad * x if ctx.needs_input_grad[1] else None
+        return dx, dy
+
+
+class Div(Primitive):
+    """out = x / y;  dx = grad / y,  dy = -grad * ((x / y) / y)"""
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return x / y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        dx = grad / y if ctx.needs_input_grad[0] else None
+        dy = -grad * ((x / y) / y) if ctx.needs_input_grad[1] else None
+        return dx, dy
+
+
+class Neg(Primitive):
+    """out = -x;  dx = -grad"""
+    @staticmethod
+    def forward(ctx, x):
+        return -x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+class Pow(Primitive):
+    """out = x ** y;  dx = grad * (y * x ** (y - 1)),  dy = grad * (out * log(x)), 0 where x = 0, y >= 0"""
+    @staticmethod
+    def forward(ctx, x, y):
+        out = _scalar_power(x, y) if isinstance(y, (int, float)) else ctx.xp.power(x, y)
+        ctx.save_for_backward(x, y, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y, out = ctx.saved_tensors
+        dx = dy = None
+        if ctx.needs_input_grad[0]:
+            if not isinstance(y, (int, float)):  # a tensor exponent: 0 where y == 0
+                dx = (grad * (y * x ** (y - 1))).masked_fill(y == 0, 0.0)
+            elif y == 0:
+                dx = grad.new_zeros(grad.shape)
+            else:
+                dx = grad * (y * x ** (y - 1))
+        if ctx.needs_input_grad[1]:
+            # PyTorch's convention: 0 ** y has gradient 0 for y >= 0 rather than NaN
+            dy = grad * (out * x.log()).masked_fill((x == 0) & (y >= 0), 0.0)
+        return dx, dy
+
+
+def _scalar_power(x, p):
+    """x ** p for a Python exponent, with PyTorch's exact special cases."""
+    if p == 2:
+        return x * x
+    if p == 3:
+        return x * x * x
+    if p == 0.5:
+        return backend.xp_of(x).sqrt(x)
+    if p == -1:
+        return 1.0 / x
+    if p == -2:
+        return 1.0 / (x * x)
+    if p == -0.5:
+        return 1.0 / backend.xp_of(x).sqrt(x)
+    return x ** p
+
+
+class Exp(Primitive):
+    """out = exp(x);  dx = grad * out"""
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.exp(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * out
+
+
+class Log(Primitive):
+    """out = log(x);  dx = grad / x"""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.log(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / x
+
+
+class Sqrt(Primitive):
+    """out = sqrt(x);  dx = grad / (2 * out)"""
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.sqrt(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad / (2 * out)
+
+
+class Abs(Primitive):
+    """out = |x|;  dx = grad * sign(x)  (0 at x = 0, PyTorch's subgradient)"""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.abs(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.sign()
+
+
+class Tanh(Primitive):
+    """out = tanh(x);  dx = grad * (1 - out * out)"""
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.tanh(x)
+        ctx.save_for_backward(out)  # the gradient is cheaper in terms of the output
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * (1 - out * out)
+
+
+class Sigmoid(Primitive):
+    """out = 1 / (1 + exp(-x));  dx = grad * (1 - out) * out"""
+    @staticmethod
+    def forward(ctx, x):
+        out = 1 / (1 + ctx.xp.exp(-x))  # PyTorch's formula; exp overflow gives the right 0
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * (1 - out) * out
+
+
+class Relu(Primitive):
+    """out = max(x, 0);  dx = grad where out > 0, else 0  (0 at x = 0)"""
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.maximum(x, 0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad.masked_fill(out <= 0, 0.0)
+
+
+class Erf(Primitive):
+    """out = erf(x);  dx = 2 / sqrt(pi) * exp(-x ** 2) * grad"""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return backend.erf(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2.0 / math.sqrt(math.pi) * (-(x * x)).exp() * grad
+
+
+class Sin(Primitive):
+    """out = sin(x);  dx = grad * cos(x)"""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.sin(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos()
+
+
+class Cos(Primitive):
+    """out = cos(x);  dx = grad * -sin(x)"""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.cos(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * -x.sin()
+
+
+class Clamp(Primitive):
+    """out = min(max(x, min), max);  dx = grad where min <= x <= max, else 0 (passes at the bounds)"""
+    @staticmethod
+    def forward(ctx, x, min=None, max=None):
+        ctx.save_for_backward(x)
+        ctx.bounds = (min, max)
+        if min is not None:
+            x = ctx.xp.maximum(x, min)
+        if max is not None:
+            x = ctx.xp.minimum(x, max)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        lo, hi = ctx.bounds
+        inside = None
+        if lo is not None:
+            inside = x >= lo
+        if hi is not None:
+            inside = x <= hi if inside is None else inside & (x <= hi)
+        return grad if inside is None else grad.where(inside, 0.0)
+
+
+class Maximum(Primitive):
+    """out = max(x, y);  dx = grad where x > y, grad / 2 on ties;  dy likewise"""
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return ctx.xp.maximum(x, y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return _split_ties(ctx, grad, x, y, x < y, x > y)
+
+
+class Minimum(Primitive):
+    """out = min(x, y);  dx = grad where x < y, grad / 2 on ties;  dy likewise"""
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return ctx.xp.minimum(x, y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return _split_ties(ctx, grad, x, y, x > y, x < y)
+
+
+def _split_ties(ctx, grad, x, y, x_loses, y_loses):
+    shared = (grad / 2).where(x == y, grad)
+    dx = shared.masked_fill(x_loses, 0.0) if ctx.needs_input_grad[0] else None
+    dy = shared.masked_fill(y_loses, 0.0) if ctx.needs_input_grad[1] else None
+    return dx, dy
+
+
+class Where(Primitive):
+    """out = cond ? x : y;  dx = grad where cond, else 0;  dy = grad where not cond, else 0"""
+    @staticmethod
+    def forward(ctx, cond, x, y):
+        ctx.save_for_backward(cond)
+        return ctx.xp.where(cond, x, y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (cond,) = ctx.saved_tensors
+        dx = grad.where(cond, 0.0) if ctx.needs_input_grad[1] else None
+        dy = grad.masked_fill(cond, 0.0) if ctx.needs_input_grad[2] else None
+        return None, dx, dy
+
+
+class Cast(Primitive):
+    """out = x as dtype;  dx = grad (the engine casts it back to x's dtype)"""
+    @staticmethod
+    def forward(ctx, x, dtype):
+        return x.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class ToDevice(Primitive):
+    """out = x copied to device;  dx = grad copied back to x's device"""
+    @staticmethod
+    def forward(ctx, x, device):
+        ctx.source = backend.device_of(x)
+        return backend.to_device(x, device)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(ctx.source)
+
+
+class NonDiff(Primitive):
+    """out = fn(*args) for a function with no useful gradient (comparisons, sign, logic)."""
+    @staticmethod
+    def forward(ctx, *args, fn):
+        return getattr(ctx.xp, fn)(*args)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (None,) * len(ctx.needs_input_grad)

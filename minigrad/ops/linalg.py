@@ -1,0 +1,24 @@
+"""Matrix product, batched and broadcasting over leading dims (1-D cases are handled by
+``Tensor.matmul``, which adds and removes the missing dims around this primitive)."""
+from ..autograd.function import Primitive, ShapeError
+
+
+class MatMul(Primitive):
+    """out = x @ y;  dx = grad @ y^T,  dy = x^T @ grad  (batch dims summed by the engine)"""
+    @staticmethod
+    def forward(ctx, x, y):
+        if x.dtype != y.dtype:
+            raise ShapeError(f"matmul: expected both operands to have the same dtype, "
+                             f"got {x.dtype} and {y.dtype}")
+        if x.shape[-1] != y.shape[-2]:
+            raise ShapeError(f"matmul: shapes {tuple(x.shape)} and {tuple(y.shape)} "
+                             "are not aligned")
+        ctx.save_for_backward(x, y)
+        return ctx.xp.matmul(x, y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        dx = grad @ y.transpose(-1, -2) if ctx.needs_input_grad[0] else None
+        dy = x.transpose(-1, -2) @ grad if ctx.needs_input_grad[1] else None
+        return dx, dy

@@ -1,0 +1,139 @@
+"""Reduction primitives, and the softmax family (primitives for stability and memory).
+
+``dims`` is always a tuple of non-negative axes (the Tensor methods normalise ``dim``).
+A gradient is given the reduced axes back as size-1 dims (``_keep``) and then broadcast.
+"""
+from ..autograd.function import Primitive
+
+
+def _keep(grad, shape, dims, keepdim):
+    """Reshape a reduced gradient to ``shape`` with size 1 on ``dims`` (keepdim form)."""
+    if keepdim:
+        return grad
+    return grad.reshape(tuple(1 if i in dims else n for i, n in enumerate(shape)))
+
+
+class Sum(Primitive):
+    """out = sum(x, dims);  dx = grad broadcast back over dims"""
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        ctx.shape = x.shape
+        return ctx.xp.sum(x, axis=dims, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, grad):
+        p = ctx.params
+        return _keep(grad, ctx.shape, p["dims"], p["keepdim"]).expand(ctx.shape)
+
+
+class Amax(Primitive):
+    """out = max(x, dims);  dx = grad / count where x == out (ties share the gradient equally)"""
+    _reduce = "max"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        out = getattr(ctx.xp, ctx._reduce)(x, axis=dims, keepdims=keepdim)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        dims, keepdim = ctx.params["dims"], ctx.params["keepdim"]
+        mask = x == _keep(out, x.shape, dims, keepdim)
+        count = mask.sum(dims, keepdim=True)
+        return (_keep(grad, x.shape, dims, keepdim) / count) * mask
+
+
+class Amin(Amax):
+    """out = min(x, dims);  dx = grad / count where x == out (ties share the gradient equally)"""
+    _reduce = "min"
+
+
+class MaxDim(Primitive):
+    """(values, indices) = max(x, dim);  dx = grad at the returned index, 0 elsewhere"""
+    _arg = "argmax"
+
+    @staticmethod
+    def forward(ctx, x, dim, keepdim):
+        xp = ctx.xp
+        idx = getattr(xp, ctx._arg)(x, axis=dim, keepdims=True)
+        values = xp.take_along_axis(x, idx, axis=dim)
+        positions = xp.arange(x.shape[dim]).reshape([-1] + [1] * (x.ndim - 1 - dim))
+        ctx.save_for_backward(positions == idx)  # where the gradient goes
+        ctx.shape = x.shape
+        if not keepdim:
+            idx, values = idx.squeeze(dim), values.squeeze(dim)
+        idx = idx.astype(xp.int64)
+        ctx.mark_non_differentiable(idx)
+        return values, idx
+
+    @staticmethod
+    def backward(ctx, grad, _grad_idx):
+        (selected,) = ctx.saved_tensors
+        dim, keepdim = ctx.params["dim"], ctx.params["keepdim"]
+        return _keep(grad, ctx.shape, (dim,), keepdim).where(selected, 0.0)
+
+
+class MinDim(MaxDim):
+    """(values, indices) = min(x, dim);  dx = grad at the returned index, 0 elsewhere"""
+    _arg = "argmin"
+
+
+class LogSumExp(Primitive):
+    """out = log(sum(exp(x), dims)), computed around the max;  dx = grad * exp(x - out)"""
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        xp = ctx.xp
+        m = xp.max(x, axis=dims, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0)  # an all -inf slice gives -inf, not NaN
+        out = xp.log(xp.sum(xp.exp(x - m), axis=dims, keepdims=True)) + m
+        if not keepdim:
+            out = out.squeeze(dims)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        dims, keepdim = ctx.params["dims"], ctx.params["keepdim"]
+        return _keep(grad, x.shape, dims, keepdim) * (x - _keep(out, x.shape, dims, keepdim)).exp()
+
+
+class Softmax(Primitive):
+    """out = exp(x - max) / sum(exp(x - max));  dx = out * (grad - sum(grad * out))
+
+    A primitive rather than a composite: the max shift keeps exp finite, and backward
+    needs only the output, so one array is saved instead of four.
+    """
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = ctx.xp
+        e = xp.exp(x - xp.max(x, axis=dim, keepdims=True))
+        out = e / xp.sum(e, axis=dim, keepdims=True)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return out * (grad - (grad * out).sum(ctx.params["dim"], keepdim=True))
+
+
+class LogSoftmax(Primitive):
+    """out = x - max - log(sum(exp(x - max)));  dx = grad - exp(out) * sum(grad)
+
+    A primitive for stability: log(softmax(x)) underflows to -inf where this stays finite.
+    """
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = ctx.xp
+        shifted = x - xp.max(x, axis=dim, keepdims=True)
+        out = shifted - xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad - out.exp() * grad.sum(ctx.params["dim"], keepdim=True)

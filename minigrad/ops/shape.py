@@ -1,0 +1,109 @@
+"""Shape primitives: reshape, permute, expand, indexing, cat and split.
+
+Everything else that moves data around (view, transpose, squeeze, unsqueeze, flatten,
+stack, chunk, ...) is one of these in the Tensor methods.
+"""
+from .. import backend
+from ..autograd.function import Primitive
+
+
+class Reshape(Primitive):
+    """out = x reshaped to shape;  dx = grad reshaped to x's shape"""
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.shape = x.shape
+        return x.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.reshape(ctx.shape)
+
+
+class Permute(Primitive):
+    """out = x with axes reordered by dims;  dx = grad with the inverse order"""
+    @staticmethod
+    def forward(ctx, x, dims):
+        return x.transpose(dims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        dims = ctx.params["dims"]
+        inverse = sorted(range(len(dims)), key=dims.__getitem__)
+        return grad.permute(inverse)
+
+
+class Expand(Primitive):
+    """out = x broadcast to shape (a view);  dx = grad summed back over the broadcast dims"""
+    @staticmethod
+    def forward(ctx, x, shape):
+        return ctx.xp.broadcast_to(x, shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad  # the engine sums the broadcast dims away (engine._reduce_to)
+
+
+def is_basic_index(index):
+    """True when ``index`` selects each element at most once (no integer arrays)."""
+    for i in index if isinstance(index, tuple) else (index,):
+        if hasattr(i, "dtype") and i.dtype.kind in "iu":
+            return False
+    return True
+
+
+class GetItem(Primitive):
+    """out = x[index];  dx = zeros of x's shape with grad added at index (repeats accumulate)"""
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.shape, ctx.dtype = x.shape, x.dtype
+        return x[index]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return IndexAdd.apply(grad, shape=ctx.shape, index=ctx.params["index"])
+
+
+class IndexAdd(Primitive):
+    """out = zeros(shape) with out[index] += grad;  dgrad = dout[index]  (GetItem's gradient)"""
+    @staticmethod
+    def forward(ctx, grad, shape, index):
+        out = ctx.xp.zeros(shape, dtype=grad.dtype)
+        if is_basic_index(index):
+            out[index] = grad
+        else:
+            backend.scatter_add(out, index, grad)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return GetItem.apply(grad, index=ctx.params["index"])
+
+
+class Cat(Primitive):
+    """out = concatenate(xs, dim);  dxs = grad split at the inputs' sizes along dim"""
+    @staticmethod
+    def forward(ctx, *xs, dim):
+        ctx.sizes = tuple(x.shape[dim] for x in xs)
+        return ctx.xp.concatenate(xs, axis=dim)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Split.apply(grad, sizes=ctx.sizes, dim=ctx.params["dim"])
+
+
+class Split(Primitive):
+    """outs = x split into pieces of sizes along dim (views);  dx = cat(grads, dim)"""
+    @staticmethod
+    def forward(ctx, x, sizes, dim):
+        if sum(sizes) != x.shape[dim]:
+            raise ValueError(f"split sizes {list(sizes)} do not add up to {x.shape[dim]}, "
+                             f"the size of dim {dim}")
+        bounds, start = [], 0
+        for n in sizes[:-1]:
+            start += n
+            bounds.append(start)
+        return tuple(ctx.xp.split(x, bounds, axis=dim))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return Cat.apply(*grads, dim=ctx.params["dim"])

@@ -1,0 +1,759 @@
+"""Tensor: an n-d array on a device (``.data``), plus the graph node that made it (``.grad_fn``).
+
+Every differentiable method is either one ``Primitive`` from ``minigrad.ops`` or a few
+lines of other Tensor methods (mean, var, gelu, squeeze, stack, ...): there is no other
+way to build a gradient. Semantics, names and defaults are PyTorch's.
+"""
+import builtins
+import functools
+import math
+import weakref
+from collections import namedtuple
+
+import numpy as np
+
+from . import backend, dtypes
+from .autograd import engine, function
+from .autograd.grad_mode import STATE
+from .autograd.function import ShapeError
+from .ops import (Abs, Add, Amax, Amin, Cast, Cat, Clamp, Cos, Div, Erf, Exp, Expand, GetItem,
+                  Log, LogSoftmax, LogSumExp, MatMul, Maximum, MaxDim, Minimum, MinDim, Mul,
+                  Neg, NonDiff, Permute, Pow, Relu, Reshape, Sigmoid, Sin, Softmax, Split,
+                  Sqrt, Sub, Sum, Tanh, ToDevice, Where)
+
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])  # what max(dim) returns
+_PY_SCALARS = (builtins.int, builtins.float, builtins.bool)
+_new = object.__new__
+
+
+class Tensor:
+    """An n-dimensional array with reverse-mode automatic differentiation.
+
+    ``Tensor(data, dtype=None, device=None, requires_grad=False)`` wraps an array (shared,
+    not copied) or converts nested lists and scalars (floats become float32).
+    """
+    __slots__ = ("data", "requires_grad", "grad", "grad_fn", "_out_idx", "_vc", "_hooks",
+                 "__weakref__")
+    __array_ufunc__ = None  # NumPy defers to our reflected operators: ndarray + Tensor works
+
+    def __init__(self, data, dtype=None, device=None, requires_grad=False):
+        self.data = as_array(data, dtype, device)
+        self.requires_grad = False
+        self.grad = self.grad_fn = self._vc = self._hooks = None
+        self._out_idx = 0
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @staticmethod
+    def _make(data, requires_grad=False, grad_fn=None, out_idx=0):
+        """The engine's fast constructor: ``data`` is already a backend array."""
+        t = _new(Tensor)
+        t.data = data
+        t.requires_grad = requires_grad
+        t.grad_fn = grad_fn
+        t._out_idx = out_idx
+        t.grad = t._vc = t._hooks = None
+        return t
+
+    # --- attributes -------------------------------------------------------------------------
+    shape = property(lambda self: tuple(self.data.shape))
+    ndim = property(lambda self: self.data.ndim)
+    dtype = property(lambda self: self.data.dtype)
+    device = property(lambda self: backend.device_of(self.data))
+    is_leaf = property(lambda self: self.grad_fn is None)
+    is_cuda = property(lambda self: type(self.data) is not np.ndarray)
+    T = property(lambda self: self.permute(*reversed(range(self.ndim))))
+    mT = property(lambda self: self.transpose(-2, -1))
+    _version = property(lambda self: 0 if self._vc is None else self._vc[0])
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self):
+        return self.data.ndim
+
+    def numel(self):
+        return int(self.data.size)
+
+    def element_size(self):
+        return self.data.dtype.itemsize
+
+    def is_floating_point(self):
+        return self.data.dtype.kind == "f"
+
+    def __len__(self):
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __hash__(self):
+        return id(self)
+
+    # --- conversion -------------------------------------------------------------------------
+    def numpy(self):
+        """The values as a host NumPy array (shares memory on the CPU, as in PyTorch)."""
+        return backend.to_host(self.data)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.numpy(), dtype=dtype)
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(f"a Tensor with {self.data.size} elements cannot be converted "
+                             "to a Python scalar")
+        return self.data.item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise RuntimeError(f"the truth value of a Tensor with {self.data.size} elements "
+                               "is ambiguous")
+        return builtins.bool(self.data.item())
+
+    __float__ = lambda self: builtins.float(self.item())  # noqa: E731
+    __int__ = lambda self: builtins.int(self.item())  # noqa: E731
+
+    def __format__(self, spec):
+        return format(self.item(), spec) if self.data.ndim == 0 else repr(self)
+
+    def __repr__(self):
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", precision=4)
+        extras = []
+        if self.is_cuda:
+            extras.append(f"device='{self.device}'")
+        if self.dtype not in (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool):
+            extras.append(f"dtype={self.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name()}Backward>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + ", ".join([body] + extras) + ")"
+
+    def to(self, *args, dtype=None, device=None, copy=False):
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other)``; differentiable."""
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, str) and a.split(":")[0].lower() in ("cpu", "cuda"):
+                device = a
+            elif a is not None:
+                dtype = a
+        out = self
+        if device is not None and backend.Device(device) != out.device:
+            out = ToDevice.apply(out, device=backend.Device(device))
+        if dtype is not None and dtypes.as_dtype(dtype) != out.dtype:
+            out = Cast.apply(out, dtype=dtypes.as_dtype(dtype))
+        return out.clone() if copy and out is self else out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else f"cuda:{device}")
+
+    def type(self, dtype):
+        return self.to(dtype)
+
+    float = lambda self: self.to(dtypes.float32)  # noqa: E731
+    double = lambda self: self.to(dtypes.float64)  # noqa: E731
+    half = lambda self: self.to(dtypes.float16)  # noqa: E731
+    long = lambda self: self.to(dtypes.int64)  # noqa: E731
+    int = lambda self: self.to(dtypes.int32)  # noqa: E731
+    bool = lambda self: self.to(dtypes.bool)  # noqa: E731
+
+    def clone(self):
+        """A differentiable copy with its own memory."""
+        return Cast.apply(self, dtype=self.dtype)
+
+    def detach(self):
+        """The same values, cut from the graph (memory and version counter are shared)."""
+        if self._vc is None:
+            self._vc = [0]
+        t = Tensor._make(self.data)
+        t._vc = self._vc
+        return t
+
+    def new_zeros(self, size):
+        return Tensor._make(backend.xp_of(self.data).zeros(size, dtype=self.dtype))
+
+    def new_ones(self, size):
+        return Tensor._make(backend.xp_of(self.data).ones(size, dtype=self.dtype))
+
+    def new_full(self, size, fill_value):
+        return Tensor._make(backend.xp_of(self.data).full(size, fill_value, dtype=self.dtype))
+
+    # --- autograd -------------------------------------------------------------------------------
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.data.dtype.kind not in "fc":
+            raise RuntimeError(f"only floating point tensors can require gradients, "
+                               f"got dtype {self.dtype}")
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use detach()")
+        self.requires_grad = builtins.bool(requires_grad)
+        return self
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (as PyTorch does)."""
+        if not self.requires_grad:
+            raise RuntimeError("backward: this tensor does not require grad and has no grad_fn "
+                               "(did it come from a no_grad block or from constants only?)")
+        gradient = _root_grad(self, gradient, "backward")
+        if retain_graph is None:
+            retain_graph = create_graph
+        if inputs is None:
+            engine.run_backward([self], [gradient], retain_graph, create_graph)
+            return
+        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        grads = engine.run_backward([self], [gradient], retain_graph, create_graph,
+                                    targets=inputs, allow_unused=True)
+        for t, g in zip(inputs, grads):
+            if g is not None:
+                engine.write_grad(t, g, create_graph)
+
+    def retain_grad(self):
+        """Keep ``.grad`` on this non-leaf tensor after backward (a no-op on leaves)."""
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad: the tensor does not require grad")
+        if self.grad_fn is not None:
+            if self.grad_fn._retain is None:
+                self.grad_fn._retain = {}
+            self.grad_fn._retain[self._out_idx] = weakref.ref(self)
+
+    @property
+    def retains_grad(self):
+        node = self.grad_fn
+        return node is not None and node._retain is not None and self._out_idx in node._retain
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a non-None return
+        replaces the gradient. Returns a handle whose ``remove()`` unregisters it."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that does not require grad")
+        if self.grad_fn is not None:
+            return self.grad_fn.register_hook(self._out_idx, hook)
+        if self._hooks is None:
+            self._hooks = []
+        return function._append_hook(self._hooks, hook)
+
+    # --- arithmetic -----------------------------------------------------------------------------
+    def __add__(self, other): return Add.apply(*_operands(self, other))
+    def __radd__(self, other): return Add.apply(*_operands(self, other, True))
+    def __sub__(self, other): return Sub.apply(*_operands(self, other))
+    def __rsub__(self, other): return Sub.apply(*_operands(self, other, True))
+    def __mul__(self, other): return Mul.apply(*_operands(self, other))
+    def __rmul__(self, other): return Mul.apply(*_operands(self, other, True))
+    def __truediv__(self, other): return Div.apply(*_float_operands(self, other))
+    def __rtruediv__(self, other): return Div.apply(*_float_operands(self, other, True))
+    def __floordiv__(self, other): return NonDiff.apply(*_operands(self, other), fn="floor_divide")
+    def __mod__(self, other): return NonDiff.apply(*_operands(self, other), fn="remainder")
+    def __neg__(self): return Neg.apply(self)
+    def __pos__(self): return self
+    def __abs__(self): return Abs.apply(self)
+    def __matmul__(self, other): return self.matmul(other)
+    def __rmatmul__(self, other): return as_tensor(other, like=self).matmul(self)
+
+    def __pow__(self, exponent):
+        if isinstance(exponent, _PY_SCALARS + (np.generic,)):
+            base = self if self.data.dtype.kind == "f" or isinstance(exponent, builtins.int) \
+                else self.to(dtypes.get_default_dtype())
+            return Pow.apply(base, _py_scalar(exponent))
+        return Pow.apply(*_operands(self, exponent))
+
+    def __rpow__(self, base):
+        x = self if self.data.dtype.kind == "f" else self.to(dtypes.get_default_dtype())
+        return Pow.apply(Tensor._make(backend.xp_of(x.data).asarray(base, dtype=x.dtype)), x)
+
+    add = __add__
+    sub = __sub__
+    mul = __mul__
+    div = __truediv__
+    pow = __pow__
+    neg = __neg__
+
+    def matmul(self, other):
+        """Matrix product with PyTorch's rules for 1-D operands and broadcast batch dims."""
+        other = as_tensor(other, like=self)
+        if self.ndim == 0 or other.ndim == 0:
+            raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes "
+                             f"{self.shape} and {other.shape}")
+        inner = other.shape[-2] if other.ndim > 1 else other.shape[0]
+        if self.shape[-1] != inner:
+            raise ShapeError(f"matmul: shapes {self.shape} and {other.shape} are not aligned")
+        x = self.unsqueeze(0) if self.ndim == 1 else self
+        y = other.unsqueeze(-1) if other.ndim == 1 else other
+        out = MatMul.apply(x, y)
+        if other.ndim == 1:
+            out = out.squeeze(-1)
+        if self.ndim == 1:
+            out = out.squeeze(-2 if other.ndim > 1 else -1)
+        return out
+
+    # --- comparisons and logic (no gradient) -------------------------------------------------
+    def _cmp(self, other, fn):
+        if other is None:
+            return NotImplemented
+        return NonDiff.apply(*_operands(self, other), fn=fn)
+
+    __lt__ = lambda self, o: self._cmp(o, "less")  # noqa: E731
+    __le__ = lambda self, o: self._cmp(o, "less_equal")  # noqa: E731
+    __gt__ = lambda self, o: self._cmp(o, "greater")  # noqa: E731
+    __ge__ = lambda self, o: self._cmp(o, "greater_equal")  # noqa: E731
+    __eq__ = lambda self, o: self._cmp(o, "equal")  # noqa: E731
+    __ne__ = lambda self, o: self._cmp(o, "not_equal")  # noqa: E731
+    __and__ = logical_and = lambda self, o: self._cmp(o, "logical_and")  # noqa: E731
+    __or__ = logical_or = lambda self, o: self._cmp(o, "logical_or")  # noqa: E731
+    __xor__ = logical_xor = lambda self, o: self._cmp(o, "logical_xor")  # noqa: E731
+    lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
+
+    def __invert__(self):
+        return NonDiff.apply(self, fn="logical_not" if self.dtype == dtypes.bool else "invert")
+
+    def logical_not(self): return NonDiff.apply(self, fn="logical_not")
+    def sign(self): return NonDiff.apply(self, fn="sign")
+    def isnan(self): return NonDiff.apply(self, fn="isnan")
+    def isinf(self): return NonDiff.apply(self, fn="isinf")
+    def isfinite(self): return NonDiff.apply(self, fn="isfinite")
+
+    def argmax(self, dim=None, keepdim=False):
+        return _arg_reduce(self, dim, keepdim, MaxDim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return _arg_reduce(self, dim, keepdim, MinDim)
+
+    # --- elementwise ------------------------------------------------------------------------
+    def exp(self): return Exp.apply(self)
+    def log(self): return Log.apply(self)
+    def sqrt(self): return Sqrt.apply(self)
+    def abs(self): return Abs.apply(self)
+    def tanh(self): return Tanh.apply(self)
+    def sigmoid(self): return Sigmoid.apply(self)
+    def relu(self): return Relu.apply(self)
+    def sin(self): return Sin.apply(self)
+    def cos(self): return Cos.apply(self)
+    def erf(self): return Erf.apply(self)
+    def square(self): return self * self
+    def rsqrt(self): return 1.0 / self.sqrt()
+    def maximum(self, other): return Maximum.apply(*_operands(self, other))
+    def minimum(self, other): return Minimum.apply(*_operands(self, other))
+
+    def gelu(self, approximate="none"):
+        """x * Phi(x), exactly with erf, or PyTorch's tanh approximation."""
+        if approximate == "none":
+            return self * 0.5 * (1 + (self * math.sqrt(0.5)).erf())
+        if approximate == "tanh":
+            inner = math.sqrt(2 / math.pi) * (self + 0.044715 * (self * self * self))
+            return 0.5 * self * (1 + inner.tanh())
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+    def clamp(self, min=None, max=None):
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of min and max must be given")
+        if isinstance(min, Tensor) or isinstance(max, Tensor):
+            raise TypeError("clamp: min and max must be numbers (use maximum/minimum for tensors)")
+        return Clamp.apply(self, min=min, max=max)
+
+    clip = clamp
+
+    def where(self, condition, other):
+        """``self`` where ``condition`` holds, else ``other`` (PyTorch's Tensor.where)."""
+        return where(condition, self, other)
+
+    def masked_fill(self, mask, value):
+        if isinstance(value, Tensor):
+            value = value.to(self.dtype)
+        return Where.apply(as_tensor(mask, like=self), value, self)
+
+    # --- reductions --------------------------------------------------------------------------
+    def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
+        x = self if dtype is None else self.to(dtype)
+        return Sum.apply(x, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
+
+    def mean(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        if self.dtype.kind != "f":
+            raise TypeError(f"mean: input dtype must be floating point, got {self.dtype}")
+        dims = _dims(self, dim, axis)
+        return self.sum(dims, _kd(keepdim, keepdims)) / _count(self, dims)
+
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+            keepdims=None):
+        """Variance with Bessel's correction by default (``correction=1``), as PyTorch."""
+        if correction is None:
+            correction = 1 if unbiased is None else builtins.int(unbiased)
+        dims = _dims(self, dim, axis)
+        diff = self - self.mean(dims, keepdim=True)
+        return (diff * diff).sum(dims, _kd(keepdim, keepdims)) / builtins.max(
+            0, _count(self, dims) - correction)
+
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+            keepdims=None):
+        return self.var(dim, unbiased, keepdim, correction=correction, axis=axis,
+                        keepdims=keepdims).sqrt()
+
+    def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """Without dim: the largest value. With an int dim: (values, indices). With a
+        Tensor: elementwise maximum, as torch.max(a, b)."""
+        return _extreme(self, dim, keepdim, axis, keepdims, Amax, MaxDim, Maximum)
+
+    def min(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        return _extreme(self, dim, keepdim, axis, keepdims, Amin, MinDim, Minimum)
+
+    def amax(self, dim=None, keepdim=False):
+        return Amax.apply(self, dims=_dims(self, dim, None), keepdim=keepdim)
+
+    def amin(self, dim=None, keepdim=False):
+        return Amin.apply(self, dims=_dims(self, dim, None), keepdim=keepdim)
+
+    def logsumexp(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        return LogSumExp.apply(self, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
+
+    def softmax(self, dim):
+        return Softmax.apply(self, dim=_dim(self, dim))
+
+    def log_softmax(self, dim):
+        return LogSoftmax.apply(self, dim=_dim(self, dim))
+
+    # --- shape ------------------------------------------------------------------------------
+    def reshape(self, *shape):
+        shape = _shape_arg(shape)
+        return self if shape == self.shape else Reshape.apply(self, shape=shape)
+
+    view = reshape
+
+    def view_as(self, other):
+        return self.reshape(other.shape)
+
+    reshape_as = view_as
+
+    def contiguous(self):
+        return self
+
+    def permute(self, *dims):
+        dims = tuple(_dim(self, d) for d in _shape_arg(dims))
+        if sorted(dims) != list(range(self.ndim)):
+            raise ShapeError(f"permute: dims {dims} are not a permutation of the {self.ndim} "
+                             f"dims of a tensor of shape {self.shape}")
+        return Permute.apply(self, dims=dims)
+
+    def transpose(self, dim0, dim1):
+        dims = list(range(self.ndim))
+        d0, d1 = _dim(self, dim0), _dim(self, dim1)
+        dims[d0], dims[d1] = dims[d1], dims[d0]
+        return Permute.apply(self, dims=tuple(dims))
+
+    def unsqueeze(self, dim):
+        d = _dim(self, dim, self.ndim + 1)
+        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+    def squeeze(self, dim=None):
+        dims = range(self.ndim) if dim is None else _dims(self, dim, None)
+        shape = tuple(n for i, n in enumerate(self.shape) if not (i in dims and n == 1))
+        return self.reshape(shape)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = _dim(self, start_dim), _dim(self, end_dim)
+        return self.reshape(self.shape[:s] + (-1,) + self.shape[e + 1:]) if s <= e else self
+
+    def expand(self, *sizes):
+        sizes = _shape_arg(sizes)
+        lead = len(sizes) - self.ndim
+        if lead < 0:
+            raise ShapeError(f"expand: the target shape {sizes} has fewer dims than the "
+                             f"tensor's shape {self.shape}")
+        target = tuple(n if n != -1 else self.shape[i - lead] for i, n in enumerate(sizes))
+        for i, n in enumerate(self.shape):
+            if n != 1 and n != target[lead + i]:
+                raise ShapeError(f"expand: cannot expand shape {self.shape} to {target} "
+                                 f"(dim {lead + i}: {n} is not 1 and differs from "
+                                 f"{target[lead + i]})")
+        return self if target == self.shape else Expand.apply(self, shape=target)
+
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def split(self, split_size_or_sections, dim=0):
+        d = _dim(self, dim)
+        n = self.shape[d]
+        if isinstance(split_size_or_sections, _PY_SCALARS):
+            step = builtins.int(split_size_or_sections)
+            sizes = [step] * (n // step) + ([n % step] if n % step else [])
+        else:
+            sizes = list(split_size_or_sections)
+        return Split.apply(self, sizes=tuple(sizes or [0]), dim=d)
+
+    def chunk(self, chunks, dim=0):
+        n = self.shape[_dim(self, dim)]
+        return self.split(builtins.max(1, -(-n // chunks)), dim)
+
+    def __getitem__(self, index):
+        return GetItem.apply(self, index=_index(index, self))
+
+    # --- in place (never on tensors inside a graph: see _inplace) ---------------------------
+    def __setitem__(self, index, value):
+        self._inplace("__setitem__")
+        self.data[_index(index, self)] = _raw(value, self)
+
+    def zero_(self):
+        return self.fill_(0)
+
+    def fill_(self, value):
+        self._inplace("fill_")
+        self.data[...] = _raw(value, self)
+        return self
+
+    def copy_(self, src):
+        self._inplace("copy_")
+        self.data[...] = _raw(src, self)
+        return self
+
+    def add_(self, other, alpha=1):
+        self._inplace("add_")
+        self.data += _raw(other, self) * alpha if alpha != 1 else _raw(other, self)
+        return self
+
+    def sub_(self, other, alpha=1):
+        return self.add_(other, -alpha)
+
+    def mul_(self, other):
+        self._inplace("mul_")
+        self.data *= _raw(other, self)
+        return self
+
+    def div_(self, other):
+        self._inplace("div_")
+        self.data /= _raw(other, self)
+        return self
+
+    def clamp_(self, min=None, max=None):
+        self._inplace("clamp_")
+        backend.xp_of(self.data).clip(self.data, min, max, out=self.data)
+        return self
+
+    def masked_fill_(self, mask, value):
+        self._inplace("masked_fill_")
+        xp = backend.xp_of(self.data)
+        self.data[...] = xp.where(_raw(mask, self), _raw(value, self), self.data)
+        return self
+
+    def uniform_(self, a=0.0, b=1.0):
+        draw = backend.generator().random(self.shape) * (b - a) + a
+        return self.copy_(draw.astype(self.dtype))
+
+    def normal_(self, mean=0.0, std=1.0):
+        draw = backend.generator().standard_normal(self.shape) * std + mean
+        return self.copy_(draw.astype(self.dtype))
+
+    def _inplace(self, op):
+        if self.grad_fn is not None:
+            raise RuntimeError(f"{op}: in-place operations on a tensor produced by a "
+                               "differentiable op are not supported; use the out-of-place op")
+        if self.requires_grad and STATE.grad_enabled:
+            raise RuntimeError(f"{op}: a leaf tensor that requires grad cannot be changed in "
+                               "place while grad mode is on; wrap it in `with mg.no_grad():`")
+        if self._vc is None:
+            self._vc = [0]
+        self._vc[0] += 1
+
+
+function.Tensor = engine.Tensor = Tensor
+
+
+# --- functions over several tensors ---------------------------------------------------------
+
+def cat(tensors, dim=0):
+    """Concatenate along an existing dim (dtypes promoted as PyTorch does)."""
+    tensors = _promote_all(list(tensors), "cat")
+    if any(t.ndim == 0 for t in tensors):
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated")
+    return Cat.apply(*tensors, dim=_dim(tensors[0], dim))
+
+
+def stack(tensors, dim=0):
+    """Join equal-shaped tensors along a new dim."""
+    tensors = _promote_all(list(tensors), "stack")
+    for i, t in enumerate(tensors[1:], 1):
+        if t.shape != tensors[0].shape:
+            raise ShapeError(f"stack: expects tensors of equal shape, got {tensors[0].shape} "
+                             f"at entry 0 and {t.shape} at entry {i}")
+    d = _dim(tensors[0], dim, tensors[0].ndim + 1)
+    return Cat.apply(*[t.unsqueeze(d) for t in tensors], dim=d)
+
+
+def where(condition, input, other):
+    """``input`` where ``condition`` holds, else ``other`` (either may be a scalar)."""
+    like = input if isinstance(input, Tensor) else other
+    if not isinstance(like, Tensor):
+        like = as_tensor(dtypes.get_default_dtype().type(0), like=condition)
+    cond = as_tensor(condition, like=like)
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        input, other = _operands(input, other)
+    return Where.apply(cond, input, other)
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+def as_array(data, dtype=None, device=None):
+    """A backend array from a Tensor, array, scalar or nested list, with PyTorch's dtypes."""
+    if isinstance(data, Tensor):
+        data = data.data
+    dtype = dtypes.as_dtype(dtype)
+    if type(data) in backend._XP_BY_TYPE:
+        arr = data if dtype is None or data.dtype == dtype else data.astype(dtype)
+    else:
+        arr = np.asarray(data, dtype=dtype)
+        if dtype is None and arr.dtype == np.float64 and not isinstance(data, (np.ndarray,
+                                                                               np.generic)):
+            arr = arr.astype(dtypes.get_default_dtype())  # Python floats -> float32
+    if arr.dtype.kind in "OUSV":
+        raise TypeError(f"cannot make a tensor from {type(data).__name__} of dtype {arr.dtype}")
+    if device is not None:
+        arr = backend.to_device(arr, device)
+    return arr
+
+
+def as_tensor(value, like):
+    """``value`` as a Tensor on ``like``'s device (Tensors pass through)."""
+    if isinstance(value, Tensor):
+        return value
+    return Tensor._make(as_array(value, device=like.device if isinstance(like, Tensor) else None))
+
+
+def _py_scalar(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _operands(x, y, reflected=False):
+    """(x, y) ready for a binary op: scalars stay Python scalars, dtypes promoted as PyTorch."""
+    if type(y) in _PY_SCALARS or isinstance(y, np.generic):
+        y = _py_scalar(y)
+        kind = x.data.dtype.kind
+        if isinstance(y, builtins.float) and kind in "biu":
+            x = x.to(dtypes.get_default_dtype())
+        elif type(y) is builtins.int and kind == "b":
+            x = x.to(dtypes.int64)
+    else:
+        y = as_tensor(y, like=x)
+        if y.data.dtype is not x.data.dtype:
+            dt = dtypes.promote(x, y)
+            x, y = x.to(dt), y.to(dt)
+    return (y, x) if reflected else (x, y)
+
+
+def _float_operands(x, y, reflected=False):
+    """Operands of true division: integers are divided as floats (PyTorch's rule)."""
+    x, y = _operands(x, y, reflected)
+    if not any(isinstance(t, Tensor) and t.data.dtype.kind == "f" for t in (x, y)):
+        x, y = (t.to(dtypes.get_default_dtype()) if isinstance(t, Tensor) else t for t in (x, y))
+    return x, y
+
+
+def _promote_all(tensors, op):
+    if not tensors:
+        raise ValueError(f"{op}: expected a non-empty sequence of tensors")
+    tensors = [as_tensor(t, like=tensors[0]) for t in tensors]
+    dt = functools.reduce(dtypes.promote_types, [t.dtype for t in tensors])
+    return [t.to(dt) for t in tensors]
+
+
+def _root_grad(t, gradient, op):
+    if gradient is None:
+        if t.data.size != 1:
+            raise RuntimeError(f"{op}: grad can be implicitly created only for outputs with one "
+                               f"element, but the output has shape {t.shape}; pass gradient=")
+        return Tensor._make(backend.xp_of(t.data).ones(t.data.shape, dtype=t.dtype))
+    gradient = as_tensor(gradient, like=t)
+    if gradient.shape != t.shape:
+        raise ShapeError(f"{op}: gradient has shape {gradient.shape} but the output has shape "
+                         f"{t.shape}")
+    return gradient.to(t.dtype)
+
+
+def _raw(value, like):
+    """The array (or scalar) behind ``value``, on ``like``'s device, for in-place writes."""
+    if isinstance(value, Tensor):
+        return backend.to_device(value.data, like.device)
+    if isinstance(value, (np.ndarray, list, tuple)):
+        return backend.to_device(np.asarray(value), like.device)
+    return value
+
+
+def _dim(t, d, ndim=None):
+    ndim = t.ndim if ndim is None else ndim
+    n = builtins.max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexError(f"dimension {d} is out of range for a tensor of {ndim} dims "
+                         f"(expected a dim in [{-n}, {n - 1}])")
+    return d % n if ndim else 0
+
+
+def _dims(t, dim, axis):
+    """``dim`` (or its alias ``axis``) as a sorted tuple of non-negative axes; None = all."""
+    if dim is None:
+        dim = axis
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(t.ndim))  # PyTorch reduces over every dim for dim=() too
+    if t.ndim == 0:
+        for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
+            _dim(t, d)
+        return ()
+    if isinstance(dim, (tuple, list)):
+        dims = tuple(sorted(_dim(t, d) for d in dim))
+        if len(set(dims)) != len(dims):
+            raise ValueError(f"dim {tuple(dim)} names a dimension more than once")
+        return dims
+    return (_dim(t, dim),)
+
+
+def _kd(keepdim, keepdims):
+    return keepdim if keepdims is None else keepdims
+
+
+def _count(t, dims):
+    return math.prod(t.shape[d] for d in dims)
+
+
+def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):
+    if isinstance(dim, Tensor):
+        return pair_op.apply(*_operands(t, dim))
+    dim = axis if dim is None else dim
+    keepdim = _kd(keepdim, keepdims)
+    if isinstance(dim, _PY_SCALARS) and t.ndim > 0:
+        values, indices = dim_op.apply(t, dim=_dim(t, dim), keepdim=keepdim)
+        return ValuesIndices(values, indices)
+    if t.data.size == 0:
+        raise RuntimeError(f"{full_op.name().lower()}: cannot reduce an empty tensor")
+    return full_op.apply(t, dims=_dims(t, dim, None), keepdim=keepdim)
+
+
+def _arg_reduce(t, dim, keepdim, op):
+    if dim is None:
+        return op.apply(t.reshape(-1), dim=0, keepdim=False)[1]
+    return op.apply(t, dim=_dim(t, dim), keepdim=keepdim)[1]
+
+
+def _shape_arg(shape):
+    """Accept ``f(2, 3)`` and ``f((2, 3))`` alike."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(builtins.int(s) for s in shape)
+
+
+def _index(index, like):
+    """Turn Tensors and lists inside an index into arrays on ``like``'s device."""
+    if isinstance(index, tuple):
+        return tuple(_index_item(i, like) for i in index)
+    return _index_item(index, like)
+
+
+def _index_item(i, like):
+    if isinstance(i, Tensor):
+        return backend.to_device(i.data, like.device)
+    if isinstance(i, (list, np.ndarray)):
+        return backend.to_device(np.asarray(i), like.device)
+    return i
