@@ -32,15 +32,16 @@ class Tensor:
     ``Tensor(data, dtype=None, device=None, requires_grad=False)`` wraps an array (shared,
     not copied) or converts nested lists and scalars (floats become float32).
     """
-    __slots__ = ("data", "requires_grad", "grad", "grad_fn", "_out_idx", "_vc", "_hooks",
-                 "__weakref__")
     __array_ufunc__ = None  # NumPy defers to our reflected operators: ndarray + Tensor works
+    # Defaults shared by every tensor until one sets its own (most never do): a constant.
+    requires_grad = False
+    grad = grad_fn = None
+    _out_idx = 0       # which output of grad_fn this tensor is
+    _vc = None         # version counter, a one-element list once an in-place op happens
+    _hooks = None      # gradient hooks of a leaf
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         self.data = as_array(data, dtype, device)
-        self.requires_grad = False
-        self.grad = self.grad_fn = self._vc = self._hooks = None
-        self._out_idx = 0
         if requires_grad:
             self.requires_grad_(True)
 
@@ -49,14 +50,15 @@ class Tensor:
         """The engine's fast constructor: ``data`` is already a backend array."""
         t = _new(Tensor)
         t.data = data
-        t.requires_grad = requires_grad
-        t.grad_fn = grad_fn
-        t._out_idx = out_idx
-        t.grad = t._vc = t._hooks = None
+        if requires_grad:
+            t.requires_grad = True
+            t.grad_fn = grad_fn
+            if out_idx:
+                t._out_idx = out_idx
         return t
 
     # --- attributes -------------------------------------------------------------------------
-    shape = property(lambda self: tuple(self.data.shape))
+    shape = property(lambda self: self.data.shape)
     ndim = property(lambda self: self.data.ndim)
     dtype = property(lambda self: self.data.dtype)
     device = property(lambda self: backend.device_of(self.data))
@@ -561,7 +563,12 @@ class Tensor:
         self._vc[0] += 1
 
 
+class _OwnedGradient(Tensor):
+    """A gradient sum the engine allocated itself, so it may add into it in place."""
+
+
 function.Tensor = engine.Tensor = Tensor
+engine._Owned = _OwnedGradient
 
 
 # --- functions over several tensors ---------------------------------------------------------

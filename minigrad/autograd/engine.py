@@ -14,6 +14,8 @@ from . import function
 from .grad_mode import STATE, set_grad_enabled
 
 Tensor = None  # minigrad.tensor registers the Tensor class here when it is imported
+_Owned = None  # a Tensor subclass marking gradient sums the engine made (set with Tensor)
+_new = object.__new__
 
 
 def topological_order(roots):
@@ -61,7 +63,18 @@ def _reduce_to(grad, shape, dtype, node, i):
 
 
 def _accumulate(slot, value):
-    return value if slot is None else slot + value
+    """slot + value. Outside create_graph the sum is made on arrays, in place once the slot
+    holds an array of its own (``_Owned``), since nothing else can see it."""
+    if slot is None:
+        return value
+    if STATE.grad_enabled:  # create_graph: the sum must be part of the graph
+        return slot + value
+    if type(slot) is _Owned:
+        slot.data += value.data
+        return slot
+    owned = _new(_Owned)
+    owned.data = slot.data + value.data
+    return owned
 
 
 def _run_hooks(hooks, grad):

@@ -20,6 +20,12 @@ from .. import backend
 from .grad_mode import STATE, no_grad
 
 Tensor = None  # minigrad.tensor registers the Tensor class here when it is imported
+_new = object.__new__
+_ndarray = backend.np.ndarray
+_XP_BY_TYPE = backend._XP_BY_TYPE
+# what a node keeps once backward has freed it: the graph's shape, not its arrays
+_KEPT_AFTER_RELEASE = {"xp", "params", "needs_input_grad", "_edges", "_out_meta", "_hooks",
+                       "_retain", "_trace"}
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or to read saved tensors after "
@@ -40,9 +46,9 @@ class Function:
     ``ctx.mark_non_differentiable(*outputs)``, ``ctx.needs_input_grad``; any other
     attribute set on ctx is kept for backward and freed with the saved tensors.
     """
-    __slots__ = ("xp", "params", "needs_input_grad", "_to_save", "_saved", "_edges",
-                 "_out_meta", "_hooks", "_retain", "_trace", "_released", "_non_diff",
-                 "__dict__", "__weakref__")
+    # Defaults that most nodes never change (set on the instance only when they do).
+    _to_save = _saved = _edges = _out_meta = _hooks = _retain = _trace = _non_diff = None
+    _released = False
     _raw = False  # True for Primitive: forward sees arrays instead of Tensors
 
     @staticmethod
@@ -91,9 +97,10 @@ class Function:
 
     def _release(self):
         """Free what backward needed (saved tensors and any attribute forward set)."""
-        self._saved = None
+        d = self.__dict__
+        for k in [k for k in d if k not in _KEPT_AFTER_RELEASE]:
+            del d[k]
         self._released = True
-        self.__dict__.clear()
 
     def register_hook(self, idx, hook):
         if self._hooks is None:
@@ -103,8 +110,13 @@ class Function:
     # --- the call ----------------------------------------------------------------------------
     @classmethod
     def apply(cls, *args, **params):
-        ctx = object.__new__(cls)
-        arrays, needs = [], []
+        """Run forward on ``args`` (Tensors and plain values) and record the node if needed.
+
+        This is the hot path of the whole engine: it does the least Python it can.
+        """
+        ctx = _new(cls)
+        ctx.params = params
+        arrays = []
         first = None
         any_grad = False
         for a in args:
@@ -112,65 +124,92 @@ class Function:
                 d = a.data
                 if first is None:
                     first = d
-                elif type(d) is not type(first) or type(d) is not backend.np.ndarray:
+                elif type(d) is not _ndarray or type(first) is not _ndarray:
                     backend.check_same_device(cls.name(), [first, d])
+                if a.requires_grad:
+                    any_grad = True
                 arrays.append(d)
-                needs.append(a.requires_grad)
-                any_grad = any_grad or a.requires_grad
             else:
                 arrays.append(a)
-                needs.append(False)
         if first is None:
             raise TypeError(f"{cls.name()}: expected at least one Tensor argument")
         record = any_grad and STATE.grad_enabled
-        xp = ctx.xp = backend._XP_BY_TYPE[type(first)]
-        ctx.params = params
-        ctx.needs_input_grad = tuple(needs) if record else (False,) * len(needs)
-        ctx._to_save = ctx._non_diff = ctx._saved = ctx._hooks = ctx._retain = None
-        ctx._released = False
-        ctx._trace = _user_frames() if STATE.anomaly else None
+        ctx.xp = _XP_BY_TYPE[type(first)]
+        ctx.needs_input_grad = (tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+                                if record else (False,) * len(args))
+        try:
+            if cls._raw and type(first) is _ndarray and not STATE.anomaly:
+                out = cls.forward(ctx, *arrays, **params)
+            else:
+                out = cls._forward_general(ctx, arrays, params, first)
+        except (ValueError, IndexError) as e:
+            raise _with_op_name(cls, e, arrays) from None
 
+        if type(out) is _ndarray and ctx._non_diff is None:  # the common case: one output
+            if not record:
+                return Tensor._make(out)
+            ctx._edges = tuple(_edge(a) if n else None for a, n in zip(args, ctx.needs_input_grad))
+            ctx._out_meta = ((out.shape, out.dtype),)
+            if ctx._to_save is not None:
+                ctx._saved = _resolve_saved(ctx._to_save, args, (out,), (out,))
+                ctx._to_save = None
+            if out.dtype.kind in "fc":
+                return Tensor._make(out, True, ctx)
+            return Tensor._make(out)
+        return ctx._finish(out, args, record)
+
+    @classmethod
+    def _forward_general(cls, ctx, arrays, params, first):
+        """forward for user Functions (on Tensors), on a GPU, or in anomaly mode."""
+        if STATE.anomaly:
+            ctx._trace = _user_frames()
         with backend.device_context(first):
-            try:
-                out = cls._run_forward(ctx, arrays, params)
-            except (ValueError, IndexError) as e:
-                if isinstance(e, ShapeError):
-                    raise
-                shapes = ", ".join(str(tuple(a.shape)) for a in arrays if hasattr(a, "shape"))
-                raise ShapeError(f"{cls.name()}: {e} (input shapes: {shapes})") from None
+            if cls._raw:
+                out = cls.forward(ctx, *arrays, **params)
+            else:
+                inputs = [Tensor._make(a) if _is_array(a) else a for a in arrays]
+                with no_grad():
+                    out = cls.forward(ctx, *inputs, **params)
+                if isinstance(out, tuple):
+                    out = tuple(o.data if isinstance(o, Tensor) else o for o in out)
+                elif isinstance(out, Tensor):
+                    out = out.data
+        if STATE.anomaly:
+            _check_forward(ctx, arrays, out if isinstance(out, tuple) else (out,))
+        return out
+
+    def _finish(self, out, args, record):
+        """Wrap several outputs, NumPy scalars or non-differentiable outputs in Tensors."""
         multi = type(out) is tuple
         raw = out if multi else (out,)
         # NumPy returns scalars, not 0-d arrays, from 0-d operations: make them arrays
-        outs = [o if isinstance(o, xp.ndarray) else xp.asarray(o) for o in raw]
-        if STATE.anomaly:
-            _check_forward(ctx, arrays, outs)
-
+        outs = [o if isinstance(o, self.xp.ndarray) else self.xp.asarray(o) for o in raw]
         if record:
-            ctx._edges = tuple(_edge(a) if n else None for a, n in zip(args, needs))
-            ctx._out_meta = tuple((o.shape, o.dtype) for o in outs)
-            if ctx._to_save is not None:
-                ctx._saved = _resolve_saved(ctx._to_save, args, raw, outs)
-            non_diff = ctx._non_diff or ()
-            results = [Tensor._make(o, o.dtype.kind in "fc" and id(o) not in non_diff, ctx, i)
-                       for i, o in enumerate(outs)]
-            for r in results:  # a non-differentiable output is a constant, with no grad_fn
-                if not r.requires_grad:
-                    r.grad_fn = None
+            self._edges = tuple(_edge(a) if n else None
+                                for a, n in zip(args, self.needs_input_grad))
+            self._out_meta = tuple((o.shape, o.dtype) for o in outs)
+            if self._to_save is not None:
+                self._saved = _resolve_saved(self._to_save, args, raw, outs)
+                self._to_save = None
+            non_diff = self._non_diff or ()
+            results = []
+            for i, (o, r) in enumerate(zip(outs, raw)):
+                if o.dtype.kind in "fc" and id(r) not in non_diff:
+                    results.append(Tensor._make(o, True, self, i))
+                else:  # a non-differentiable output is a constant, with no grad_fn
+                    results.append(Tensor._make(o))
         else:
             results = [Tensor._make(o) for o in outs]
-        ctx._to_save = None
         return tuple(results) if multi else results[0]
 
-    @classmethod
-    def _run_forward(cls, ctx, arrays, params):
-        if cls._raw:
-            return cls.forward(ctx, *arrays, **params)
-        inputs = [Tensor._make(a) if _is_array(a) else a for a in arrays]
-        with no_grad():
-            out = cls.forward(ctx, *inputs, **params)
-        if isinstance(out, tuple):
-            return tuple(o.data if isinstance(o, Tensor) else o for o in out)
-        return out.data if isinstance(out, Tensor) else out
+
+def _with_op_name(cls, error, arrays):
+    """The error ``forward`` raised, reworded to name the op and the input shapes."""
+    if isinstance(error, ShapeError):
+        return error
+    shapes = ", ".join(str(tuple(a.shape)) for a in arrays if hasattr(a, "shape"))
+    kind = IndexError if isinstance(error, IndexError) else ShapeError
+    return kind(f"{cls.name()}: {error} (input shapes: {shapes})")
 
 
 class Primitive(Function):

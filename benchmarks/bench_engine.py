@@ -1,0 +1,161 @@
+"""Engine benchmarks: minigrad against PyTorch, interleaved in one process.
+
+    python -m benchmarks.bench_engine [--repeats 30] [--threads N]
+
+Workloads
+* ``chain``: 100 small elementwise ops on (8, 8) tensors, forward and backward. Per-op
+  overhead: the time is divided by the number of ops.
+* ``mlp``: one training step of a 784-512-10 MLP at batch 256: forward, cross-entropy,
+  backward, plain SGD update.
+
+Each repeat times minigrad and then PyTorch, so both see the same machine state; the
+medians and the ratio minigrad / PyTorch are printed. Both libraries use the same number
+of threads (PyTorch's intra-op threads and NumPy's BLAS threads). Nothing here is a test:
+speed is reported, never asserted.
+"""
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import numpy as np
+
+import minigrad as mg
+
+try:
+    import torch
+    import torch.nn.functional as TF
+except ImportError:  # PyTorch is optional: minigrad alone is still timed
+    torch = None
+
+CHAIN_OPS = 100
+
+
+def chain_minigrad(x, w):
+    y = x
+    for i in range(CHAIN_OPS // 4):
+        y = ((y * w + x).tanh() - w) * 0.5
+    y.sum().backward()
+
+
+def chain_torch(x, w):
+    y = x
+    for i in range(CHAIN_OPS // 4):
+        y = ((y * w + x).tanh() - w) * 0.5
+    y.sum().backward()
+
+
+def make_mlp(lib, rng, batch=256, sizes=(784, 512, 10)):
+    """Identical weights and data for both libraries (PyTorch's default init ranges)."""
+    def param(*shape):
+        bound = 1 / np.sqrt(shape[-1])
+        arr = rng.uniform(-bound, bound, size=shape).astype(np.float32)
+        if lib == "torch":
+            return torch.tensor(arr, requires_grad=True)
+        return mg.tensor(arr, requires_grad=True)
+    params = [param(sizes[1], sizes[0]), param(sizes[1]), param(sizes[2], sizes[1]),
+              param(sizes[2])]
+    x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
+    y = rng.integers(0, sizes[2], batch)
+    if lib == "torch":
+        return params, torch.tensor(x), torch.tensor(y)
+    return params, mg.tensor(x), mg.tensor(y)
+
+
+def mlp_step_minigrad(params, x, y, lr=0.01):
+    w1, b1, w2, b2 = params
+    h = (x @ w1.T + b1).relu()
+    logits = h @ w2.T + b2
+    loss = -logits.log_softmax(-1)[mg.arange(len(y)), y].mean()
+    loss.backward()
+    with mg.no_grad():
+        for p in params:
+            p.sub_(p.grad, alpha=lr)
+            p.grad = None
+
+
+def mlp_step_torch(params, x, y, lr=0.01):
+    w1, b1, w2, b2 = params
+    h = (x @ w1.T + b1).relu()
+    logits = h @ w2.T + b2
+    loss = TF.cross_entropy(logits, y)
+    loss.backward()
+    with torch.no_grad():
+        for p in params:
+            p.sub_(p.grad, alpha=lr)
+            p.grad = None
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def compare(name, mg_call, torch_call, repeats, per=1, unit="ms"):
+    scale = {"ms": 1e3, "us": 1e6}[unit]
+    for _ in range(3):  # warm-up
+        mg_call()
+        if torch_call:
+            torch_call()
+    mine, theirs = [], []
+    for _ in range(repeats):
+        mine.append(timed(mg_call))
+        if torch_call:
+            theirs.append(timed(torch_call))
+    m = statistics.median(mine) / per * scale
+    line = f"{name:<34} minigrad {m:9.2f} {unit}"
+    if theirs:
+        t = statistics.median(theirs) / per * scale
+        line += f"   torch {t:9.2f} {unit}   ratio {m / t:5.2f}x"
+    print(line, flush=True)
+
+
+def blas_threads():
+    try:
+        from threadpoolctl import threadpool_info
+        return ", ".join(f"{i['internal_api']}={i['num_threads']}" for i in threadpool_info())
+    except ImportError:
+        return os.environ.get("OPENBLAS_NUM_THREADS", "default")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for both libraries (default: PyTorch's default)")
+    args = parser.parse_args(argv)
+    if torch is not None:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        threads = torch.get_num_threads()
+    else:
+        threads = args.threads or os.cpu_count()
+    try:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(threads)
+    except ImportError:
+        pass
+    print(f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores; "
+          f"python {platform.python_version()}; numpy {np.__version__}; "
+          f"torch {torch.__version__ if torch else 'not installed'}")
+    print(f"threads: torch intra-op {threads if torch else '-'}; numpy BLAS {blas_threads()}")
+
+    rng = np.random.default_rng(0)
+    xa, wa = rng.standard_normal((2, 8, 8)).astype(np.float32)
+    x, w = mg.tensor(xa, requires_grad=True), mg.tensor(wa, requires_grad=True)
+    tx = torch.tensor(xa, requires_grad=True) if torch else None
+    tw = torch.tensor(wa, requires_grad=True) if torch else None
+    compare(f"chain: per op, fwd+bwd ({CHAIN_OPS} ops)", lambda: chain_minigrad(x, w),
+            (lambda: chain_torch(tx, tw)) if torch else None, args.repeats,
+            per=CHAIN_OPS, unit="us")
+
+    mg_mlp = make_mlp("mg", np.random.default_rng(1))
+    torch_mlp = make_mlp("torch", np.random.default_rng(1)) if torch else None
+    compare("mlp 784-512-10, batch 256: step", lambda: mlp_step_minigrad(*mg_mlp),
+            (lambda: mlp_step_torch(*torch_mlp)) if torch else None, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
