@@ -77,17 +77,17 @@ class Function:
         return tuple(self._unpack(s) for s in saved)
 
     def _unpack(self, item):
-        kind, value, arr, version = item
-        if kind == "input":
-            if value.data is not arr or value._version != version:
+        source, arr, tag = item
+        if source is not None:  # an input: check it was not changed since it was saved
+            if source.data is not arr or (source._vc is not None and source._vc[0] != tag):
                 raise RuntimeError(
                     f"one of the tensors needed to compute the gradient of {self.name()} "
                     f"(shape {tuple(arr.shape)}) was modified after it was saved for backward "
-                    f"(in place or by assigning .data); its version is {value._version}, "
-                    f"expected {version}")
-            return value
-        if kind == "output":  # rebuilt with this node as grad_fn, so create_graph can see it
-            return Tensor._make(arr, True, self, value)
+                    f"(in place, or by assigning .data); its version is {source._version}, "
+                    f"expected {tag}")
+            return source
+        if tag is not None:  # output number `tag`, rebuilt with this node as its grad_fn
+            return Tensor._make(arr, True, self, tag)
         return Tensor._make(arr) if _is_array(arr) else arr  # a constant, or a scalar
 
     # --- bookkeeping -----------------------------------------------------------------------
@@ -116,9 +116,10 @@ class Function:
         """
         ctx = _new(cls)
         ctx.params = params
-        arrays = []
+        enabled = STATE.grad_enabled
+        arrays, edges = [], []
         first = None
-        any_grad = False
+        record = False
         for a in args:
             if isinstance(a, Tensor):
                 d = a.data
@@ -126,17 +127,21 @@ class Function:
                     first = d
                 elif type(d) is not _ndarray or type(first) is not _ndarray:
                     backend.check_same_device(cls.name(), [first, d])
-                if a.requires_grad:
-                    any_grad = True
                 arrays.append(d)
+                if a.requires_grad and enabled:
+                    record = True  # where this input's gradient goes:
+                    node = a.grad_fn  # the output of its node, or the leaf itself
+                    edges.append((a, 0, d.shape, d.dtype) if node is None else
+                                 (node, a._out_idx, d.shape, d.dtype))
+                    continue
             else:
                 arrays.append(a)
+            edges.append(None)
         if first is None:
             raise TypeError(f"{cls.name()}: expected at least one Tensor argument")
-        record = any_grad and STATE.grad_enabled
         ctx.xp = _XP_BY_TYPE[type(first)]
-        ctx.needs_input_grad = (tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-                                if record else (False,) * len(args))
+        ctx.needs_input_grad = (tuple([e is not None for e in edges]) if record
+                                else (False,) * len(args))
         try:
             if cls._raw and type(first) is _ndarray and not STATE.anomaly:
                 out = cls.forward(ctx, *arrays, **params)
@@ -148,7 +153,7 @@ class Function:
         if type(out) is _ndarray and ctx._non_diff is None:  # the common case: one output
             if not record:
                 return Tensor._make(out)
-            ctx._edges = tuple(_edge(a) if n else None for a, n in zip(args, ctx.needs_input_grad))
+            ctx._edges = tuple(edges)
             ctx._out_meta = ((out.shape, out.dtype),)
             if ctx._to_save is not None:
                 ctx._saved = _resolve_saved(ctx._to_save, args, (out,), (out,))
@@ -156,7 +161,7 @@ class Function:
             if out.dtype.kind in "fc":
                 return Tensor._make(out, True, ctx)
             return Tensor._make(out)
-        return ctx._finish(out, args, record)
+        return ctx._finish(out, args, edges if record else None)
 
     @classmethod
     def _forward_general(cls, ctx, arrays, params, first):
@@ -178,15 +183,14 @@ class Function:
             _check_forward(ctx, arrays, out if isinstance(out, tuple) else (out,))
         return out
 
-    def _finish(self, out, args, record):
+    def _finish(self, out, args, edges):
         """Wrap several outputs, NumPy scalars or non-differentiable outputs in Tensors."""
         multi = type(out) is tuple
         raw = out if multi else (out,)
         # NumPy returns scalars, not 0-d arrays, from 0-d operations: make them arrays
         outs = [o if isinstance(o, self.xp.ndarray) else self.xp.asarray(o) for o in raw]
-        if record:
-            self._edges = tuple(_edge(a) if n else None
-                                for a, n in zip(args, self.needs_input_grad))
+        if edges is not None:
+            self._edges = tuple(edges)
             self._out_meta = tuple((o.shape, o.dtype) for o in outs)
             if self._to_save is not None:
                 self._saved = _resolve_saved(self._to_save, args, raw, outs)
@@ -221,36 +225,30 @@ def _is_array(a):
     return type(a) in backend._XP_BY_TYPE
 
 
-def _edge(t):
-    """Where the gradient of input ``t`` goes: its grad_fn's output, or the leaf itself."""
-    if t.grad_fn is not None:
-        return (t.grad_fn, t._out_idx, t.data.shape, t.data.dtype)
-    return (t, 0, t.data.shape, t.data.dtype)
-
-
 def _resolve_saved(items, args, raw, outs):
-    """Turn what forward saved into ("input"|"output"|"const", ref, array, version) records.
+    """Turn what forward saved into (source, array, tag) records.
 
-    A saved array that is an input's data is kept as that input Tensor (so higher-order
-    gradients flow into it); one that is an output is rebuilt with this node as grad_fn;
-    anything else is a constant. Only arrays are kept for outputs, so no cycle forms.
+    A saved array that is an input's data is kept as that input Tensor (``source``, so
+    higher-order gradients flow into it; ``tag`` is its version); one that is output ``i``
+    is rebuilt with this node as grad_fn (``tag = i``); anything else is a constant (no
+    source, tag None). Outputs keep only their array, so no reference cycle forms.
     """
     resolved = []
     for item in items:
         arr = item.data if isinstance(item, Tensor) else item
-        record = None
         for a in args:
             if isinstance(a, Tensor) and a.data is arr:
-                record = ("input", a, arr, a._version)
+                resolved.append((a, arr, 0 if a._vc is None else a._vc[0]))
                 break
         else:
             for i, o in enumerate(raw):
                 if o is arr:
-                    record = ("output", i, outs[i], 0)
+                    resolved.append((None, outs[i], i))
                     break
-        if record is None and isinstance(arr, backend.np.generic):
-            arr = backend.np.asarray(arr)  # a NumPy scalar would upcast float32 math
-        resolved.append(record or ("const", None, arr, 0))
+            else:
+                if isinstance(arr, backend.np.generic):
+                    arr = backend.np.asarray(arr)  # a NumPy scalar would upcast float32 math
+                resolved.append((None, arr, None))
     return tuple(resolved)
 
 

@@ -1,0 +1,1 @@
+"""Runnable programs, one idea each: ``python -m demos.<name>``."""
