@@ -124,7 +124,11 @@ class Tensor:
         return format(self.item(), spec) if self.data.ndim == 0 else repr(self)
 
     def __repr__(self):
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", precision=4)
+        values = self.numpy()
+        finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+        fixed = values.dtype.kind == "f" and not np.array_equal(finite, np.round(finite))
+        body = np.array2string(values, separator=", ", prefix="tensor(", precision=4,
+                               floatmode="fixed" if fixed else "maxprec")
         extras = []
         if self.is_cuda:
             extras.append(f"device='{self.device}'")
@@ -610,6 +614,8 @@ def as_array(data, dtype=None, device=None):
     if isinstance(data, Tensor):
         data = data.data
     dtype = dtypes.as_dtype(dtype)
+    if type(data).__module__.startswith("cupy"):
+        backend.cupy()  # registers cupy.ndarray as a backend array type
     if type(data) in backend._XP_BY_TYPE:
         arr = data if dtype is None or data.dtype == dtype else data.astype(dtype)
     else:

@@ -295,6 +295,37 @@ def test_mg_grad_wrt_intermediate(device):
     assert x.grad is None and y.grad is None
 
 
+def test_mg_grad_does_not_modify_grad_outputs(device):
+    # a gradient returned by mg.grad, fed back as grad_outputs of an output that gets more
+    # gradient from another output, must stay as it was (torch never writes into it)
+    x = t([1.0, 2.0], device, requires_grad=True)
+    a = x * 1.0
+    (g,) = mg.grad(a.sum() + (a * 2).sum(), a)     # [3, 3]
+    close(g, [3.0, 3.0])
+    y = x * 3
+    z = (y * y).sum()                              # dz/dy = 2y = [6, 12]
+    (gx,) = mg.grad([y, z], x, grad_outputs=[g, None])
+    close(g, [3.0, 3.0])
+    close(gx, [27.0, 45.0])                        # 3 * (g + 2y)
+
+
+def test_mg_grad_runs_hooks_of_intermediates(device):
+    x = t([1.0, 2.0], device, requires_grad=True)
+    y = x * 3
+    y.register_hook(lambda g: g * 2)
+    (gx,) = mg.grad((y * y).sum(), x)              # 3 * 2 * 2y
+    close(gx, [36.0, 72.0])
+
+
+def test_mg_grad_errors(device):
+    x = t([1.0, 2.0], device, requires_grad=True)
+    c = t([1.0, 2.0], device)
+    with pytest.raises(RuntimeError):
+        mg.grad((x * c).sum(), c)                  # an input that does not require grad
+    with pytest.raises(RuntimeError):
+        mg.grad(x * 2, x)                          # non-scalar output without grad_outputs
+
+
 # --- backward arguments -------------------------------------------------------------------
 
 def test_backward_with_gradient_on_non_scalar(device):
@@ -321,6 +352,25 @@ def test_backward_on_tensor_without_grad_raises(device):
     x = t([1.0, 2.0], device)
     with pytest.raises(RuntimeError):
         (x * 2).sum().backward()
+
+
+def test_backward_on_a_leaf(device):
+    x = t([1.0, 2.0], device, requires_grad=True)
+    x.backward(gradient=t([3.0, 4.0], device))
+    close(x.grad, [3.0, 4.0])
+
+
+def test_grad_tensor_is_accumulated_in_place(device):
+    # as torch's AccumulateGrad outside create_graph: the same .grad object is updated
+    x = t([1.0, 2.0], device, requires_grad=True)
+    (x * 2).sum().backward()
+    g = x.grad
+    (x * 3).sum().backward()
+    assert x.grad is g
+    close(g, [5.0, 5.0])
+    x.grad.zero_()
+    (x * x).sum().backward()
+    close(x.grad, [2.0, 4.0])
 
 
 def test_backward_inputs_limits_accumulation(device):
@@ -420,6 +470,19 @@ def test_set_grad_enabled_as_a_function(device):
         assert not (x * 2).requires_grad
     finally:
         mg.set_grad_enabled(True)
+    assert mg.is_grad_enabled()
+
+
+def test_set_grad_enabled_as_a_decorator(device):
+    x = t([1.0], device, requires_grad=True)
+
+    @mg.set_grad_enabled(False)
+    def f(v):
+        return v * 2
+
+    assert mg.is_grad_enabled()        # decorating changes nothing by itself
+    y = f(x)
+    assert not y.requires_grad
     assert mg.is_grad_enabled()
 
 

@@ -200,10 +200,9 @@ def test_anomaly_mode_graph_is_freed_by_refcounting(device, no_gc):
 def test_create_graph_grad_cycle_is_collected_by_gc(device):
     # keeping x.grad with create_graph=True makes a cycle x -> grad -> graph -> x, as in
     # torch; the cycle collector must still be able to free it
-    refs = _refs_of_graph(device, backward=False)
     loss, leaves, inter = _build(device)
     loss.backward(create_graph=True)
-    refs += [weak(leaves[0]), weak(leaves[0].grad.grad_fn)]
+    refs = [weak(leaves[0]), weak(leaves[0].grad), weak(leaves[0].grad.grad_fn)]
     del loss, leaves, inter
     gc.collect()
     assert alive(refs) == []

@@ -14,8 +14,6 @@ from . import function
 from .grad_mode import STATE, set_grad_enabled
 
 Tensor = None  # minigrad.tensor registers the Tensor class here when it is imported
-_Owned = None  # a Tensor subclass marking gradient sums the engine made (set with Tensor)
-_new = object.__new__
 
 
 def topological_order(roots):
@@ -62,19 +60,21 @@ def _reduce_to(grad, shape, dtype, node, i):
     return grad
 
 
-def _accumulate(slot, value):
-    """slot + value. Outside create_graph the sum is made on arrays, in place once the slot
-    holds an array of its own (``_Owned``), since nothing else can see it."""
+def _accumulate(slot, value, owned):
+    """slot + value. Outside create_graph the sum is made on arrays, and in place once the
+    slot holds a sum the engine allocated itself (its id is in ``owned``): nothing else can
+    see that array until the node that receives it runs."""
     if slot is None:
         return value
     if STATE.grad_enabled:  # create_graph: the sum must be part of the graph
         return slot + value
-    if type(slot) is _Owned:
+    if id(slot) in owned:
         slot.data += value.data
         return slot
-    owned = _new(_Owned)
-    owned.data = slot.data + value.data
-    return owned
+    total = Tensor._make(slot.data.copy())  # copy then add: stays an array even when 0-d
+    total.data += value.data
+    owned.add(id(total))
+    return total
 
 
 def _run_hooks(hooks, grad):
@@ -95,75 +95,32 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
     """
     node_grads = {}   # node -> [grad per output]
     leaf_grads = {}   # id(leaf) -> [leaf, grad]
+    owned = set()     # ids of the gradient sums the engine allocated (see _accumulate)
     for t, g in zip(roots, root_grads):
         if t.grad_fn is None:
             slot = leaf_grads.setdefault(id(t), [t, None])
-            slot[1] = _accumulate(slot[1], g)
+            slot[1] = _accumulate(slot[1], g, owned)
         else:
             out = node_grads.setdefault(t.grad_fn, [None] * len(t.grad_fn._out_meta))
-            out[t._out_idx] = _accumulate(out[t._out_idx], g)
+            out[t._out_idx] = _accumulate(out[t._out_idx], g, owned)
 
     order = topological_order([t.grad_fn for t in roots])
-    captured = None
-    if targets is not None:
-        captured = {}
-        wanted = {(t.grad_fn, t._out_idx): i for i, t in enumerate(targets) if t.grad_fn}
-        wanted_leaves = {id(t): i for i, t in enumerate(targets) if t.grad_fn is None}
-        order = _prune(order, {t.grad_fn for t in targets if t.grad_fn}, wanted_leaves)
+    wanted = None
+    if targets is not None:  # mg.grad: (node, output) or leaf -> position in targets
+        wanted = {(t.grad_fn, t._out_idx) if t.grad_fn else id(t): i
+                  for i, t in enumerate(targets)}
+        order = _prune(order, {t.grad_fn for t in targets if t.grad_fn},
+                       {id(t) for t in targets if t.grad_fn is None})
 
-    with set_grad_enabled(create_graph):
-        for node in order:
-            grads = node_grads.pop(node, None)
-            if grads is None:
-                continue  # no gradient reached this node
-            for i, g in enumerate(grads):
-                if g is None:
-                    shape, dtype = node._out_meta[i]
-                    grads[i] = Tensor._make(node.xp.zeros(shape, dtype))
-                    continue
-                if node._hooks and i in node._hooks:
-                    grads[i] = g = _run_hooks(node._hooks[i], g)
-                if node._retain and i in node._retain:
-                    _retain(node._retain[i](), g, create_graph)
-                if captured is not None and (node, i) in wanted:
-                    captured[wanted[(node, i)]] = g
-            if node._saved is None and node._released:
-                raise RuntimeError(function.FREED_MESSAGE.format(op=node.name()))
-            in_grads = type(node).backward(node, *grads)
-            if not isinstance(in_grads, tuple):
-                in_grads = (in_grads,)
-            if len(in_grads) != len(node._edges):
-                raise RuntimeError(
-                    f"{node.name()}.backward returned {len(in_grads)} gradients, expected "
-                    f"{len(node._edges)} (one per input of forward, None where there is none)")
-            if STATE.anomaly:
-                function.check_backward(node, grads, in_grads)
-            for i, (edge, g) in enumerate(zip(node._edges, in_grads)):
-                if edge is None or g is None:
-                    continue
-                target, idx, shape, dtype = edge
-                if not isinstance(g, Tensor):
-                    g = Tensor._make(node.xp.asarray(g, dtype=dtype))
-                g = _reduce_to(g, shape, dtype, node, i)
-                if isinstance(target, Tensor):
-                    slot = leaf_grads.setdefault(id(target), [target, None])
-                    slot[1] = _accumulate(slot[1], g)
-                else:
-                    out = node_grads.setdefault(target, [None] * len(target._out_meta))
-                    out[idx] = _accumulate(out[idx], g)
-            if not retain_graph:
-                node._release()
-
-        for leaf, g in leaf_grads.values():
-            if leaf._hooks:
-                g = _run_hooks(leaf._hooks, g)
-            if captured is not None:
-                if id(leaf) in wanted_leaves:
-                    captured[wanted_leaves[id(leaf)]] = g
-            else:
-                write_grad(leaf, g, create_graph)
-
-    if captured is None:
+    anomaly = STATE.anomaly  # each node's gradients are checked as a whole (naming the
+    STATE.anomaly = False    # node), not the ops its backward runs one by one
+    try:
+        with set_grad_enabled(create_graph):
+            captured = _run_nodes(order, node_grads, leaf_grads, retain_graph, create_graph,
+                                  wanted, anomaly, owned)
+    finally:
+        STATE.anomaly = anomaly
+    if targets is None:
         return None
     result = []
     for i, t in enumerate(targets):
@@ -174,6 +131,63 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
                 "outputs; pass allow_unused=True to get None for it")
         result.append(g)
     return tuple(result)
+
+
+def _run_nodes(order, node_grads, leaf_grads, retain_graph, create_graph, wanted, anomaly,
+               owned):
+    """Run each node's backward in ``order``, then hand the leaves their gradients."""
+    captured = {}
+    for node in order:
+        grads = node_grads.pop(node, None)
+        if grads is None:
+            continue  # no gradient reached this node
+        for i, g in enumerate(grads):
+            owned.discard(id(g))  # handed on from here: never again written in place
+            if g is None:  # an unused output of a multi-output op: its gradient is zero
+                shape, dtype = node._out_meta[i]
+                grads[i] = Tensor._make(node.xp.zeros(shape, dtype))
+                continue
+            if node._hooks and i in node._hooks:
+                grads[i] = g = _run_hooks(node._hooks[i], g)
+            if node._retain and i in node._retain:
+                _retain(node._retain[i](), g, create_graph)
+            if wanted is not None and (node, i) in wanted:
+                captured[wanted[(node, i)]] = g
+        if node._released:
+            raise RuntimeError(function.FREED_MESSAGE.format(op=node.name()))
+        in_grads = type(node).backward(node, *grads)
+        if not isinstance(in_grads, tuple):
+            in_grads = (in_grads,)
+        if len(in_grads) != len(node._edges):
+            raise RuntimeError(
+                f"{node.name()}.backward returned {len(in_grads)} gradients, expected "
+                f"{len(node._edges)} (one per input of forward, None where there is none)")
+        if anomaly:
+            function.check_backward(node, grads, in_grads)
+        for i, (edge, g) in enumerate(zip(node._edges, in_grads)):
+            if edge is None or g is None:
+                continue
+            target, idx, shape, dtype = edge
+            if not isinstance(g, Tensor):
+                g = Tensor._make(node.xp.asarray(g, dtype=dtype))
+            g = _reduce_to(g, shape, dtype, node, i)
+            if isinstance(target, Tensor):
+                slot = leaf_grads.setdefault(id(target), [target, None])
+                slot[1] = _accumulate(slot[1], g, owned)
+            else:
+                out = node_grads.setdefault(target, [None] * len(target._out_meta))
+                out[idx] = _accumulate(out[idx], g, owned)
+        if not retain_graph:
+            node._release()
+
+    for leaf, g in leaf_grads.values():
+        if leaf._hooks:
+            g = _run_hooks(leaf._hooks, g)
+        if wanted is None:
+            write_grad(leaf, g, create_graph)
+        elif id(leaf) in wanted:
+            captured[wanted[id(leaf)]] = g
+    return captured
 
 
 def _prune(order, target_nodes, target_leaves):
@@ -212,7 +226,7 @@ def write_grad(t, g, create_graph):
           and t.grad.data.dtype == g.data.dtype):
         t.grad.data += g.data  # in place: .grad was copied on its first write
     else:
-        t.grad = Tensor._make(t.grad.data + g.data)
+        t.grad = t.grad.detach() + g
 
 
 def _retain(t, g, create_graph):

@@ -14,6 +14,7 @@ Two kinds of forward share this class:
 Both write ``backward`` with Tensor ops, so ``create_graph=True`` only means "run backward
 with grad mode on".
 """
+import math
 import traceback
 
 from .. import backend
@@ -86,8 +87,14 @@ class Function:
                     f"(in place, or by assigning .data); its version is {source._version}, "
                     f"expected {tag}")
             return source
-        if tag is not None:  # output number `tag`, rebuilt with this node as its grad_fn
-            return Tensor._make(arr, True, self, tag)
+        if tag is not None:  # output number i, rebuilt with this node as its grad_fn
+            i, version = tag
+            if version[0] != 0:
+                raise RuntimeError(
+                    f"output {i} of {self.name()} (shape {tuple(arr.shape)}), which its "
+                    "backward needs, was modified in place (e.g. through .detach()) after "
+                    "it was computed")
+            return Tensor._make(arr, True, self, i)
         return Tensor._make(arr) if _is_array(arr) else arr  # a constant, or a scalar
 
     # --- bookkeeping -----------------------------------------------------------------------
@@ -96,11 +103,16 @@ class Function:
         return cls.__name__
 
     def _release(self):
-        """Free what backward needed (saved tensors and any attribute forward set)."""
+        """Free what backward needed: the saved tensors and any array forward stashed on
+        ctx. Only a node that held such memory refuses a second backward afterwards."""
+        freed = self._saved is not None
+        self._saved = None
         d = self.__dict__
-        for k in [k for k in d if k not in _KEPT_AFTER_RELEASE]:
+        for k in [k for k, v in d.items() if _holds_memory(v) and k not in _KEPT_AFTER_RELEASE]:
             del d[k]
-        self._released = True
+            freed = True
+        if freed:
+            self._released = True
 
     def register_hook(self, idx, hook):
         if self._hooks is None:
@@ -159,7 +171,10 @@ class Function:
                 ctx._saved = _resolve_saved(ctx._to_save, args, (out,), (out,))
                 ctx._to_save = None
             if out.dtype.kind in "fc":
-                return Tensor._make(out, True, ctx)
+                result = Tensor._make(out, True, ctx)
+                if ctx._saved is not None:
+                    _share_versions(ctx._saved, (result,))
+                return result
             return Tensor._make(out)
         return ctx._finish(out, args, edges if record else None)
 
@@ -202,14 +217,23 @@ class Function:
                     results.append(Tensor._make(o, True, self, i))
                 else:  # a non-differentiable output is a constant, with no grad_fn
                     results.append(Tensor._make(o))
+            if self._saved is not None:
+                _share_versions(self._saved, results)
         else:
             results = [Tensor._make(o) for o in outs]
         return tuple(results) if multi else results[0]
 
 
+def _share_versions(saved, results):
+    """Give each saved output tensor the version counter its saved record checks."""
+    for source, _, tag in saved:
+        if source is None and tag is not None:
+            results[tag[0]]._vc = tag[1]
+
+
 def _with_op_name(cls, error, arrays):
     """The error ``forward`` raised, reworded to name the op and the input shapes."""
-    if isinstance(error, ShapeError):
+    if type(error) not in (ValueError, IndexError):  # ours (ShapeError, DeviceError, ...)
         return error
     shapes = ", ".join(str(tuple(a.shape)) for a in arrays if hasattr(a, "shape"))
     kind = IndexError if isinstance(error, IndexError) else ShapeError
@@ -225,13 +249,18 @@ def _is_array(a):
     return type(a) in backend._XP_BY_TYPE
 
 
+def _holds_memory(value):
+    return type(value) in backend._XP_BY_TYPE or isinstance(value, Tensor)
+
+
 def _resolve_saved(items, args, raw, outs):
     """Turn what forward saved into (source, array, tag) records.
 
     A saved array that is an input's data is kept as that input Tensor (``source``, so
     higher-order gradients flow into it; ``tag`` is its version); one that is output ``i``
-    is rebuilt with this node as grad_fn (``tag = i``); anything else is a constant (no
-    source, tag None). Outputs keep only their array, so no reference cycle forms.
+    is rebuilt with this node as grad_fn (``tag = (i, version counter)``, the counter shared
+    with the output tensor); anything else is a constant (no source, tag None). Outputs
+    keep only their array, so no reference cycle forms.
     """
     resolved = []
     for item in items:
@@ -242,8 +271,8 @@ def _resolve_saved(items, args, raw, outs):
                 break
         else:
             for i, o in enumerate(raw):
-                if o is arr:
-                    resolved.append((None, outs[i], i))
+                if o is arr:  # the output tensor will share this version counter
+                    resolved.append((None, outs[i], (i, [0])))
                     break
             else:
                 if isinstance(arr, backend.np.generic):
@@ -289,6 +318,8 @@ def _where(trace):
 
 
 def _all_finite(a):
+    if isinstance(a, float):
+        return math.isfinite(a)
     xp = backend._XP_BY_TYPE.get(type(a))
     if xp is None or a.dtype.kind not in "fc":
         return True
@@ -296,7 +327,7 @@ def _all_finite(a):
 
 
 def _check_forward(ctx, arrays, outs):
-    if not all(_all_finite(a) for a in arrays if _is_array(a)):
+    if not all(_all_finite(a) for a in arrays):
         return  # the NaN/inf came from an input: an earlier op produced it
     for i, o in enumerate(outs):
         if not _all_finite(o):

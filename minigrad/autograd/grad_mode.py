@@ -54,13 +54,21 @@ class enable_grad(_Mode):
 
 
 class set_grad_enabled(_Mode):
-    """``set_grad_enabled(mode)``: a context manager that sets grad mode to ``mode``."""
+    """``set_grad_enabled(mode)`` sets grad mode at once; as a context manager (or a
+    decorator) it restores the previous mode afterwards, as PyTorch's does."""
     _flag = "grad_enabled"
 
     def __init__(self, mode):
         self._value = bool(mode)
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = self._value
+
+    def __enter__(self):
+        return self
 
     def __call__(self, fn):
+        STATE.grad_enabled = self._prev  # decorating must not change the mode now
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with set_grad_enabled(self._value):

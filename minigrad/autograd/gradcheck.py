@@ -48,8 +48,9 @@ def _analytic(fn, inputs, wrt):
     for o in outs:
         xp = backend.xp_of(o.data)
         for k in range(o.data.size):
-            seed = xp.zeros(o.data.shape, dtype=o.dtype)
-            seed.flat[k] = 1
+            seed = xp.zeros(o.data.size, dtype=o.dtype)
+            seed[k] = 1
+            seed = seed.reshape(o.data.shape)
             if not o.requires_grad:
                 rows.append([np.zeros(t.data.size) for t in targets])
                 continue
