@@ -19,7 +19,7 @@ from .autograd.function import ShapeError
 from .ops import (Abs, Add, Amax, Amin, Cast, Cat, Clamp, Cos, Div, Erf, Exp, Expand, GetItem,
                   Log, LogSoftmax, LogSumExp, MatMul, Maximum, MaxDim, Minimum, MinDim, Mul,
                   Neg, NonDiff, Permute, Pow, Relu, Reshape, Sigmoid, Sin, Softmax, Split,
-                  Sqrt, Sub, Sum, Tanh, ToDevice, Where)
+                  Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where)
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])  # what max(dim) returns
 _PY_SCALARS = (builtins.int, builtins.float, builtins.bool)
@@ -325,11 +325,11 @@ class Tensor:
     def isinf(self): return NonDiff.apply(self, fn="isinf")
     def isfinite(self): return NonDiff.apply(self, fn="isfinite")
 
-    def argmax(self, dim=None, keepdim=False):
-        return _arg_reduce(self, dim, keepdim, MaxDim)
+    def argmax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        return _arg_reduce(self, _alias(dim, axis), _kd(keepdim, keepdims), MaxDim)
 
-    def argmin(self, dim=None, keepdim=False):
-        return _arg_reduce(self, dim, keepdim, MinDim)
+    def argmin(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        return _arg_reduce(self, _alias(dim, axis), _kd(keepdim, keepdims), MinDim)
 
     # --- elementwise ------------------------------------------------------------------------
     def exp(self): return Exp.apply(self)
@@ -397,8 +397,8 @@ class Tensor:
 
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
             keepdims=None):
-        return self.var(dim, unbiased, keepdim, correction=correction, axis=axis,
-                        keepdims=keepdims).sqrt()
+        return StdSqrt.apply(self.var(dim, unbiased, keepdim, correction=correction, axis=axis,
+                                      keepdims=keepdims))
 
     def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """Without dim: the largest value. With an int dim: (values, indices). With a
@@ -408,20 +408,20 @@ class Tensor:
     def min(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         return _extreme(self, dim, keepdim, axis, keepdims, Amin, MinDim, Minimum)
 
-    def amax(self, dim=None, keepdim=False):
-        return Amax.apply(self, dims=_dims(self, dim, None), keepdim=keepdim)
+    def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        return Amax.apply(self, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
 
-    def amin(self, dim=None, keepdim=False):
-        return Amin.apply(self, dims=_dims(self, dim, None), keepdim=keepdim)
+    def amin(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        return Amin.apply(self, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
 
     def logsumexp(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         return LogSumExp.apply(self, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
 
-    def softmax(self, dim):
-        return Softmax.apply(self, dim=_dim(self, dim))
+    def softmax(self, dim=None, *, axis=None):
+        return Softmax.apply(self, dim=_dim(self, _required_dim("softmax", dim, axis)))
 
-    def log_softmax(self, dim):
-        return LogSoftmax.apply(self, dim=_dim(self, dim))
+    def log_softmax(self, dim=None, *, axis=None):
+        return LogSoftmax.apply(self, dim=_dim(self, _required_dim("log_softmax", dim, axis)))
 
     # --- shape ------------------------------------------------------------------------------
     def reshape(self, *shape):
@@ -727,6 +727,17 @@ def _kd(keepdim, keepdims):
     return keepdim if keepdims is None else keepdims
 
 
+def _alias(dim, axis):
+    return axis if dim is None else dim
+
+
+def _required_dim(op, dim, axis):
+    dim = _alias(dim, axis)
+    if dim is None:
+        raise TypeError(f"{op}: the dim argument is required")
+    return dim
+
+
 def _count(t, dims):
     return math.prod(t.shape[d] for d in dims)
 
@@ -736,8 +747,12 @@ def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):
         return pair_op.apply(*_operands(t, dim))
     dim = axis if dim is None else dim
     keepdim = _kd(keepdim, keepdims)
-    if isinstance(dim, _PY_SCALARS) and t.ndim > 0:
-        values, indices = dim_op.apply(t, dim=_dim(t, dim), keepdim=keepdim)
+    if isinstance(dim, _PY_SCALARS):
+        if t.ndim == 0:  # a 0-d tensor has one dim to reduce, of size 1
+            _dim(t, dim)
+            values, indices = dim_op.apply(t.reshape(1), dim=0, keepdim=False)
+        else:
+            values, indices = dim_op.apply(t, dim=_dim(t, dim), keepdim=keepdim)
         return ValuesIndices(values, indices)
     if t.data.size == 0:
         raise RuntimeError(f"{full_op.name().lower()}: cannot reduce an empty tensor")

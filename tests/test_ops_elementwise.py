@@ -260,17 +260,23 @@ def test_gradcheck(device, fn, domains, data, seed):
     assert_gradcheck(fn, arrays, device)
 
 
+# A chain of float32 ops reaching ~50 before cancelling down to ~1 (exp(x)**2 - ...): one
+# ulp of the large intermediate terms is ~4e-6, beyond the per-op tolerance.
+F32_TOL = {"composite": dict(rtol=1e-5, atol=1e-5)}
+
+
 @needs_torch
 @DTYPES
-@pytest.mark.parametrize("fn, domains", params(ELEMENTWISE))
+@pytest.mark.parametrize("name, fn, domains", [pytest.param(*r, id=r[0]) for r in ELEMENTWISE])
 @SETTINGS
 @given(data=st.data(), seed=SEEDS)
-def test_matches_torch(device, fn, domains, dtype, data, seed):
+def test_matches_torch(device, name, fn, domains, dtype, data, seed):
     shapes = data.draw(broadcastable(len(domains)), label="shapes")
     rng = np.random.default_rng(seed)
     arrays = [sample(rng, s, d) for s, d in zip(shapes, domains)]
     arrays = [a.astype(dtype) if a.dtype.kind == "f" else a for a in arrays]
-    assert_parity(fn, arrays, device, seed=seed)
+    tol = F32_TOL.get(name, {}) if dtype == np.float32 else {}
+    assert_parity(fn, arrays, device, seed=seed, **tol)
 
 
 # The function forms mg.<name>(x) against torch.<name>(x).

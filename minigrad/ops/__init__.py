@@ -1,6 +1,6 @@
 """The engine's primitive ops, one ``Primitive`` class each (see ``autograd.function``)."""
 from .elementwise import (Abs, Add, Cast, Clamp, Cos, Div, Erf, Exp, Log, Maximum,  # noqa: F401
-                          Minimum, Mul, Neg, NonDiff, Pow, Relu, Sigmoid, Sin, Sqrt, Sub,
+                          Minimum, Mul, Neg, NonDiff, Pow, Relu, Sigmoid, Sin, Sqrt, StdSqrt, Sub,
                           Tanh, ToDevice, Where)
 from .linalg import MatMul  # noqa: F401
 from .reduce import (Amax, Amin, LogSoftmax, LogSumExp, MaxDim, MinDim, Softmax,  # noqa: F401
