@@ -271,7 +271,8 @@ class Tensor:
         return Pow.apply(*_operands(self, exponent))
 
     def __rpow__(self, base):
-        x = self if self.data.dtype.kind == "f" else self.to(dtypes.get_default_dtype())
+        integral = self.data.dtype.kind in "iu" and isinstance(_py_scalar(base), builtins.int)
+        x = self if self.data.dtype.kind == "f" or integral else self.to(dtypes.get_default_dtype())
         return Pow.apply(Tensor._make(backend.xp_of(x.data).asarray(base, dtype=x.dtype)), x)
 
     add = __add__

@@ -170,12 +170,15 @@ def _run_nodes(order, node_grads, leaf_grads, retain_graph, create_graph, wanted
             target, idx, shape, dtype = edge
             if not isinstance(g, Tensor):
                 g = Tensor._make(node.xp.asarray(g, dtype=dtype))
-            g = _reduce_to(g, shape, dtype, node, i)
+            if g.data.shape != shape or g.data.dtype != dtype:
+                g = _reduce_to(g, shape, dtype, node, i)
             if isinstance(target, Tensor):
                 slot = leaf_grads.setdefault(id(target), [target, None])
                 slot[1] = _accumulate(slot[1], g, owned)
             else:
-                out = node_grads.setdefault(target, [None] * len(target._out_meta))
+                out = node_grads.get(target)
+                if out is None:
+                    out = node_grads[target] = [None] * len(target._out_meta)
                 out[idx] = _accumulate(out[idx], g, owned)
         if not retain_graph:
             node._release()

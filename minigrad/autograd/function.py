@@ -75,11 +75,13 @@ class Function:
             if self._released:
                 raise RuntimeError(FREED_MESSAGE.format(op=self.name()))
             return ()
-        return tuple(self._unpack(s) for s in saved)
+        return tuple([self._unpack(s) for s in saved])
 
     def _unpack(self, item):
         source, arr, tag = item
         if source is not None:  # an input: check it was not changed since it was saved
+            if source.data is arr and source._vc is None:
+                return source
             if source.data is not arr or (source._vc is not None and source._vc[0] != tag):
                 raise RuntimeError(
                     f"one of the tensors needed to compute the gradient of {self.name()} "
@@ -105,12 +107,13 @@ class Function:
     def _release(self):
         """Free what backward needed: the saved tensors and any array forward stashed on
         ctx. Only a node that held such memory refuses a second backward afterwards."""
-        freed = self._saved is not None
-        self._saved = None
         d = self.__dict__
-        for k in [k for k, v in d.items() if _holds_memory(v) and k not in _KEPT_AFTER_RELEASE]:
-            del d[k]
-            freed = True
+        freed = d.pop("_saved", None) is not None
+        if len(d) > len(_KEPT_AFTER_RELEASE) - 3:  # forward set attributes of its own
+            for k in [k for k, v in d.items() if k not in _KEPT_AFTER_RELEASE
+                      and (type(v) in _XP_BY_TYPE or isinstance(v, Tensor))]:
+                del d[k]
+                freed = True
         if freed:
             self._released = True
 
@@ -169,7 +172,7 @@ class Function:
             ctx._out_meta = ((out.shape, out.dtype),)
             if ctx._to_save is not None:
                 ctx._saved = _resolve_saved(ctx._to_save, args, (out,), (out,))
-                ctx._to_save = None
+                del ctx._to_save
             if out.dtype.kind in "fc":
                 result = Tensor._make(out, True, ctx)
                 if ctx._saved is not None:
@@ -209,7 +212,7 @@ class Function:
             self._out_meta = tuple((o.shape, o.dtype) for o in outs)
             if self._to_save is not None:
                 self._saved = _resolve_saved(self._to_save, args, raw, outs)
-                self._to_save = None
+                del self._to_save
             non_diff = self._non_diff or ()
             results = []
             for i, (o, r) in enumerate(zip(outs, raw)):
@@ -249,8 +252,6 @@ def _is_array(a):
     return type(a) in backend._XP_BY_TYPE
 
 
-def _holds_memory(value):
-    return type(value) in backend._XP_BY_TYPE or isinstance(value, Tensor)
 
 
 def _resolve_saved(items, args, raw, outs):
