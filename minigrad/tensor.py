@@ -265,6 +265,9 @@ class Tensor:
 
     def __pow__(self, exponent):
         if isinstance(exponent, _PY_SCALARS + (np.generic,)):
+            if (self.data.dtype.kind in "biu" and isinstance(exponent, (builtins.int, np.integer))
+                    and exponent < 0):
+                raise RuntimeError("pow: integers to negative integer powers are not allowed")
             base = self if self.data.dtype.kind == "f" or isinstance(exponent, builtins.int) \
                 else self.to(dtypes.get_default_dtype())
             return Pow.apply(base, _py_scalar(exponent))
@@ -333,16 +336,17 @@ class Tensor:
         return _arg_reduce(self, _alias(dim, axis), _kd(keepdim, keepdims), MinDim)
 
     # --- elementwise ------------------------------------------------------------------------
-    def exp(self): return Exp.apply(self)
-    def log(self): return Log.apply(self)
-    def sqrt(self): return Sqrt.apply(self)
+    # float functions of integer tensors compute in the default float dtype, as in PyTorch
+    def exp(self): return Exp.apply(_floating(self))
+    def log(self): return Log.apply(_floating(self))
+    def sqrt(self): return Sqrt.apply(_floating(self))
     def abs(self): return Abs.apply(self)
-    def tanh(self): return Tanh.apply(self)
-    def sigmoid(self): return Sigmoid.apply(self)
+    def tanh(self): return Tanh.apply(_floating(self))
+    def sigmoid(self): return Sigmoid.apply(_floating(self))
     def relu(self): return Relu.apply(self)
-    def sin(self): return Sin.apply(self)
-    def cos(self): return Cos.apply(self)
-    def erf(self): return Erf.apply(self)
+    def sin(self): return Sin.apply(_floating(self))
+    def cos(self): return Cos.apply(_floating(self))
+    def erf(self): return Erf.apply(_floating(self))
     def square(self): return self * self
     def rsqrt(self): return 1.0 / self.sqrt()
     def maximum(self, other): return Maximum.apply(*_operands(self, other))
@@ -362,7 +366,10 @@ class Tensor:
             raise ValueError("clamp: at least one of min and max must be given")
         if isinstance(min, Tensor) or isinstance(max, Tensor):
             raise TypeError("clamp: min and max must be numbers (use maximum/minimum for tensors)")
-        return Clamp.apply(self, min=min, max=max)
+        x = self
+        if self.data.dtype.kind in "biu" and any(isinstance(b, builtins.float) for b in (min, max)):
+            x = self.to(dtypes.get_default_dtype())  # a float bound makes the result float
+        return Clamp.apply(x, min=min, max=max)
 
     clip = clamp
 
@@ -371,8 +378,11 @@ class Tensor:
         return where(condition, self, other)
 
     def masked_fill(self, mask, value):
+        """``self`` with ``value`` where ``mask`` is True; the result keeps self's dtype."""
         if isinstance(value, Tensor):
             value = value.to(self.dtype)
+        elif self.data.dtype.kind != "f":
+            value = self.data.dtype.type(value).item()  # 2.5 into an int tensor is 2
         return Where.apply(as_tensor(mask, like=self), value, self)
 
     # --- reductions --------------------------------------------------------------------------
@@ -416,13 +426,15 @@ class Tensor:
         return Amin.apply(self, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
 
     def logsumexp(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        return LogSumExp.apply(self, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
+        return LogSumExp.apply(_floating(self), dims=_dims(self, dim, axis),
+                               keepdim=_kd(keepdim, keepdims))
 
     def softmax(self, dim=None, *, axis=None):
-        return Softmax.apply(self, dim=_dim(self, _required_dim("softmax", dim, axis)))
+        return Softmax.apply(_floating(self), dim=_dim(self, _required_dim("softmax", dim, axis)))
 
     def log_softmax(self, dim=None, *, axis=None):
-        return LogSoftmax.apply(self, dim=_dim(self, _required_dim("log_softmax", dim, axis)))
+        dim = _dim(self, _required_dim("log_softmax", dim, axis))
+        return LogSoftmax.apply(_floating(self), dim=dim)
 
     # --- shape ------------------------------------------------------------------------------
     def reshape(self, *shape):
@@ -449,6 +461,8 @@ class Tensor:
     def transpose(self, dim0, dim1):
         dims = list(range(self.ndim))
         d0, d1 = _dim(self, dim0), _dim(self, dim1)
+        if self.ndim == 0:
+            return self
         dims[d0], dims[d1] = dims[d1], dims[d0]
         return Permute.apply(self, dims=tuple(dims))
 
@@ -465,7 +479,9 @@ class Tensor:
         if self.ndim == 0:
             return self.reshape(1)
         s, e = _dim(self, start_dim), _dim(self, end_dim)
-        return self.reshape(self.shape[:s] + (-1,) + self.shape[e + 1:]) if s <= e else self
+        if s > e:
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        return self.reshape(self.shape[:s] + (-1,) + self.shape[e + 1:])
 
     def expand(self, *sizes):
         sizes = _shape_arg(sizes)
@@ -499,7 +515,9 @@ class Tensor:
         return self.split(builtins.max(1, -(-n // chunks)), dim)
 
     def __getitem__(self, index):
-        return GetItem.apply(self, index=_index(index, self))
+        basic, advanced = _split_index(_index(index, self), self.ndim)
+        out = GetItem.apply(self, index=basic)
+        return out if advanced is None else GetItem.apply(out, index=advanced)
 
     # --- in place (never on tensors inside a graph: see _inplace) ---------------------------
     def __setitem__(self, index, value):
@@ -599,13 +617,14 @@ def stack(tensors, dim=0):
 
 def where(condition, input, other):
     """``input`` where ``condition`` holds, else ``other`` (either may be a scalar)."""
-    like = input if isinstance(input, Tensor) else other
-    if not isinstance(like, Tensor):
-        like = as_tensor(dtypes.get_default_dtype().type(0), like=condition)
-    cond = as_tensor(condition, like=like)
-    if isinstance(input, Tensor) and isinstance(other, Tensor):
+    if isinstance(input, Tensor):
         input, other = _operands(input, other)
-    return Where.apply(cond, input, other)
+    elif isinstance(other, Tensor):
+        other, input = _operands(other, input)
+    else:
+        input = as_tensor(as_array(input), like=condition)
+        input, other = _operands(input, other)
+    return Where.apply(as_tensor(condition, like=input), input, other)
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -697,6 +716,10 @@ def _raw(value, like):
     return value
 
 
+def _floating(t):
+    return t if t.data.dtype.kind == "f" else t.to(dtypes.get_default_dtype())
+
+
 def _dim(t, d, ndim=None):
     ndim = t.ndim if ndim is None else ndim
     n = builtins.max(ndim, 1)
@@ -778,6 +801,35 @@ def _index(index, like):
     if isinstance(index, tuple):
         return tuple(_index_item(i, like) for i in index)
     return _index_item(index, like)
+
+
+def _split_index(index, ndim):
+    """PyTorch applies the integers of an index before its arrays (as selections), where
+    NumPy treats them as arrays too; the two differ when an int and an array are separated
+    by a slice. Returns (basic, advanced): index with ``basic`` first, then ``advanced``
+    (None when one step is enough)."""
+    items = index if isinstance(index, tuple) else (index,)
+    is_array = [hasattr(i, "ndim") and i.ndim > 0 for i in items]
+    is_int = [isinstance(i, (builtins.int, np.integer)) and not isinstance(i, builtins.bool)
+              for i in items]
+    if not any(is_array) or not any(is_int):
+        return index, None
+    used = sum(i.ndim if a else 1 for i, a in zip(items, is_array)
+               if i is not None and i is not Ellipsis)
+    basic, advanced = [], []
+    for i, arr, integer in zip(items, is_array, is_int):
+        if i is Ellipsis:
+            basic.append(Ellipsis)
+            advanced.extend([slice(None)] * (ndim - used))
+        elif arr:
+            basic.extend([slice(None)] * i.ndim)
+            advanced.append(i)
+        elif integer:
+            basic.append(i)
+        else:  # a slice or None: one dim in the result of the basic step
+            basic.append(i)
+            advanced.append(slice(None))
+    return tuple(basic), tuple(advanced)
 
 
 def _index_item(i, like):

@@ -23,7 +23,7 @@ from tests.torch_ref import needs_torch, to_torch, torch
 
 # gradgradcheck costs about (elements)^2 backward passes: keep generated tensors small.
 MAX_SIZE = 32
-SETTINGS = settings(max_examples=20, deadline=None,
+SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 SEEDS = st.integers(0, 2**32 - 1)
 DTYPES = pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
@@ -397,6 +397,23 @@ DTYPE_CASES = [
                                                             f32([1.0, 2.0]), f64([3.0, 4.0])]),
     ("masked_fill_f32", lambda x: x.masked_fill(x > 1, 2.5), [f32([1.0, 2.0])]),
     ("clamp_int", lambda x: x.clamp(0, 2), [i64([-1, 1, 3])]),
+    ("clamp_int_float_bound", lambda x: x.clamp(0.5), [i64([-1, 1, 3])]),
+    ("clamp_int_float_max", lambda x: x.clamp(max=2.5), [i64([-1, 1, 3])]),
+    ("exp_int", lambda x: x.exp(), [i64([1, 2])]),
+    ("log_int", lambda x: x.log(), [i64([1, 2])]),
+    ("sqrt_int", lambda x: x.sqrt(), [i64([1, 4])]),
+    ("sin_int", lambda x: x.sin(), [i64([1, 2])]),
+    ("cos_int", lambda x: x.cos(), [i64([1, 2])]),
+    ("tanh_int", lambda x: x.tanh(), [i64([1, 2])]),
+    ("sigmoid_int", lambda x: x.sigmoid(), [i64([1, 2])]),
+    ("erf_int", lambda x: x.erf(), [i64([1, 2])]),
+    ("relu_int", lambda x: x.relu(), [i64([-1, 2])]),
+    ("maximum_int_f32", lambda x, y: x.maximum(y), [i64([1, 5]), f32([3.0, 4.0])]),
+    ("where_int_float_scalar", lambda c, x: lib(x).where(c, x, 0.5), [np.array([True, False]),
+                                                                    i64([1, 2])]),
+    ("where_int_int_scalar", lambda c, x: lib(x).where(c, x, 2), [np.array([True, False]),
+                                                                i64([1, 2])]),
+    ("masked_fill_int_float_value", lambda x: x.masked_fill(x > 1, 2.5), [i64([1, 2])]),
     ("abs_int", lambda x: x.abs(), [i64([-1, 1])]),
     ("neg_int", lambda x: -x, [i64([-1, 1])]),
 ]
@@ -448,6 +465,12 @@ def test_broadcast_error_names_op_and_shapes(device, op, fn):
     x = mg.ones(2, 3, device=device, requires_grad=True)
     y = mg.ones(4, device=device)
     run_error(lambda: fn(x, y), RuntimeError, [op, "(2, 3)", "(4,)"])
+
+
+def test_integer_to_negative_integer_power_raises(device):
+    """torch: "Integers to negative integer powers are not allowed" (as NumPy)."""
+    with pytest.raises((RuntimeError, ValueError)):
+        mg.tensor([1, 2], device=device) ** -1
 
 
 def test_clamp_needs_a_bound(device):

@@ -18,7 +18,7 @@ from hypothesis.extra.numpy import array_shapes, basic_indices, integer_array_in
 
 import minigrad as mg
 from tests.test_ops_elementwise import (DTYPES, MAX_SIZE, SEEDS, SETTINGS, assert_gradcheck,
-                                        assert_parity, f64, lib, make, params, run_error,
+                                        assert_parity, f64, lib, params, run_error,
                                         sample)
 from tests.torch_ref import needs_torch, torch
 

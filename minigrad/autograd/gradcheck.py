@@ -36,7 +36,10 @@ def _numeric(fn, inputs, i, eps):
             values.append(np.concatenate(
                 [backend.to_host(o.data).ravel() for o in _outputs(fn, args)] or [np.zeros(0)]))
         columns.append((values[0] - values[1]) / (2 * eps))
-    return np.stack(columns, axis=1) if columns else np.zeros((0, 0))
+    if not columns:
+        n_out = sum(o.data.size for o in _outputs(fn, inputs))
+        return np.zeros((n_out, 0))
+    return np.stack(columns, axis=1)
 
 
 def _analytic(fn, inputs, wrt):
@@ -44,22 +47,22 @@ def _analytic(fn, inputs, wrt):
     from ..tensor import Tensor
     outs = _outputs(fn, inputs)
     targets = [inputs[i] for i in wrt]
-    rows = []
+    n_out = sum(o.data.size for o in outs)
+    jacobians = [np.zeros((n_out, t.data.size)) for t in targets]
+    row = 0
     for o in outs:
         xp = backend.xp_of(o.data)
         for k in range(o.data.size):
-            seed = xp.zeros(o.data.size, dtype=o.dtype)
-            seed[k] = 1
-            seed = seed.reshape(o.data.shape)
-            if not o.requires_grad:
-                rows.append([np.zeros(t.data.size) for t in targets])
-                continue
-            grads = run_backward([o], [Tensor._make(seed)], retain_graph=True, targets=targets,
-                                 allow_unused=True)
-            rows.append([np.zeros(t.data.size) if g is None else backend.to_host(g.data).ravel()
-                         for t, g in zip(targets, grads)])
-    return [np.array([r[j] for r in rows]).reshape(-1, targets[j].data.size)
-            for j in range(len(targets))]
+            if o.requires_grad:
+                seed = xp.zeros(o.data.size, dtype=o.dtype)
+                seed[k] = 1
+                grads = run_backward([o], [Tensor._make(seed.reshape(o.data.shape))],
+                                     retain_graph=True, targets=targets, allow_unused=True)
+                for jac, g in zip(jacobians, grads):
+                    if g is not None:
+                        jac[row] = backend.to_host(g.data).ravel()
+            row += 1
+    return jacobians
 
 
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
