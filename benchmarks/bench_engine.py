@@ -8,8 +8,8 @@ Workloads
 * ``mlp``: one training step of a 784-512-10 MLP at batch 256: forward, cross-entropy,
   backward, plain SGD update.
 
-Each repeat times minigrad and then PyTorch, so both see the same machine state; the
-medians and the ratio minigrad / PyTorch are printed. Both libraries use the same number
+minigrad and PyTorch run in alternating blocks of a few repeats, so both see the same
+machine state; the medians and the ratio minigrad / PyTorch are printed. Both libraries use the same number
 of threads (PyTorch's intra-op threads and NumPy's BLAS threads). Nothing here is a test:
 speed is reported, never asserted.
 """
@@ -93,23 +93,27 @@ def timed(fn, *args):
     return time.perf_counter() - start
 
 
-def compare(name, mg_call, torch_call, repeats, per=1, unit="ms"):
+def compare(name, mg_call, torch_call, repeats, per=1, unit="ms", block=20):
+    """Median time of each call, in alternating blocks of ``block`` runs: alternating every
+    single run would make each library's idle worker threads (which spin for a while
+    after work) slow down the other one."""
     scale = {"ms": 1e3, "us": 1e6}[unit]
     for _ in range(3):  # warm-up
         mg_call()
         if torch_call:
             torch_call()
     mine, theirs = [], []
-    for _ in range(repeats):
-        mine.append(timed(mg_call))
+    for _ in range(max(1, repeats // block)):
+        mine += [timed(mg_call) for _ in range(block)]
         if torch_call:
-            theirs.append(timed(torch_call))
+            theirs += [timed(torch_call) for _ in range(block)]
     m = statistics.median(mine) / per * scale
     line = f"{name:<34} minigrad {m:9.2f} {unit}"
     if theirs:
         t = statistics.median(theirs) / per * scale
         line += f"   torch {t:9.2f} {unit}   ratio {m / t:5.2f}x"
     print(line, flush=True)
+    return m
 
 
 def blas_threads():
@@ -122,7 +126,7 @@ def blas_threads():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for both libraries (default: PyTorch's default)")
     args = parser.parse_args(argv)

@@ -704,7 +704,9 @@ def _root_grad(t, gradient, op):
     if gradient.shape != t.shape:
         raise ShapeError(f"{op}: gradient has shape {gradient.shape} but the output has shape "
                          f"{t.shape}")
-    return gradient.to(t.dtype)
+    gradient = gradient.to(t.dtype)  # a wrapper of the engine's own (see engine._own)
+    return Tensor._make(gradient.data, gradient.requires_grad, gradient.grad_fn,
+                        gradient._out_idx)
 
 
 def _raw(value, like):

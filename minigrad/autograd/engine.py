@@ -10,6 +10,10 @@
 3. Leaves receive their total gradient into ``.grad`` at the end (or it is returned, for
    ``mg.grad``). Saved tensors are freed as each node finishes unless ``retain_graph``.
 """
+import sys
+
+import numpy as np
+
 from . import function
 from .grad_mode import STATE, set_grad_enabled
 
@@ -80,8 +84,8 @@ def _accumulate(slot, value, owned):
 def _run_hooks(hooks, grad):
     for hook in hooks:
         new = hook(grad)
-        if new is not None:
-            grad = new
+        if new is not None:  # the hook's tensor may be the user's: keep our own wrapper
+            grad = Tensor._make(new.data, new.requires_grad, new.grad_fn, new._out_idx)
     return grad
 
 
@@ -158,6 +162,8 @@ def _run_nodes(order, node_grads, leaf_grads, retain_graph, create_graph, wanted
         in_grads = type(node).backward(node, *grads)
         if not isinstance(in_grads, tuple):
             in_grads = (in_grads,)
+        if not node._raw:  # a user's backward may return tensors it keeps: wrap them anew
+            in_grads = tuple(_rewrap(g) for g in in_grads)
         if len(in_grads) != len(node._edges):
             raise RuntimeError(
                 f"{node.name()}.backward returned {len(in_grads)} gradients, expected "
@@ -215,9 +221,30 @@ def _prune(order, target_nodes, target_leaves):
 
 
 def _own(g):
-    """A gradient array nobody else holds: backward may hand the same array to several
-    inputs, or a read-only broadcast view, so the first write into ``.grad`` copies."""
-    return Tensor._make(g.data.copy())
+    """``g`` as a tensor that may become a ``.grad``. Backward may hand one array to several
+    inputs (``a + b``), or a read-only broadcast view; so the array is taken as it is only
+    when nothing else can reach its memory (CPython reference counts, the test PyTorch's
+    AccumulateGrad makes), and copied otherwise."""
+    arr = g.data
+    if type(arr) is np.ndarray and arr.flags.writeable and _exclusive(arr):
+        return Tensor._make(arr)
+    return Tensor._make(arr.copy())
+
+
+def _exclusive(arr):
+    refs = 4  # the gradient tensor, _own's name, this name, getrefcount's argument
+    while type(arr) is np.ndarray and sys.getrefcount(arr) <= refs:
+        arr = arr.base  # a view: its base must have no other holder either
+        if arr is None:
+            return True
+        refs = 3  # the view's .base, this name, getrefcount's argument
+    return False
+
+
+def _rewrap(g):
+    if isinstance(g, Tensor):
+        return Tensor._make(g.data, g.requires_grad, g.grad_fn, g._out_idx)
+    return g
 
 
 def write_grad(t, g, create_graph):
