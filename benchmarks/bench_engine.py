@@ -34,14 +34,14 @@ CHAIN_OPS = 100
 
 def chain_minigrad(x, w):
     y = x
-    for i in range(CHAIN_OPS // 4):
+    for i in range(CHAIN_OPS // 5):  # five ops a round
         y = ((y * w + x).tanh() - w) * 0.5
     y.sum().backward()
 
 
 def chain_torch(x, w):
     y = x
-    for i in range(CHAIN_OPS // 4):
+    for i in range(CHAIN_OPS // 5):  # five ops a round
         y = ((y * w + x).tanh() - w) * 0.5
     y.sum().backward()
 

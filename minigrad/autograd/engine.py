@@ -1,8 +1,8 @@
 """The backward pass: reverse-mode differentiation over the graph of Function nodes.
 
 1. ``topological_order`` sorts the nodes reachable from the roots so that every node comes
-   after all the nodes that consume its outputs (reverse DFS post-order, with an explicit
-   stack: transformer graphs are too deep for recursion).
+   after all the nodes that consume its outputs (by their recording order, with a flat
+   walk: transformer graphs are too deep for recursion).
 2. Gradients are accumulated per node and output index in a dict; a node runs once all of
    them are in. Its ``backward`` returns one gradient per input; ``_reduce_to`` sums away
    broadcast dimensions (the one place where broadcasting is undone) and casts to the
@@ -10,6 +10,7 @@
 3. Leaves receive their total gradient into ``.grad`` at the end (or it is returned, for
    ``mg.grad``). Saved tensors are freed as each node finishes unless ``retain_graph``.
 """
+import operator
 import sys
 
 import numpy as np
@@ -18,39 +19,39 @@ from . import function
 from .grad_mode import STATE, set_grad_enabled
 
 Tensor = None  # minigrad.tensor registers the Tensor class here when it is imported
+_SEQ = operator.attrgetter("_seq")
 
 
 def topological_order(roots):
-    """The nodes reachable from ``roots`` (Function nodes), consumers before producers."""
-    order, seen = [], set()
-    for root in roots:
-        if root is None or root in seen:
-            continue
-        seen.add(root)
-        stack = [(root, iter(root._edges))]
-        while stack:
-            node, edges = stack[-1]
-            for edge in edges:
-                if edge is None:
-                    continue
+    """The nodes reachable from ``roots`` (Function nodes), consumers before producers.
+
+    Every node is numbered when it is recorded (``_seq``), after all of its inputs' nodes,
+    so walking the reachable set by decreasing number visits each node after every node
+    that uses it: a flat walk and one sort, with no recursion however deep the graph.
+    """
+    order = [r for r in dict.fromkeys(roots) if r is not None]
+    seen = set(order)
+    node_type = function.Function
+    for node in order:  # grows while it is walked
+        for edge in node._edges:
+            if edge is not None:
                 parent = edge[0]
-                if isinstance(parent, function.Function) and parent not in seen:
+                if parent not in seen and isinstance(parent, node_type):
                     seen.add(parent)
-                    stack.append((parent, iter(parent._edges)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    order.reverse()
+                    order.append(parent)
+    order.sort(key=_SEQ, reverse=True)
     return order
 
 
-def _reduce_to(grad, shape, dtype, node, i):
-    """Sum ``grad`` over the dimensions that broadcasting added, so it has ``shape``."""
+def _reduce_to(grad, edge, node):
+    """Sum ``grad`` over the dimensions that broadcasting added, so it has the shape (and
+    dtype) of the input that ``edge`` leads to."""
+    _, _, shape, dtype = edge
     gshape = grad.data.shape
     if gshape != shape:
         lead = len(gshape) - len(shape)
         if lead < 0 or any(n != 1 and n != g for n, g in zip(shape, gshape[lead:])):
+            i = [e is edge for e in node._edges].index(True)
             raise function.ShapeError(
                 f"{node.name()}.backward returned a gradient of shape {tuple(gshape)} for "
                 f"input {i} of shape {tuple(shape)}")
@@ -137,6 +138,23 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
     return tuple(result)
 
 
+def _prepare(node, grads, owned, create_graph, wanted, captured):
+    """The less common steps before a node runs: zeros for unused outputs of a multi-output
+    op, tensor hooks, retain_grad, and capturing the gradients mg.grad asked for."""
+    for i, g in enumerate(grads):
+        owned.discard(id(g))  # handed on from here: never again written in place
+        if g is None:  # an unused output of a multi-output op: its gradient is zero
+            shape, dtype = node._out_meta[i]
+            grads[i] = Tensor._make(node.xp.zeros(shape, dtype))
+            continue
+        if node._hooks and i in node._hooks:
+            grads[i] = g = _run_hooks(node._hooks[i], g)
+        if node._retain and i in node._retain:
+            _retain(node._retain[i](), g, create_graph)
+        if wanted is not None and (node, i) in wanted:
+            captured[wanted[(node, i)]] = g
+
+
 def _run_nodes(order, node_grads, leaf_grads, retain_graph, create_graph, wanted, anomaly,
                owned):
     """Run each node's backward in ``order``, then hand the leaves their gradients."""
@@ -145,39 +163,30 @@ def _run_nodes(order, node_grads, leaf_grads, retain_graph, create_graph, wanted
         grads = node_grads.pop(node, None)
         if grads is None:
             continue  # no gradient reached this node
-        for i, g in enumerate(grads):
-            owned.discard(id(g))  # handed on from here: never again written in place
-            if g is None:  # an unused output of a multi-output op: its gradient is zero
-                shape, dtype = node._out_meta[i]
-                grads[i] = Tensor._make(node.xp.zeros(shape, dtype))
-                continue
-            if node._hooks and i in node._hooks:
-                grads[i] = g = _run_hooks(node._hooks[i], g)
-            if node._retain and i in node._retain:
-                _retain(node._retain[i](), g, create_graph)
-            if wanted is not None and (node, i) in wanted:
-                captured[wanted[(node, i)]] = g
+        if len(grads) == 1 and node._hooks is None and node._retain is None and wanted is None:
+            owned.discard(id(grads[0]))  # the common case, in short
+        else:
+            _prepare(node, grads, owned, create_graph, wanted, captured)
         if node._released:
             raise RuntimeError(function.FREED_MESSAGE.format(op=node.name()))
         in_grads = type(node).backward(node, *grads)
         if not isinstance(in_grads, tuple):
             in_grads = (in_grads,)
-        if not node._raw:  # a user's backward may return tensors it keeps: wrap them anew
-            in_grads = tuple(_rewrap(g) for g in in_grads)
+        if not node._raw:  # a user's backward may return tensors it keeps (or arrays)
+            in_grads = tuple(_rewrap(g, e) for g, e in zip(in_grads, node._edges))
         if len(in_grads) != len(node._edges):
             raise RuntimeError(
                 f"{node.name()}.backward returned {len(in_grads)} gradients, expected "
                 f"{len(node._edges)} (one per input of forward, None where there is none)")
         if anomaly:
             function.check_backward(node, grads, in_grads)
-        for i, (edge, g) in enumerate(zip(node._edges, in_grads)):
+        for edge, g in zip(node._edges, in_grads):
             if edge is None or g is None:
                 continue
             target, idx, shape, dtype = edge
-            if not isinstance(g, Tensor):
-                g = Tensor._make(node.xp.asarray(g, dtype=dtype))
-            if g.data.shape != shape or g.data.dtype != dtype:
-                g = _reduce_to(g, shape, dtype, node, i)
+            data = g.data
+            if data.shape != shape or data.dtype != dtype:
+                g = _reduce_to(g, edge, node)
             if isinstance(target, Tensor):
                 slot = leaf_grads.setdefault(id(target), [target, None])
                 slot[1] = _accumulate(slot[1], g, owned)
@@ -241,10 +250,12 @@ def _exclusive(arr):
     return False
 
 
-def _rewrap(g):
+def _rewrap(g, edge):
     if isinstance(g, Tensor):
         return Tensor._make(g.data, g.requires_grad, g.grad_fn, g._out_idx)
-    return g
+    if g is None or edge is None:
+        return None
+    return Tensor._make(function.backend.xp_of(g).asarray(g, dtype=edge[3]))
 
 
 def write_grad(t, g, create_graph):

@@ -14,6 +14,7 @@ Two kinds of forward share this class:
 Both write ``backward`` with Tensor ops, so ``create_graph=True`` only means "run backward
 with grad mode on".
 """
+import itertools
 import math
 import traceback
 
@@ -22,11 +23,14 @@ from .grad_mode import STATE, no_grad
 
 Tensor = None  # minigrad.tensor registers the Tensor class here when it is imported
 _new = object.__new__
+_SEQUENCE = itertools.count()  # numbers nodes in recording order (engine.topological_order)
 _ndarray = backend.np.ndarray
 _XP_BY_TYPE = backend._XP_BY_TYPE
 # what a node keeps once backward has freed it: the graph's shape, not its arrays
-_KEPT_AFTER_RELEASE = {"xp", "params", "needs_input_grad", "_edges", "_out_meta", "_hooks",
-                       "_retain", "_trace"}
+_N_STANDARD = 6  # attributes every recorded node has: xp params needs_input_grad _edges _seq
+#                  _out_meta (apply sets them)
+_KEPT_AFTER_RELEASE = {"xp", "params", "needs_input_grad", "_edges", "_seq", "_out_meta",
+                       "_hooks", "_retain", "_trace"}
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or to read saved tensors after "
@@ -109,7 +113,7 @@ class Function:
         ctx. Only a node that held such memory refuses a second backward afterwards."""
         d = self.__dict__
         freed = d.pop("_saved", None) is not None
-        if len(d) > len(_KEPT_AFTER_RELEASE) - 3:  # forward set attributes of its own
+        if len(d) > _N_STANDARD:  # forward set attributes of its own
             for k in [k for k, v in d.items() if k not in _KEPT_AFTER_RELEASE
                       and (type(v) in _XP_BY_TYPE or isinstance(v, Tensor))]:
                 del d[k]
@@ -155,8 +159,7 @@ class Function:
         if first is None:
             raise TypeError(f"{cls.name()}: expected at least one Tensor argument")
         ctx.xp = _XP_BY_TYPE[type(first)]
-        ctx.needs_input_grad = (tuple([e is not None for e in edges]) if record
-                                else (False,) * len(args))
+        ctx.needs_input_grad = tuple(map(bool, edges)) if record else (False,) * len(args)
         try:
             if cls._raw and type(first) is _ndarray and not STATE.anomaly:
                 out = cls.forward(ctx, *arrays, **params)
@@ -168,17 +171,17 @@ class Function:
         if type(out) is _ndarray and ctx._non_diff is None:  # the common case: one output
             if not record:
                 return Tensor._make(out)
-            ctx._edges = tuple(edges)
+            ctx._edges = edges
+            ctx._seq = next(_SEQUENCE)
             ctx._out_meta = ((out.shape, out.dtype),)
+            if out.dtype.kind not in "fc":
+                return Tensor._make(out)
+            result = _new(Tensor)
+            result.data, result.requires_grad, result.grad_fn = out, True, ctx
             if ctx._to_save is not None:
-                ctx._saved = _resolve_saved(ctx._to_save, args, (out,), (out,))
+                ctx._saved = _resolve_saved(ctx._to_save, args, (out,), (out,), (result,))
                 del ctx._to_save
-            if out.dtype.kind in "fc":
-                result = Tensor._make(out, True, ctx)
-                if ctx._saved is not None:
-                    _share_versions(ctx._saved, (result,))
-                return result
-            return Tensor._make(out)
+            return result
         return ctx._finish(out, args, edges if record else None)
 
     @classmethod
@@ -208,11 +211,9 @@ class Function:
         # NumPy returns scalars, not 0-d arrays, from 0-d operations: make them arrays
         outs = [o if isinstance(o, self.xp.ndarray) else self.xp.asarray(o) for o in raw]
         if edges is not None:
-            self._edges = tuple(edges)
+            self._edges = edges
+            self._seq = next(_SEQUENCE)
             self._out_meta = tuple((o.shape, o.dtype) for o in outs)
-            if self._to_save is not None:
-                self._saved = _resolve_saved(self._to_save, args, raw, outs)
-                del self._to_save
             non_diff = self._non_diff or ()
             results = []
             for i, (o, r) in enumerate(zip(outs, raw)):
@@ -220,18 +221,15 @@ class Function:
                     results.append(Tensor._make(o, True, self, i))
                 else:  # a non-differentiable output is a constant, with no grad_fn
                     results.append(Tensor._make(o))
-            if self._saved is not None:
-                _share_versions(self._saved, results)
+            if self._to_save is not None:
+                self._saved = _resolve_saved(self._to_save, args, raw, outs, results)
+                del self._to_save
         else:
             results = [Tensor._make(o) for o in outs]
         return tuple(results) if multi else results[0]
 
 
-def _share_versions(saved, results):
-    """Give each saved output tensor the version counter its saved record checks."""
-    for source, _, tag in saved:
-        if source is None and tag is not None:
-            results[tag[0]]._vc = tag[1]
+
 
 
 def _with_op_name(cls, error, arrays):
@@ -254,7 +252,7 @@ def _is_array(a):
 
 
 
-def _resolve_saved(items, args, raw, outs):
+def _resolve_saved(items, args, raw, outs, results):
     """Turn what forward saved into (source, array, tag) records.
 
     A saved array that is an input's data is kept as that input Tensor (``source``, so
@@ -272,8 +270,9 @@ def _resolve_saved(items, args, raw, outs):
                 break
         else:
             for i, o in enumerate(raw):
-                if o is arr:  # the output tensor will share this version counter
-                    resolved.append((None, outs[i], (i, [0])))
+                if o is arr:  # the output tensor shares the version counter checked here
+                    version = results[i]._vc = [0]
+                    resolved.append((None, outs[i], (i, version)))
                     break
             else:
                 if isinstance(arr, backend.np.generic):
