@@ -27,8 +27,6 @@ _SEQUENCE = itertools.count()  # numbers nodes in recording order (engine.topolo
 _ndarray = backend.np.ndarray
 _XP_BY_TYPE = backend._XP_BY_TYPE
 # what a node keeps once backward has freed it: the graph's shape, not its arrays
-_N_STANDARD = 6  # attributes every recorded node has: xp params needs_input_grad _edges _seq
-#                  _out_meta (apply sets them)
 _KEPT_AFTER_RELEASE = {"xp", "params", "needs_input_grad", "_edges", "_seq", "_out_meta",
                        "_hooks", "_retain", "_trace"}
 
@@ -52,6 +50,7 @@ class Function:
     attribute set on ctx is kept for backward and freed with the saved tensors.
     """
     # Defaults that most nodes never change (set on the instance only when they do).
+    params = {}  # keyword arguments of the call (never mutated)
     _to_save = _saved = _edges = _out_meta = _hooks = _retain = _trace = _non_diff = None
     _released = False
     _raw = False  # True for Primitive: forward sees arrays instead of Tensors
@@ -113,9 +112,9 @@ class Function:
         ctx. Only a node that held such memory refuses a second backward afterwards."""
         d = self.__dict__
         freed = d.pop("_saved", None) is not None
-        if len(d) > _N_STANDARD:  # forward set attributes of its own
-            for k in [k for k, v in d.items() if k not in _KEPT_AFTER_RELEASE
-                      and (type(v) in _XP_BY_TYPE or isinstance(v, Tensor))]:
+        for k in d.keys() - _KEPT_AFTER_RELEASE:  # attributes forward set of its own
+            v = d[k]
+            if type(v) in _XP_BY_TYPE or isinstance(v, Tensor):
                 del d[k]
                 freed = True
         if freed:
@@ -134,11 +133,11 @@ class Function:
         This is the hot path of the whole engine: it does the least Python it can.
         """
         ctx = _new(cls)
-        ctx.params = params
-        enabled = STATE.grad_enabled
-        arrays, edges = [], []
+        if params:
+            ctx.params = params
+        arrays = []
         first = None
-        record = False
+        any_grad = False
         for a in args:
             if isinstance(a, Tensor):
                 d = a.data
@@ -147,19 +146,19 @@ class Function:
                 elif type(d) is not _ndarray or type(first) is not _ndarray:
                     backend.check_same_device(cls.name(), [first, d])
                 arrays.append(d)
-                if a.requires_grad and enabled:
-                    record = True  # where this input's gradient goes:
-                    node = a.grad_fn  # the output of its node, or the leaf itself
-                    edges.append((a, 0, d.shape, d.dtype) if node is None else
-                                 (node, a._out_idx, d.shape, d.dtype))
-                    continue
+                if a.requires_grad:
+                    any_grad = True
             else:
                 arrays.append(a)
-            edges.append(None)
         if first is None:
             raise TypeError(f"{cls.name()}: expected at least one Tensor argument")
+        record = any_grad and STATE.grad_enabled
         ctx.xp = _XP_BY_TYPE[type(first)]
-        ctx.needs_input_grad = tuple(map(bool, edges)) if record else (False,) * len(args)
+        if record:
+            edges = [_edge(a) for a in args]
+            ctx.needs_input_grad = tuple(map(bool, edges))
+        else:
+            ctx.needs_input_grad = (False,) * len(args)
         try:
             if cls._raw and type(first) is _ndarray and not STATE.anomaly:
                 out = cls.forward(ctx, *arrays, **params)
@@ -170,7 +169,9 @@ class Function:
 
         if type(out) is _ndarray and ctx._non_diff is None:  # the common case: one output
             if not record:
-                return Tensor._make(out)
+                result = _new(Tensor)
+                result.data = out
+                return result
             ctx._edges = edges
             ctx._seq = next(_SEQUENCE)
             ctx._out_meta = ((out.shape, out.dtype),)
@@ -183,6 +184,7 @@ class Function:
                 del ctx._to_save
             return result
         return ctx._finish(out, args, edges if record else None)
+
 
     @classmethod
     def _forward_general(cls, ctx, arrays, params, first):
@@ -250,6 +252,17 @@ def _is_array(a):
     return type(a) in backend._XP_BY_TYPE
 
 
+
+
+def _edge(a):
+    """Where the gradient of input ``a`` goes: the output of its node, or the leaf itself
+    (None for inputs that need none), with the shape and dtype it must have."""
+    if not isinstance(a, Tensor) or not a.requires_grad:
+        return None
+    d = a.data
+    if a.grad_fn is None:
+        return (a, 0, d.shape, d.dtype)
+    return (a.grad_fn, a._out_idx, d.shape, d.dtype)
 
 
 def _resolve_saved(items, args, raw, outs, results):

@@ -1,7 +1,7 @@
 """The engine's primitive ops, one ``Primitive`` class each (see ``autograd.function``)."""
 from .elementwise import (Abs, Add, Cast, Clamp, Cos, Div, Erf, Exp, Log, Maximum,  # noqa: F401
-                          Minimum, Mul, Neg, NonDiff, Pow, Relu, Sigmoid, Sin, Sqrt, StdSqrt, Sub,
-                          Tanh, ToDevice, Where)
+                          Minimum, Mul, Neg, NonDiff, Pow, Relu, Sigmoid, SigmoidBackward,
+                          Sin, Sqrt, StdSqrt, Sub, Tanh, TanhBackward, ToDevice, Where)
 from .linalg import MatMul  # noqa: F401
 from .reduce import (Amax, Amin, LogSoftmax, LogSumExp, MaxDim, MinDim, Softmax,  # noqa: F401
                      Sum)
