@@ -154,8 +154,9 @@ class Function:
             raise TypeError(f"{cls.name()}: expected at least one Tensor argument")
         record = any_grad and STATE.grad_enabled
         ctx.xp = _XP_BY_TYPE[type(first)]
-        if record:
-            edges = [_edge(a) for a in args]
+        if record:  # where each input's gradient goes: its node's output, or the leaf itself
+            edges = [(a.grad_fn or a, a._out_idx, a.data.shape, a.data.dtype)
+                     if isinstance(a, Tensor) and a.requires_grad else None for a in args]
             ctx.needs_input_grad = tuple(map(bool, edges))
         else:
             ctx.needs_input_grad = (False,) * len(args)
@@ -254,17 +255,6 @@ def _is_array(a):
 
 
 
-def _edge(a):
-    """Where the gradient of input ``a`` goes: the output of its node, or the leaf itself
-    (None for inputs that need none), with the shape and dtype it must have."""
-    if not isinstance(a, Tensor) or not a.requires_grad:
-        return None
-    d = a.data
-    if a.grad_fn is None:
-        return (a, 0, d.shape, d.dtype)
-    return (a.grad_fn, a._out_idx, d.shape, d.dtype)
-
-
 def _resolve_saved(items, args, raw, outs, results):
     """Turn what forward saved into (source, array, tag) records.
 
@@ -275,10 +265,11 @@ def _resolve_saved(items, args, raw, outs, results):
     keep only their array, so no reference cycle forms.
     """
     resolved = []
+    inputs = [a for a in args if isinstance(a, Tensor)]
     for item in items:
         arr = item.data if isinstance(item, Tensor) else item
-        for a in args:
-            if isinstance(a, Tensor) and a.data is arr:
+        for a in inputs:
+            if a.data is arr:
                 resolved.append((a, arr, 0 if a._vc is None else a._vc[0]))
                 break
         else:
