@@ -188,13 +188,18 @@ def _run_nodes(order, node_grads, leaf_grads, retain_graph, create_graph, wanted
             if data.shape != shape or data.dtype != dtype:
                 g = _reduce_to(g, edge, node)
             if isinstance(target, Tensor):
-                slot = leaf_grads.setdefault(id(target), [target, None])
-                slot[1] = _accumulate(slot[1], g, owned)
+                slot = leaf_grads.get(id(target))
+                if slot is None:
+                    leaf_grads[id(target)] = [target, g]
+                else:
+                    slot[1] = _accumulate(slot[1], g, owned)
             else:
                 out = node_grads.get(target)
                 if out is None:
                     out = node_grads[target] = [None] * len(target._out_meta)
-                out[idx] = _accumulate(out[idx], g, owned)
+                    out[idx] = g
+                else:
+                    out[idx] = _accumulate(out[idx], g, owned)
         if not retain_graph:
             node._release()
 

@@ -108,17 +108,18 @@ class Function:
         return cls.__name__
 
     def _release(self):
-        """Free what backward needed: the saved tensors and any array forward stashed on
-        ctx. Only a node that held such memory refuses a second backward afterwards."""
-        d = self.__dict__
-        freed = d.pop("_saved", None) is not None
-        for k in d.keys() - _KEPT_AFTER_RELEASE:  # attributes forward set of its own
-            v = d[k]
-            if type(v) in _XP_BY_TYPE or isinstance(v, Tensor):
-                del d[k]
-                freed = True
-        if freed:
+        """Free what backward needed: the saved tensors and, for user Functions, any array
+        forward stashed on ctx (the engine's primitives keep arrays only in saved tensors).
+        Only a node that held such memory refuses a second backward afterwards."""
+        if self._saved is not None:
+            self._saved = None
             self._released = True
+        if not self._raw:
+            d = self.__dict__
+            for k in d.keys() - _KEPT_AFTER_RELEASE:
+                if type(d[k]) in _XP_BY_TYPE or isinstance(d[k], Tensor):
+                    del d[k]
+                    self._released = True
 
     def register_hook(self, idx, hook):
         if self._hooks is None:
