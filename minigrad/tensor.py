@@ -663,6 +663,8 @@ def _py_scalar(v):
 
 def _operands(x, y, reflected=False):
     """(x, y) ready for a binary op: scalars stay Python scalars, dtypes promoted as PyTorch."""
+    if isinstance(y, Tensor) and y.data.dtype is x.data.dtype:  # the common case
+        return (y, x) if reflected else (x, y)
     if type(y) in _PY_SCALARS or isinstance(y, np.generic):
         y = _py_scalar(y)
         kind = x.data.dtype.kind
