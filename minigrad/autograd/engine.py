@@ -203,6 +203,7 @@ def _run_nodes(order, node_grads, leaf_grads, retain_graph, create_graph, wanted
         if not retain_graph:
             node._release()
 
+    grads = in_grads = g = data = out = slot = None  # drop what the loop held (see _own)
     for leaf, g in leaf_grads.values():
         if leaf._hooks:
             g = _run_hooks(leaf._hooks, g)
