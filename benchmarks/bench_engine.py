@@ -8,10 +8,11 @@ Workloads
 * ``mlp``: one training step of a 784-512-10 MLP at batch 256: forward, cross-entropy,
   backward, plain SGD update.
 
-minigrad and PyTorch run in alternating blocks of a few repeats, so both see the same
-machine state; the medians and the ratio minigrad / PyTorch are printed. Both libraries use the same number
-of threads (PyTorch's intra-op threads and NumPy's BLAS threads). Nothing here is a test:
-speed is reported, never asserted.
+minigrad and PyTorch run in alternating blocks of 20 repeats, so both see the same machine
+state (alternating every run would let each library's spinning worker threads slow the
+other down); the medians and the ratio minigrad / PyTorch are printed. PyTorch's intra-op
+threads and NumPy's BLAS threads are reported (both default to the number of cores).
+Nothing here is a test: speed is reported, never asserted.
 """
 import argparse
 import os

@@ -14,7 +14,8 @@ from .creation import (arange, empty, empty_like, eye, full, full_like, linspace
 from .dtypes import (bool, double, float, float16, float32, float64, get_default_dtype,  # noqa
                      half, int, int8, int16, int32, int64, long, set_default_dtype, short,
                      uint8)
-from .tensor import Tensor, ValuesIndices, cat, stack, where  # noqa: F401
+from .tensor import Tensor, ValuesIndices  # noqa: F401
+from .combine import cat, stack, where  # noqa: F401
 
 __version__ = "0.1.0"
 

@@ -5,7 +5,6 @@ lines of other Tensor methods (mean, var, gelu, squeeze, stack, ...): there is n
 way to build a gradient. Semantics, names and defaults are PyTorch's.
 """
 import builtins
-import functools
 import math
 import weakref
 from collections import namedtuple
@@ -16,7 +15,9 @@ from . import backend, dtypes
 from .autograd import engine, function
 from .autograd.grad_mode import STATE
 from .autograd.function import ShapeError
-from .ops import (Abs, Add, Amax, Amin, Cast, Cat, Clamp, Cos, Div, Erf, Exp, Expand, GetItem,
+from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _required_dim, _shape_arg,
+                        _split_index)
+from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, Cos, Div, Erf, Exp, Expand, GetItem,
                   Log, LogSoftmax, LogSumExp, MatMul, Maximum, MaxDim, Minimum, MinDim, Mul,
                   Neg, NonDiff, Permute, Pow, Relu, Reshape, Sigmoid, Sin, Softmax, Split,
                   Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where)
@@ -104,8 +105,8 @@ class Tensor:
 
     def item(self):
         if self.data.size != 1:
-            raise ValueError(f"a Tensor with {self.data.size} elements cannot be converted "
-                             "to a Python scalar")
+            raise RuntimeError(f"a Tensor with {self.data.size} elements cannot be converted "
+                               "to a Python scalar")
         return self.data.item()
 
     def tolist(self):
@@ -375,6 +376,7 @@ class Tensor:
 
     def where(self, condition, other):
         """``self`` where ``condition`` holds, else ``other`` (PyTorch's Tensor.where)."""
+        from .combine import where
         return where(condition, self, other)
 
     def masked_fill(self, mask, value):
@@ -586,45 +588,7 @@ class Tensor:
         self._vc[0] += 1
 
 
-class _OwnedGradient(Tensor):
-    """A gradient sum the engine allocated itself, so it may add into it in place."""
-
-
 function.Tensor = engine.Tensor = Tensor
-engine._Owned = _OwnedGradient
-
-
-# --- functions over several tensors ---------------------------------------------------------
-
-def cat(tensors, dim=0):
-    """Concatenate along an existing dim (dtypes promoted as PyTorch does)."""
-    tensors = _promote_all(list(tensors), "cat")
-    if any(t.ndim == 0 for t in tensors):
-        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated")
-    return Cat.apply(*tensors, dim=_dim(tensors[0], dim))
-
-
-def stack(tensors, dim=0):
-    """Join equal-shaped tensors along a new dim."""
-    tensors = _promote_all(list(tensors), "stack")
-    for i, t in enumerate(tensors[1:], 1):
-        if t.shape != tensors[0].shape:
-            raise ShapeError(f"stack: expects tensors of equal shape, got {tensors[0].shape} "
-                             f"at entry 0 and {t.shape} at entry {i}")
-    d = _dim(tensors[0], dim, tensors[0].ndim + 1)
-    return Cat.apply(*[t.unsqueeze(d) for t in tensors], dim=d)
-
-
-def where(condition, input, other):
-    """``input`` where ``condition`` holds, else ``other`` (either may be a scalar)."""
-    if isinstance(input, Tensor):
-        input, other = _operands(input, other)
-    elif isinstance(other, Tensor):
-        other, input = _operands(other, input)
-    else:
-        input = as_tensor(as_array(input), like=condition)
-        input, other = _operands(input, other)
-    return Where.apply(as_tensor(condition, like=input), input, other)
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -688,14 +652,6 @@ def _float_operands(x, y, reflected=False):
     return x, y
 
 
-def _promote_all(tensors, op):
-    if not tensors:
-        raise ValueError(f"{op}: expected a non-empty sequence of tensors")
-    tensors = [as_tensor(t, like=tensors[0]) for t in tensors]
-    dt = functools.reduce(dtypes.promote_types, [t.dtype for t in tensors])
-    return [t.to(dt) for t in tensors]
-
-
 def _root_grad(t, gradient, op):
     if gradient is None:
         if t.data.size != 1:
@@ -724,52 +680,6 @@ def _floating(t):
     return t if t.data.dtype.kind == "f" else t.to(dtypes.get_default_dtype())
 
 
-def _dim(t, d, ndim=None):
-    ndim = t.ndim if ndim is None else ndim
-    n = builtins.max(ndim, 1)
-    if not -n <= d < n:
-        raise IndexError(f"dimension {d} is out of range for a tensor of {ndim} dims "
-                         f"(expected a dim in [{-n}, {n - 1}])")
-    return d % n if ndim else 0
-
-
-def _dims(t, dim, axis):
-    """``dim`` (or its alias ``axis``) as a sorted tuple of non-negative axes; None = all."""
-    if dim is None:
-        dim = axis
-    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
-        return tuple(range(t.ndim))  # PyTorch reduces over every dim for dim=() too
-    if t.ndim == 0:
-        for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
-            _dim(t, d)
-        return ()
-    if isinstance(dim, (tuple, list)):
-        dims = tuple(sorted(_dim(t, d) for d in dim))
-        if len(set(dims)) != len(dims):
-            raise ValueError(f"dim {tuple(dim)} names a dimension more than once")
-        return dims
-    return (_dim(t, dim),)
-
-
-def _kd(keepdim, keepdims):
-    return keepdim if keepdims is None else keepdims
-
-
-def _alias(dim, axis):
-    return axis if dim is None else dim
-
-
-def _required_dim(op, dim, axis):
-    dim = _alias(dim, axis)
-    if dim is None:
-        raise TypeError(f"{op}: the dim argument is required")
-    return dim
-
-
-def _count(t, dims):
-    return math.prod(t.shape[d] for d in dims)
-
-
 def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):
     if isinstance(dim, Tensor):
         return pair_op.apply(*_operands(t, dim))
@@ -791,54 +701,3 @@ def _arg_reduce(t, dim, keepdim, op):
     if dim is None:
         return op.apply(t.reshape(-1), dim=0, keepdim=False)[1]
     return op.apply(t, dim=_dim(t, dim), keepdim=keepdim)[1]
-
-
-def _shape_arg(shape):
-    """Accept ``f(2, 3)`` and ``f((2, 3))`` alike."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = shape[0]
-    return tuple(builtins.int(s) for s in shape)
-
-
-def _index(index, like):
-    """Turn Tensors and lists inside an index into arrays on ``like``'s device."""
-    if isinstance(index, tuple):
-        return tuple(_index_item(i, like) for i in index)
-    return _index_item(index, like)
-
-
-def _split_index(index, ndim):
-    """PyTorch applies the integers of an index before its arrays (as selections), where
-    NumPy treats them as arrays too; the two differ when an int and an array are separated
-    by a slice. Returns (basic, advanced): index with ``basic`` first, then ``advanced``
-    (None when one step is enough)."""
-    items = index if isinstance(index, tuple) else (index,)
-    is_array = [hasattr(i, "ndim") and i.ndim > 0 for i in items]
-    is_int = [isinstance(i, (builtins.int, np.integer)) and not isinstance(i, builtins.bool)
-              for i in items]
-    if not any(is_array) or not any(is_int):
-        return index, None
-    used = sum(i.ndim if a else 1 for i, a in zip(items, is_array)
-               if i is not None and i is not Ellipsis)
-    basic, advanced = [], []
-    for i, arr, integer in zip(items, is_array, is_int):
-        if i is Ellipsis:
-            basic.append(Ellipsis)
-            advanced.extend([slice(None)] * (ndim - used))
-        elif arr:
-            basic.extend([slice(None)] * i.ndim)
-            advanced.append(i)
-        elif integer:
-            basic.append(i)
-        else:  # a slice or None: one dim in the result of the basic step
-            basic.append(i)
-            advanced.append(slice(None))
-    return tuple(basic), tuple(advanced)
-
-
-def _index_item(i, like):
-    if isinstance(i, Tensor):
-        return backend.to_device(i.data, like.device)
-    if isinstance(i, (list, np.ndarray)):
-        return backend.to_device(np.asarray(i), like.device)
-    return i

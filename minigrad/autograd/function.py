@@ -187,7 +187,6 @@ class Function:
             return result
         return ctx._finish(out, args, edges if record else None)
 
-
     @classmethod
     def _forward_general(cls, ctx, arrays, params, first):
         """forward for user Functions (on Tensors), on a GPU, or in anomaly mode."""
@@ -233,9 +232,6 @@ class Function:
         return tuple(results) if multi else results[0]
 
 
-
-
-
 def _with_op_name(cls, error, arrays):
     """The error ``forward`` raised, reworded to name the op and the input shapes."""
     if type(error) not in (ValueError, IndexError):  # ours (ShapeError, DeviceError, ...)
@@ -252,8 +248,6 @@ class Primitive(Function):
 
 def _is_array(a):
     return type(a) in backend._XP_BY_TYPE
-
-
 
 
 def _resolve_saved(items, args, raw, outs, results):

@@ -76,7 +76,8 @@ class Neg(Primitive):
 
 
 class Pow(Primitive):
-    """out = x ** y;  dx = grad * (y * x ** (y - 1)),  dy = grad * (out * log(x)), 0 where x = 0, y >= 0"""
+    """out = x ** y;  dx = grad * (y * x ** (y - 1)),
+    dy = grad * (out * log(x)), 0 where x = 0 and y >= 0"""
     @staticmethod
     def forward(ctx, x, y):
         out = _scalar_power(x, y) if isinstance(y, (int, float)) else ctx.xp.power(x, y)
@@ -296,7 +297,8 @@ class Cos(Primitive):
 
 
 class Clamp(Primitive):
-    """out = min(max(x, min), max);  dx = grad where min <= x <= max, else 0 (passes at the bounds)"""
+    """out = min(max(x, min), max);  dx = grad where min <= x <= max, else 0 (the gradient
+    passes at the bounds)"""
     @staticmethod
     def forward(ctx, x, min=None, max=None):
         ctx.save_for_backward(x)

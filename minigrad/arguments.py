@@ -1,0 +1,106 @@
+"""How Tensor methods read their arguments, as PyTorch does: dims (negative, tuples,
+``axis=`` aliases), shapes given as ``f(2, 3)`` or ``f((2, 3))``, and indices."""
+import builtins
+import math
+
+import numpy as np
+
+from . import backend
+from . import tensor as _tensor  # for isinstance checks; imported first, so no cycle at use
+
+
+def _dim(t, d, ndim=None):
+    ndim = t.ndim if ndim is None else ndim
+    n = builtins.max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexError(f"dimension {d} is out of range for a tensor of {ndim} dims "
+                         f"(expected a dim in [{-n}, {n - 1}])")
+    return d % n if ndim else 0
+
+
+def _dims(t, dim, axis):
+    """``dim`` (or its alias ``axis``) as a sorted tuple of non-negative axes; None = all."""
+    if dim is None:
+        dim = axis
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(t.ndim))  # PyTorch reduces over every dim for dim=() too
+    if t.ndim == 0:
+        for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
+            _dim(t, d)
+        return ()
+    if isinstance(dim, (tuple, list)):
+        dims = tuple(sorted(_dim(t, d) for d in dim))
+        if len(set(dims)) != len(dims):
+            raise ValueError(f"dim {tuple(dim)} names a dimension more than once")
+        return dims
+    return (_dim(t, dim),)
+
+
+def _kd(keepdim, keepdims):
+    return keepdim if keepdims is None else keepdims
+
+
+def _alias(dim, axis):
+    return axis if dim is None else dim
+
+
+def _required_dim(op, dim, axis):
+    dim = _alias(dim, axis)
+    if dim is None:
+        raise TypeError(f"{op}: the dim argument is required")
+    return dim
+
+
+def _count(t, dims):
+    return math.prod(t.shape[d] for d in dims)
+
+
+def _shape_arg(shape):
+    """Accept ``f(2, 3)`` and ``f((2, 3))`` alike."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(builtins.int(s) for s in shape)
+
+
+def _index(index, like):
+    """Turn Tensors and lists inside an index into arrays on ``like``'s device."""
+    if isinstance(index, tuple):
+        return tuple(_index_item(i, like) for i in index)
+    return _index_item(index, like)
+
+
+def _split_index(index, ndim):
+    """PyTorch applies the integers of an index before its arrays (as selections), where
+    NumPy treats them as arrays too; the two differ when an int and an array are separated
+    by a slice. Returns (basic, advanced): index with ``basic`` first, then ``advanced``
+    (None when one step is enough)."""
+    items = index if isinstance(index, tuple) else (index,)
+    is_array = [hasattr(i, "ndim") and i.ndim > 0 for i in items]
+    is_int = [isinstance(i, (builtins.int, np.integer)) and not isinstance(i, builtins.bool)
+              for i in items]
+    if not any(is_array) or not any(is_int):
+        return index, None
+    used = sum(i.ndim if a else 1 for i, a in zip(items, is_array)
+               if i is not None and i is not Ellipsis)
+    basic, advanced = [], []
+    for i, arr, integer in zip(items, is_array, is_int):
+        if i is Ellipsis:
+            basic.append(Ellipsis)
+            advanced.extend([slice(None)] * (ndim - used))
+        elif arr:
+            basic.extend([slice(None)] * i.ndim)
+            advanced.append(i)
+        elif integer:
+            basic.append(i)
+        else:  # a slice or None: one dim in the result of the basic step
+            basic.append(i)
+            advanced.append(slice(None))
+    return tuple(basic), tuple(advanced)
+
+
+def _index_item(i, like):
+    if isinstance(i, _tensor.Tensor):
+        return backend.to_device(i.data, like.device)
+    if isinstance(i, (list, np.ndarray)):
+        return backend.to_device(np.asarray(i), like.device)
+    return i

@@ -1,0 +1,47 @@
+"""Functions over several tensors: ``cat``, ``stack`` and ``where``."""
+import functools
+
+from . import dtypes
+from .arguments import _dim
+from .autograd.function import ShapeError
+from .ops import Cat, Where
+from .tensor import Tensor, as_array, as_tensor, _operands
+
+
+def cat(tensors, dim=0):
+    """Concatenate along an existing dim (dtypes promoted as PyTorch does)."""
+    tensors = _promote_all(list(tensors), "cat")
+    if any(t.ndim == 0 for t in tensors):
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated")
+    return Cat.apply(*tensors, dim=_dim(tensors[0], dim))
+
+
+def stack(tensors, dim=0):
+    """Join equal-shaped tensors along a new dim."""
+    tensors = _promote_all(list(tensors), "stack")
+    for i, t in enumerate(tensors[1:], 1):
+        if t.shape != tensors[0].shape:
+            raise ShapeError(f"stack: expects tensors of equal shape, got {tensors[0].shape} "
+                             f"at entry 0 and {t.shape} at entry {i}")
+    d = _dim(tensors[0], dim, tensors[0].ndim + 1)
+    return Cat.apply(*[t.unsqueeze(d) for t in tensors], dim=d)
+
+
+def where(condition, input, other):
+    """``input`` where ``condition`` holds, else ``other`` (either may be a scalar)."""
+    if isinstance(input, Tensor):
+        input, other = _operands(input, other)
+    elif isinstance(other, Tensor):
+        other, input = _operands(other, input)
+    else:
+        input = as_tensor(as_array(input), like=condition)
+        input, other = _operands(input, other)
+    return Where.apply(as_tensor(condition, like=input), input, other)
+
+
+def _promote_all(tensors, op):
+    if not tensors:
+        raise ValueError(f"{op}: expected a non-empty sequence of tensors")
+    tensors = [as_tensor(t, like=tensors[0]) for t in tensors]
+    dt = functools.reduce(dtypes.promote_types, [t.dtype for t in tensors])
+    return [t.to(dt) for t in tensors]
