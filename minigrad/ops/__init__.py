@@ -3,6 +3,6 @@ from .elementwise import (Abs, Add, Cast, Clamp, Cos, Div, Erf, Exp, Log, Maximu
                           Minimum, Mul, Neg, NonDiff, Pow, Relu, Sigmoid, SigmoidBackward,
                           Sin, Sqrt, StdSqrt, Sub, Tanh, TanhBackward, ToDevice, Where)
 from .linalg import MatMul  # noqa: F401
-from .reduce import (Amax, Amin, LogSoftmax, LogSumExp, MaxDim, MinDim, Softmax,  # noqa: F401
-                     Sum)
+from .reduce import (Amax, Amin, LogSoftmax, LogSumExp, MaxDim, MinDim, SafeSoftmax,  # noqa
+                     Softmax, Sum)
 from .shape import Cat, Expand, GetItem, IndexAdd, Permute, Reshape, Split  # noqa: F401

@@ -120,6 +120,20 @@ class Softmax(Primitive):
         return out * (grad - (grad * out).sum(ctx.params["dim"], keepdim=True))
 
 
+class SafeSoftmax(Softmax):
+    """softmax in which a row that is entirely -inf gives zeros instead of NaN (attention
+    with every key masked; PyTorch's _safe_softmax);  dx = out * (grad - sum(grad * out))"""
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = ctx.xp
+        m = xp.max(x, axis=dim, keepdims=True)
+        e = xp.exp(x - xp.where(xp.isfinite(m), m, 0))
+        total = xp.sum(e, axis=dim, keepdims=True)
+        out = e / xp.where(total == 0, 1, total)
+        ctx.save_for_backward(out)
+        return out
+
+
 class LogSoftmax(Primitive):
     """out = x - max - log(sum(exp(x - max)));  dx = grad - exp(out) * sum(grad)
 

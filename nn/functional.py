@@ -1,0 +1,194 @@
+"""nn.functional: the layers' math as functions of Tensors (PyTorch's names and semantics).
+
+Everything here is written with Tensor ops, so gradients come from the engine's primitives;
+no function defines a backward of its own.
+"""
+import math
+
+import minigrad as mg
+from minigrad.ops import SafeSoftmax
+
+
+def linear(input, weight, bias=None):
+    """y = x @ W^T + b, with W of shape (out_features, in_features)."""
+    out = input @ weight.T
+    return out if bias is None else out + bias
+
+
+def relu(input):
+    return input.relu()
+
+
+def gelu(input, approximate="none"):
+    return input.gelu(approximate)
+
+
+def softmax(input, dim):
+    return input.softmax(dim)
+
+
+def log_softmax(input, dim):
+    return input.log_softmax(dim)
+
+
+def dropout(input, p=0.5, training=True):
+    """Zero each element with probability p and scale the rest by 1 / (1 - p) (training
+    only). The mask comes from minigrad's one generator, so a seed fixes it on any device."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be between 0 and 1, got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    keep = mg.rand(*input.shape, dtype=input.dtype, device=input.device) >= p
+    return input * keep * (1.0 / (1.0 - p))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) dims,
+    with the biased variance and eps inside the square root (PyTorch's formula)."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    n = len(normalized_shape)
+    if tuple(input.shape[input.ndim - n:]) != tuple(normalized_shape):
+        raise mg.ShapeError(f"layer_norm: normalized_shape {tuple(normalized_shape)} does not "
+                            f"match the last dims of the input shape {input.shape}")
+    dims = tuple(range(input.ndim - n, input.ndim))
+    centered = input - input.mean(dims, keepdim=True)
+    var = (centered * centered).mean(dims, keepdim=True)
+    out = centered * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def embedding(input, weight, padding_idx=None):
+    """Rows of ``weight`` picked by the integer tensor ``input``; the row at ``padding_idx``
+    gets no gradient."""
+    if input.dtype.kind not in "iu":
+        raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype}")
+    out = weight[input]
+    if padding_idx is not None:
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        # the same values, but the padding positions are cut from the graph
+        out = mg.where((input == padding_idx).unsqueeze(-1), out.detach(), out)
+    return out
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """Cross-entropy of logits ``input`` (N, C) or (N, C, d1, ...) (or (C,)) against class
+    indices or class probabilities ``target``, as torch.nn.functional.cross_entropy.
+
+    Computed from log_softmax (never log of a softmax, so never log(0)). With
+    ``label_smoothing`` = e the loss is (1 - e) * nll + e * (mean over classes of -log p),
+    and the mean reduction divides by the summed weights of the targets, as PyTorch.
+    """
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', "
+                         f"got {reduction!r}")
+    class_dim = 0 if input.ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    logp = input.log_softmax(class_dim)
+    w = None
+    if weight is not None:  # broadcast the class weights along the class dim
+        w = weight.reshape((n_classes,) + (1,) * (input.ndim - class_dim - 1))
+
+    if target.dtype.kind == "f":  # class probabilities, same shape as input
+        if target.shape != input.shape:
+            raise mg.ShapeError(f"cross_entropy: probability targets of shape {target.shape} "
+                                f"do not match the input shape {input.shape}")
+        if label_smoothing:
+            target = target * (1 - label_smoothing) + label_smoothing / n_classes
+        terms = logp * target if w is None else logp * target * w
+        loss = -terms.sum(class_dim)
+        if reduction == "mean":
+            return loss.sum() / (loss.numel() if input.ndim > 1 else 1)
+        return loss.sum() if reduction == "sum" else loss
+
+    expected = input.shape[:class_dim] + input.shape[class_dim + 1:]
+    if target.shape != expected:
+        raise mg.ShapeError(f"cross_entropy: target of shape {target.shape} does not fit input "
+                            f"of shape {input.shape} (expected {expected})")
+    valid = target != ignore_index
+    safe_target = mg.where(valid, target, 0)
+    picked = _pick(logp, safe_target, class_dim)              # log p of the target class
+    w_t = valid.to(input.dtype)
+    if w is not None:
+        w_t = w_t * weight[safe_target]
+    nll = -(picked * w_t)
+    if label_smoothing:
+        per_class = logp if w is None else logp * w
+        smooth = -per_class.sum(class_dim) * valid.to(input.dtype)
+    if reduction == "none":
+        loss = nll
+        if label_smoothing:
+            loss = (1 - label_smoothing) * nll + smooth * (label_smoothing / n_classes)
+        return loss
+    if reduction == "sum":
+        loss = nll.sum()
+        if label_smoothing:
+            loss = (1 - label_smoothing) * loss + smooth.sum() * (label_smoothing / n_classes)
+        return loss
+    total_weight = w_t.sum()
+    loss = nll.sum() / total_weight
+    if label_smoothing:
+        loss = (1 - label_smoothing) * loss + (smooth.sum() / total_weight) * (
+            label_smoothing / n_classes)
+    return loss
+
+
+def _pick(logp, target, class_dim):
+    """logp[..., target[...], ...]: the entry of the target class at every position."""
+    moved = logp if class_dim == logp.ndim - 1 else logp.transpose(class_dim, -1)
+    if logp.ndim == 1:
+        return moved[target]
+    flat = moved.reshape(-1, moved.shape[-1])
+    rows = mg.arange(flat.shape[0], device=logp.device)
+    return flat[rows, target.reshape(-1)].reshape(target.shape)
+
+
+def mse_loss(input, target, reduction="mean"):
+    diff = input - target
+    loss = diff * diff
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    """softmax(q @ k^T * scale + mask) @ v over the last two dims, as PyTorch's.
+
+    PyTorch's convention for this function: a bool ``attn_mask`` is True where attention
+    IS allowed (the opposite of MultiheadAttention's); a float mask is added to the scores.
+    A row whose every key is masked gives zeros, not NaN.
+    """
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = (query @ key.transpose(-2, -1)) * scale               # (..., L, S)
+    if is_causal:
+        scores = scores.masked_fill(~_tril(L, S, query.device), float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == mg.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = SafeSoftmax.apply(scores, dim=scores.ndim - 1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return weights @ value
+
+
+def _tril(L, S, device):
+    """(L, S) bool, True on and below the diagonal (query i may attend keys 0..i)."""
+    rows = mg.arange(L, device=device).unsqueeze(1)
+    cols = mg.arange(S, device=device).unsqueeze(0)
+    return cols <= rows
