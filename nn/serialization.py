@@ -1,0 +1,145 @@
+"""Checkpoints on disk: ``save(state_dict, path)`` and ``load(path, device="cpu")``.
+
+The format is safetensors (https://github.com/huggingface/safetensors): an 8-byte header
+length, a JSON header naming each tensor's dtype, shape and byte range, then the raw
+little-endian bytes. We use it rather than pickle (what ``torch.save`` writes) because
+
+- it is an open format that PyTorch, JAX and NumPy users already read
+  (``safetensors.torch.load_file(path)`` gives a ``state_dict`` PyTorch can load), and
+- loading it never runs code: a pickle from an untrusted source can, a safetensors file
+  is only parsed.
+
+A checkpoint is a flat ``{name: Tensor}`` dict with the dotted names of
+``Module.state_dict()``. Nested dicts are refused rather than flattened, because
+``{"a": {"b": t}}`` and ``{"a.b": t}`` would write the same file and ``load`` could not tell
+which one to give back. safetensors lays tensors out by dtype and name, so the order of
+the names is kept in the header's (text-only) metadata and ``load`` restores it.
+
+``save`` is atomic: it writes a temporary file next to ``path``, syncs it to disk and
+renames it over ``path``, so a crash mid-write leaves the previous checkpoint intact.
+"""
+import json
+import os
+import secrets
+from collections.abc import Mapping
+
+import numpy as np
+
+from minigrad import backend
+from minigrad.tensor import Tensor
+
+_ORDER_KEY = "minigrad.key_order"  # header metadata: the names in state-dict order
+_RESERVED = "__metadata__"  # safetensors' own header entry, so no tensor may use the name
+
+
+def save(state_dict, path):
+    """Write ``state_dict`` (a flat dict of name -> Tensor) to ``path`` in safetensors format."""
+    st_numpy = _safetensors_numpy()
+    arrays = _host_arrays(state_dict)
+    payload = st_numpy.save(arrays, metadata={_ORDER_KEY: json.dumps(list(arrays))})
+    _write_atomic(os.fspath(path), payload)
+
+
+def load(path, device="cpu"):
+    """The dict of name -> Tensor saved at ``path``, in the saved order, on ``device``."""
+    st_numpy = _safetensors_numpy()
+    device = backend.Device(device)
+    with open(path, "rb") as f:  # FileNotFoundError and friends pass through as they are
+        raw = f.read()
+    try:
+        arrays = st_numpy.load(raw)
+    except KeyError as e:  # safetensors.numpy has no NumPy dtype for it (BF16, F8, ...)
+        raise ValueError(f"{path}: not a valid safetensors checkpoint (dtype {e.args[0]} is "
+                         "not supported by minigrad)") from e
+    except Exception as e:  # SafetensorError: truncated, not safetensors, bad header
+        raise ValueError(f"{path}: not a valid safetensors checkpoint ({e})") from e
+    return {name: Tensor(arrays[name], device=device) for name in _saved_order(raw, arrays)}
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+def _safetensors_numpy():
+    try:
+        import safetensors.numpy
+    except ImportError as e:
+        raise ImportError("nn.save / nn.load need the safetensors package: "
+                          "`pip install safetensors`") from e
+    return safetensors.numpy
+
+
+def _host_arrays(state_dict):
+    """name -> contiguous host array, or a TypeError naming the first bad key or value."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"save: expected a dict of name -> Tensor, got "
+                        f"{type(state_dict).__name__}")
+    arrays = {}
+    for name, value in state_dict.items():
+        if not isinstance(name, str):
+            raise TypeError(f"save: keys must be str, got {name!r} of type {type(name).__name__}")
+        if name == _RESERVED:
+            raise ValueError(f"save: the key {_RESERVED!r} is reserved by the safetensors format")
+        if isinstance(value, Mapping):
+            raise TypeError(f"save: key {name!r} holds a nested {type(value).__name__}; "
+                            "checkpoints are flat, so join the names with '.' first")
+        if not isinstance(value, Tensor):
+            raise TypeError(f"save: key {name!r} holds a {type(value).__name__}, "
+                            "but checkpoints hold only Tensors")
+        # safetensors copies raw memory, so a strided view (x.T) must be made contiguous
+        # (np.ascontiguousarray would turn a 0-d array into a 1-d one)
+        arrays[name] = np.asarray(value.numpy(), order="C")
+    return arrays
+
+
+def _saved_order(raw, arrays):
+    """The names in the order ``save`` was given them; for files written by other tools
+    (no order in the metadata), the order of the tensors' bytes in the file."""
+    header_len = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + header_len])  # valid: safetensors has just parsed it
+    metadata = header.pop(_RESERVED, None) or {}
+    try:
+        names = json.loads(metadata.get(_ORDER_KEY, "null"))
+    except ValueError:
+        names = None
+    if isinstance(names, list) and sorted(names) == sorted(arrays):
+        return names
+    return sorted(header, key=lambda name: header[name]["data_offsets"][0])
+
+
+def _write_atomic(path, payload):
+    """Write ``payload`` to a temporary file beside ``path``, fsync it, then rename it onto
+    ``path``: readers see the old file or the new one, never half of one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(tmp, flags, 0o666)  # 0o666 less the umask, as open() would create it
+        try:
+            _write_all(fd, payload)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:  # KeyboardInterrupt too: never leave a temporary file behind
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_directory(directory)
+
+
+def _write_all(fd, payload):
+    view = memoryview(payload)
+    while view:  # os.write may write less than asked
+        view = view[os.write(fd, view):]
+
+
+def _fsync_directory(directory):
+    """Make the rename itself durable (POSIX only; Windows cannot open a directory)."""
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
