@@ -8,6 +8,8 @@ import math
 import types
 import warnings
 
+import numpy as np
+
 from minigrad import backend
 from minigrad.tensor import Tensor
 
@@ -47,8 +49,9 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     # the same way. Multiplying by a coefficient clamped to 1 changes nothing, but a nan
     # norm must still reach the gradients, as it does in PyTorch.
     coef = xp.asarray(xp.minimum(xp.reciprocal(total + 1e-6) * max_norm, 1.0))
-    for g in grads:
-        g *= backend.to_device(coef, backend.device_of(g)).astype(g.dtype)
+    with np.errstate(invalid="ignore"):  # an inf norm makes inf * 0 = nan, silently as PyTorch
+        for g in grads:
+            g *= backend.to_device(coef, backend.device_of(g)).astype(g.dtype)
     return Tensor(total)
 
 

@@ -1,0 +1,92 @@
+"""Manifold-constrained hyper-connections: Sinkhorn projection, gradients, and the reduction
+to the ordinary residual."""
+import numpy as np
+import pytest
+
+import minigrad as mg
+import nn
+from minigrad.autograd import gradcheck
+from nn.hyper import HyperConnection, collapse_streams, expand_streams, sinkhorn
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 6])
+@pytest.mark.parametrize("scale", [0.1, 1.0, 4.0])
+def test_sinkhorn_is_doubly_stochastic(device, n, scale):
+    logits = mg.randn(n, n, dtype=mg.float64, device=device) * scale
+    h = sinkhorn(logits, iters=50).numpy()
+    assert (h >= 0).all()
+    np.testing.assert_allclose(h.sum(0), np.ones(n), atol=1e-12)   # the last step: columns
+    np.testing.assert_allclose(h.sum(1), np.ones(n), atol=1e-6)    # rows, to convergence
+
+
+def test_sinkhorn_of_large_logits_stays_finite(device):
+    logits = mg.tensor([[500.0, -500.0], [-500.0, 500.0]], dtype=mg.float64, device=device)
+    h = sinkhorn(logits).numpy()
+    assert np.isfinite(h).all()
+    np.testing.assert_allclose(h, np.eye(2), atol=1e-12)
+
+
+def test_sinkhorn_gradcheck(device):
+    logits = mg.randn(3, 3, dtype=mg.float64, device=device, requires_grad=True)
+    assert gradcheck(lambda m: sinkhorn(m, iters=5), (logits,))
+
+
+def test_default_h_res_is_close_to_identity(device):
+    hc = HyperConnection(4)
+    h = hc.h_res().numpy()
+    assert (np.diag(h) > 0.9).all()
+    np.testing.assert_allclose(h.sum(0), 1.0, atol=1e-6)
+    np.testing.assert_allclose(h.sum(1), 1.0, atol=1e-6)
+
+
+def test_one_stream_is_the_ordinary_residual(device):
+    layer = nn.Linear(5, 5).to(device)
+    hc = HyperConnection(1).to(device)
+    x = mg.randn(2, 3, 5, device=device)
+    out = collapse_streams(hc(expand_streams(x, 1), layer))
+    expected = x + layer(x)
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
+
+
+def test_identity_mixing_reads_and_writes_as_told(device):
+    """With H_res = I (huge diagonal logits), streams evolve independently: stream k gets
+    H_post[k] * F(sum_j H_pre[j] X_j) added."""
+    hc = HyperConnection(3).to(device)
+    with mg.no_grad():
+        hc.res_logits.copy_(mg.eye(3) * 1000.0)
+        hc.pre.copy_(mg.tensor([0.2, 0.3, 0.5]))
+        hc.post.copy_(mg.tensor([1.0, 2.0, 0.0]))
+    streams = mg.randn(2, 4, 3, 5, device=device)
+    f = nn.Linear(5, 5).to(device)
+    out = hc(streams, f).numpy()
+    s = streams.numpy()
+    read = 0.2 * s[:, :, 0] + 0.3 * s[:, :, 1] + 0.5 * s[:, :, 2]
+    y = f(mg.tensor(read, device=device)).numpy()
+    for k, w in enumerate([1.0, 2.0, 0.0]):
+        np.testing.assert_allclose(out[:, :, k], s[:, :, k] + w * y, rtol=1e-5, atol=1e-5)
+
+
+def test_hyper_connection_gradcheck(device):
+    hc = HyperConnection(3, sinkhorn_iters=4).double().to(device)
+    f = nn.Linear(4, 4).double().to(device)
+    streams = mg.randn(2, 3, 4, dtype=mg.float64, device=device, requires_grad=True)
+    params = [p.detach().requires_grad_() for p in (hc.pre, hc.post, hc.res_logits)]
+
+    def fn(s, pre, post, res):  # the module itself, run with the checked tensors as weights
+        hc._parameters.update(pre=pre, post=post, res_logits=res)
+        return hc(s, f)
+
+    assert gradcheck(fn, [streams] + params)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_mhc_encoder_layer_trains_and_keeps_shapes(device, norm_first):
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                       norm_first=norm_first, residual="mhc", n_streams=3)
+    layer.to(device)
+    x = mg.randn(2, 5, 8, device=device, requires_grad=True)
+    out = layer(x)
+    assert out.shape == (2, 5, 8)
+    out.sum().backward()
+    assert x.grad is not None and np.isfinite(x.grad.numpy()).all()
+    assert layer.hc1.res_logits.grad is not None
