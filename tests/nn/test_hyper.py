@@ -77,16 +77,3 @@ def test_hyper_connection_gradcheck(device):
         return hc(s, f)
 
     assert gradcheck(fn, [streams] + params)
-
-
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_mhc_encoder_layer_trains_and_keeps_shapes(device, norm_first):
-    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
-                                       norm_first=norm_first, residual="mhc", n_streams=3)
-    layer.to(device)
-    x = mg.randn(2, 5, 8, device=device, requires_grad=True)
-    out = layer(x)
-    assert out.shape == (2, 5, 8)
-    out.sum().backward()
-    assert x.grad is not None and np.isfinite(x.grad.numpy()).all()
-    assert layer.hc1.res_logits.grad is not None
