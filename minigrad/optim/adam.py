@@ -1,0 +1,132 @@
+"""Adam and AdamW: adaptive moment estimation, with L2 or decoupled weight decay."""
+from .. import backend
+from ..autograd import no_grad
+from ..tensor import Tensor
+from .optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba, 2015), PyTorch's ``torch.optim.Adam`` step for step.
+
+    For each parameter ``p`` with a gradient ``g``, at step ``t = 1, 2, ...``::
+
+        g = -g                                   if maximize
+        p = p * (1 - lr * weight_decay)          if decoupled_weight_decay (AdamW)
+        g = g + weight_decay * p                 otherwise, if weight_decay != 0
+        m = m + (1 - beta1) * (g - m)            (torch's lerp_, i.e. beta1 * m + (1 - beta1) * g)
+        v = beta2 * v + (1 - beta2) * g * g
+        v_max = max(v_max, v); v = v_max         if amsgrad
+        denom = sqrt(v) / sqrt(1 - beta2**t) + eps
+        p = p - (lr / (1 - beta1**t)) * m / denom
+
+    State per parameter: ``step`` (a Python int: the bias corrections are computed on the
+    host in double precision, as PyTorch does with ``step.item()``), ``exp_avg`` (m),
+    ``exp_avg_sq`` (v) and, with amsgrad, ``max_exp_avg_sq`` (Tensors like ``p``).
+
+    Args:
+        params: Tensors or param-group dicts (see ``Optimizer``).
+        lr (float): learning rate. Default: 1e-3.
+        betas (tuple): decay rates of the moving averages of g and g**2. Default: (0.9, 0.999).
+        eps (float): added to the denominator for stability. Default: 1e-8.
+        weight_decay (float): L2 penalty (decoupled with ``decoupled_weight_decay``). Default: 0.
+        amsgrad (bool): normalise by the running maximum of v (Reddi et al., 2018).
+        maximize (bool): ascend the objective instead of descending it.
+        decoupled_weight_decay (bool): decay the weights directly, as AdamW.
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, maximize=False, decoupled_weight_decay=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    @no_grad()
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = _zeros_like(p)
+                    state["exp_avg_sq"] = _zeros_like(p)
+                    if group["amsgrad"]:
+                        state["max_exp_avg_sq"] = _zeros_like(p)
+                with backend.device_context(p.data):
+                    self._update(p, state, group)
+        return loss
+
+    @staticmethod
+    def _update(p, state, group):
+        lr, eps, weight_decay = float(group["lr"]), float(group["eps"]), \
+            float(group["weight_decay"])
+        beta1, beta2 = (float(b) for b in group["betas"])
+        xp = backend.xp_of(p.data)
+        g = p.grad.data
+        if group["maximize"]:
+            g = -g
+        state["step"] += 1
+        step = state["step"]
+        if weight_decay != 0:
+            if group["decoupled_weight_decay"]:
+                p.mul_(1.0 - lr * weight_decay)
+            else:
+                g = g + weight_decay * p.data
+        m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+        _lerp_(m, g, 1.0 - beta1)
+        v *= beta2
+        v += (1.0 - beta2) * g * g
+        if group["amsgrad"]:
+            v = xp.maximum(state["max_exp_avg_sq"].data, v, out=state["max_exp_avg_sq"].data)
+        step_size = lr / (1.0 - beta1 ** step)
+        bias_correction2_sqrt = (1.0 - beta2 ** step) ** 0.5
+        denom = xp.sqrt(v)
+        denom /= bias_correction2_sqrt
+        denom += eps
+        update = -step_size * m  # torch's addcdiv_: p + (value * m) / denom
+        update /= denom
+        p.add_(update)
+
+
+class AdamW(Adam):
+    """AdamW (Loshchilov & Hutter, 2019): Adam whose weight decay shrinks the parameters
+    directly, ``p = p * (1 - lr * weight_decay)``, instead of entering the gradient and
+    its moments. PyTorch's ``torch.optim.AdamW``; see ``Adam`` for the rest of the update.
+
+    Args: as ``Adam``, with ``weight_decay`` defaulting to 1e-2.
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         decoupled_weight_decay=True)
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:  # as torch: an AdamW always decouples
+            group["decoupled_weight_decay"] = True
+
+
+def _zeros_like(p):
+    return Tensor(backend.xp_of(p.data).zeros_like(p.data))
+
+
+def _lerp_(start, end, weight):
+    """``start += weight * (end - start)`` in place, in the two forms torch's lerp_ uses
+    (the second keeps the result exact at weight 1)."""
+    if abs(weight) < 0.5:
+        start += weight * (end - start)
+    else:
+        start[...] = end - (end - start) * (1.0 - weight)

@@ -1,0 +1,211 @@
+"""Optimizer: the base class of every optimiser, with PyTorch's param groups and state dicts.
+
+An optimiser holds ``param_groups`` (a list of dicts: ``"params"``, a list of Tensors, plus
+the hyper-parameters of that group) and ``state`` (a dict from parameter to a dict of
+per-parameter buffers, made lazily on the first step that parameter has a gradient).
+``state_dict()`` replaces parameters by their position counted across all groups, exactly
+as ``torch.optim.Optimizer`` does, so checkpoints have PyTorch's layout::
+
+    {"state": {0: {"momentum_buffer": Tensor}, ...},
+     "param_groups": [{"lr": 0.1, ..., "params": [0, 1]}, {"lr": 0.01, ..., "params": [2]}]}
+
+Subclasses write ``step`` as array arithmetic on ``.data`` through ``backend.xp_of`` with
+Python-float hyper-parameters (so a float32 parameter never meets a float64 array), and
+apply the result to the parameter with its in-place methods under ``no_grad`` (which bump
+its version, so a graph saved before the step refuses to backpropagate through it).
+"""
+import copy
+import warnings
+from collections import defaultdict
+
+import numpy as np
+
+from .. import backend
+from ..autograd import enable_grad
+from ..tensor import Tensor
+
+
+class _RequiredParameter:
+    """The default of a hyper-parameter that every param group must give itself."""
+
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class Optimizer:
+    """Base class of all optimisers.
+
+    Args:
+        params: an iterable of Tensors, of ``(name, Tensor)`` pairs, or of dicts, each a
+            param group with ``"params"`` and any hyper-parameters that differ from
+            ``defaults``.
+        defaults (dict): the hyper-parameters of a group that does not set them.
+    """
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        if isinstance(params, Tensor):
+            raise TypeError("params given to the optimizer should be an iterable of Tensors "
+                            f"or dicts, but got a {type(params).__name__}")
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params"]
+        return "\n".join(lines) + "\n)"
+
+    def add_param_group(self, param_group):
+        """Add a group (a dict with ``"params"``) whose missing hyper-parameters take the
+        defaults; a parameter may belong to one group only."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets changes between runs; use a list")
+        params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        params = [p[1] if isinstance(p, tuple) else p for p in params]
+        if names and len(names) != len(params):
+            raise ValueError("all optimizer params should be with/without names; "
+                             "some param names are missing")
+        param_group["params"] = params
+        if names:
+            param_group["param_names"] = names
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params "
+                                f"is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            param_group.setdefault(name, default)
+        if len(params) != len(set(params)):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters",
+                          stacklevel=3)
+        seen = set()
+        for group in self.param_groups:
+            seen.update(group["params"])
+            if ("param_names" in group) != ("param_names" in param_group):
+                raise ValueError("all optimizer param groups should be with/without names")
+        if not seen.isdisjoint(params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none=True):
+        """Set every parameter's ``.grad`` to None (the default), or to zeros in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if p.grad.grad_fn is not None or p.grad.requires_grad:
+                        p.grad = p.grad.detach()  # as torch's detach_(): stop recording
+                    p.grad.zero_()
+
+    def step(self, closure=None):
+        """Update every parameter that has a gradient; returns ``closure()``'s loss if given."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _closure_loss(closure):
+        if closure is None:
+            return None
+        with enable_grad():
+            return closure()
+
+    # --- checkpoints ------------------------------------------------------------------------
+    def state_dict(self):
+        """The optimiser's state, parameters replaced by their index (PyTorch's layout).
+
+        As in PyTorch, the state Tensors are the optimiser's own (not copies): save or
+        ``copy.deepcopy`` the dict before stepping again if you need a snapshot.
+        """
+        index = {}
+        param_groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            param_groups.append(packed)
+        state = {index[id(p)] if isinstance(p, Tensor) else p: s for p, s in self.state.items()}
+        return {"state": state, "param_groups": param_groups}
+
+    def load_state_dict(self, state_dict):
+        """Load a ``state_dict()``: groups and parameters are matched by position.
+
+        The hyper-parameters of each group are replaced by the saved ones; state Tensors are
+        copied onto each parameter's device and floating dtype; ``step`` becomes an int.
+        Raises ValueError naming the mismatch when the number of groups, the number of
+        parameters in a group or the shape of a state Tensor differs.
+        """
+        for key in ("state", "param_groups"):
+            if key not in state_dict:
+                raise ValueError(f"optimizer state dict has no {key!r} entry")
+        groups = self.param_groups
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError(f"loaded state dict has {len(saved_groups)} parameter groups, "
+                             f"but the optimizer has {len(groups)}")
+        for i, (group, saved) in enumerate(zip(groups, saved_groups)):
+            if len(group["params"]) != len(saved["params"]):
+                raise ValueError(f"parameter group {i} of the loaded state dict has "
+                                 f"{len(saved['params'])} parameters, but the optimizer's "
+                                 f"group {i} has {len(group['params'])}")
+        params = {}  # saved index -> (parameter, group number)
+        for i, (group, saved) in enumerate(zip(groups, saved_groups)):
+            for index, p in zip(saved["params"], group["params"]):
+                params[index] = (p, i)
+        state = defaultdict(dict)
+        for index, saved_state in state_dict["state"].items():
+            if index not in params:
+                raise ValueError(f"loaded state dict has state for parameter {index}, which "
+                                 "is in none of its parameter groups")
+            p, i = params[index]
+            state[p] = {key: _cast(value, p, key, f"parameter {index} (group {i})")
+                        for key, value in saved_state.items()}
+        for group, saved in zip(groups, saved_groups):
+            saved["params"] = group["params"]
+            if "param_names" in group and "param_names" not in saved:
+                saved["param_names"] = group["param_names"]
+            for name, default in self.defaults.items():
+                saved.setdefault(name, default)
+        self.state = state
+        self.param_groups = saved_groups
+
+
+def _cast(value, param, key, where):
+    """A copy of one saved state value for ``param``: Tensors on its device and dtype."""
+    if key == "step":
+        return int(value.item() if isinstance(value, Tensor) else value)
+    if isinstance(value, np.ndarray):  # a checkpoint format that stores arrays
+        value = Tensor(value)
+    if not isinstance(value, Tensor):
+        return copy.deepcopy(value)
+    if value.shape != param.shape:
+        raise ValueError(f"state {key!r} of {where} has shape {tuple(value.shape)}, but the "
+                         f"parameter has shape {tuple(param.shape)}")
+    arr = backend.to_device(value.data, param.device)
+    dtype = param.dtype if param.is_floating_point() else arr.dtype
+    return Tensor(arr.astype(dtype, copy=True))

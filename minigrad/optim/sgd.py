@@ -1,0 +1,76 @@
+"""SGD: stochastic gradient descent with momentum, Nesterov momentum and weight decay."""
+from .. import backend
+from ..autograd import no_grad
+from ..tensor import Tensor
+from .optimizer import Optimizer
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent, PyTorch's ``torch.optim.SGD`` step for step.
+
+    For each parameter ``p`` with a gradient ``g``::
+
+        g = -g                                  if maximize
+        g = g + weight_decay * p                if weight_decay != 0
+        b = g (a copy)                          at the first step, if momentum != 0
+        b = momentum * b + (1 - dampening) * g  at later steps
+        g = g + momentum * b  if nesterov else b
+        p = p - lr * g
+
+    State per parameter: ``momentum_buffer`` (a Tensor like ``p``), only when momentum != 0.
+
+    Args:
+        params: Tensors or param-group dicts (see ``Optimizer``).
+        lr (float): learning rate. Default: 1e-3 (as PyTorch).
+        momentum (float): momentum factor. Default: 0.
+        dampening (float): dampening of the gradient added to the momentum. Default: 0.
+        weight_decay (float): L2 penalty added to the gradient. Default: 0.
+        nesterov (bool): Nesterov momentum (needs momentum > 0 and no dampening).
+        maximize (bool): ascend the objective instead of descending it.
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
+                 nesterov=False, *, maximize=False):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
+        super().__init__(params, defaults)
+
+    @no_grad()
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            lr, momentum = float(group["lr"]), float(group["momentum"])
+            dampening, weight_decay = float(group["dampening"]), float(group["weight_decay"])
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                with backend.device_context(p.data):
+                    g = p.grad.data
+                    if group["maximize"]:
+                        g = -g
+                    if weight_decay != 0:
+                        g = g + weight_decay * p.data
+                    if momentum != 0:
+                        g = self._momentum(self.state[p], g, momentum, dampening,
+                                           group["nesterov"])
+                    p.add_(g, alpha=-lr)
+        return loss
+
+    @staticmethod
+    def _momentum(state, g, momentum, dampening, nesterov):
+        """Update the momentum buffer in place; return the direction to step along."""
+        buf = state.get("momentum_buffer")
+        if buf is None:
+            buf = state["momentum_buffer"] = Tensor(g.copy())  # torch: grad.clone()
+        else:
+            buf.data *= momentum
+            buf.data += (1.0 - dampening) * g
+        return g + momentum * buf.data if nesterov else buf.data
