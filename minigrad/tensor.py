@@ -330,6 +330,16 @@ class Tensor:
     def isinf(self): return NonDiff.apply(self, fn="isinf")
     def isfinite(self): return NonDiff.apply(self, fn="isfinite")
 
+    def all(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """True where every element (over dim) is nonzero; a bool tensor."""
+        return NonDiff.apply(self, fn="all", axis=_dims(self, dim, axis),
+                             keepdims=_kd(keepdim, keepdims))
+
+    def any(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """True where some element (over dim) is nonzero; a bool tensor."""
+        return NonDiff.apply(self, fn="any", axis=_dims(self, dim, axis),
+                             keepdims=_kd(keepdim, keepdims))
+
     def argmax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         return _arg_reduce(self, _alias(dim, axis), _kd(keepdim, keepdims), MaxDim)
 

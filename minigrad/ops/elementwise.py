@@ -395,8 +395,8 @@ class ToDevice(Primitive):
 class NonDiff(Primitive):
     """out = fn(*args) for a function with no useful gradient (comparisons, sign, logic)."""
     @staticmethod
-    def forward(ctx, *args, fn):
-        return getattr(ctx.xp, fn)(*args)
+    def forward(ctx, *args, fn, **kwargs):
+        return getattr(ctx.xp, fn)(*args, **kwargs)
 
     @staticmethod
     def backward(ctx, grad):
