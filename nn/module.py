@@ -51,7 +51,12 @@ class Module:
             new = hook(self, args)
             if new is not None:
                 args = new if isinstance(new, tuple) else (new,)
-        out = self.forward(*args, **kwargs)
+        state = mg.autograd.grad_mode.STATE
+        outer, state.scope = state.scope, self  # ops recorded now belong to this module
+        try:
+            out = self.forward(*args, **kwargs)
+        finally:
+            state.scope = outer
         for hook in list(self._forward_hooks.values()):
             new = hook(self, args, out)
             if new is not None:

@@ -91,12 +91,14 @@ def _run_hooks(hooks, grad):
 
 
 def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targets=None,
-                 allow_unused=False):
+                 allow_unused=False, on_node=None):
     """Backpropagate ``root_grads`` from ``roots``.
 
     Without ``targets`` the gradients accumulate into the ``.grad`` of leaves (and of
     tensors that called ``retain_grad``); with ``targets`` (a list of tensors) nothing is
-    written and their gradients are returned, in order (``mg.grad``).
+    written and their gradients are returned, in order (``mg.grad``). ``on_node(node,
+    grads_out, grads_in)``, if given, is called after each node's backward, in order (a
+    tracer, for ``viz.explain_backward``).
     """
     node_grads = {}   # node -> [grad per output]
     leaf_grads = {}   # id(leaf) -> [leaf, grad]
@@ -122,7 +124,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
     try:
         with set_grad_enabled(create_graph):
             captured = _run_nodes(order, node_grads, leaf_grads, retain_graph, create_graph,
-                                  wanted, anomaly, owned)
+                                  wanted, anomaly, owned, on_node)
     finally:
         STATE.anomaly = anomaly
     if targets is None:
@@ -156,7 +158,7 @@ def _prepare(node, grads, owned, create_graph, wanted, captured):
 
 
 def _run_nodes(order, node_grads, leaf_grads, retain_graph, create_graph, wanted, anomaly,
-               owned):
+               owned, on_node=None):
     """Run each node's backward in ``order``, then hand the leaves their gradients."""
     captured = {}
     for node in order:
@@ -180,6 +182,8 @@ def _run_nodes(order, node_grads, leaf_grads, retain_graph, create_graph, wanted
                 f"{len(node._edges)} (one per input of forward, None where there is none)")
         if anomaly:
             function.check_backward(node, grads, in_grads)
+        if on_node is not None:
+            on_node(node, grads, in_grads)
         for edge, g in zip(node._edges, in_grads):
             if edge is None or g is None:
                 continue

@@ -28,7 +28,7 @@ _ndarray = backend.np.ndarray
 _XP_BY_TYPE = backend._XP_BY_TYPE
 # what a node keeps once backward has freed it: the graph's shape, not its arrays
 _KEPT_AFTER_RELEASE = {"xp", "params", "needs_input_grad", "_edges", "_seq", "_out_meta",
-                       "_hooks", "_retain", "_trace"}
+                       "_hooks", "_retain", "_trace", "_scope"}
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or to read saved tensors after "
@@ -52,6 +52,7 @@ class Function:
     # Defaults that most nodes never change (set on the instance only when they do).
     params = {}  # keyword arguments of the call (never mutated)
     _to_save = _saved = _edges = _out_meta = _hooks = _retain = _trace = _non_diff = None
+    _scope = None  # the nn.Module whose forward recorded this node (for pictures of the graph)
     _released = False
     _raw = False  # True for Primitive: forward sees arrays instead of Tensors
 
@@ -176,6 +177,8 @@ class Function:
                 return result
             ctx._edges = edges
             ctx._seq = next(_SEQUENCE)
+            if STATE.scope is not None:
+                ctx._scope = STATE.scope
             ctx._out_meta = ((out.shape, out.dtype),)
             if out.dtype.kind not in "fc":
                 return Tensor._make(out)
@@ -216,6 +219,8 @@ class Function:
         if edges is not None:
             self._edges = edges
             self._seq = next(_SEQUENCE)
+            if STATE.scope is not None:
+                self._scope = STATE.scope
             self._out_meta = tuple((o.shape, o.dtype) for o in outs)
             non_diff = self._non_diff or ()
             results = []

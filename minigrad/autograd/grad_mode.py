@@ -3,11 +3,12 @@ import functools
 
 
 class _State:
-    __slots__ = ("grad_enabled", "anomaly")
+    __slots__ = ("grad_enabled", "anomaly", "scope")
 
     def __init__(self):
         self.grad_enabled = True
         self.anomaly = False
+        self.scope = None  # the innermost nn.Module running forward (recorded on each node)
 
 
 STATE = _State()
