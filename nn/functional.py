@@ -133,17 +133,24 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         if label_smoothing:
             loss = (1 - label_smoothing) * loss + smooth.sum() * (label_smoothing / n_classes)
         return loss
+    # the mean over the targets' weights; with every target ignored it is NaN (0 / 0) but,
+    # as in PyTorch, its gradient is 0: divide by 1 there and add the NaN as a constant
     total_weight = w_t.sum()
-    loss = nll.sum() / total_weight
+    nothing = total_weight == 0
+    denom = mg.where(nothing, 1.0, total_weight)
+    loss = nll.sum() / denom
     if label_smoothing:
-        loss = (1 - label_smoothing) * loss + (smooth.sum() / total_weight) * (
+        loss = (1 - label_smoothing) * loss + (smooth.sum() / denom) * (
             label_smoothing / n_classes)
-    return loss
+    return loss + mg.where(nothing, float("nan"), 0.0)
 
 
 def _pick(logp, target, class_dim):
     """logp[..., target[...], ...]: the entry of the target class at every position."""
-    moved = logp if class_dim == logp.ndim - 1 else logp.transpose(class_dim, -1)
+    if class_dim == logp.ndim - 1:
+        moved = logp
+    else:  # (N, C, d1, ...) -> (N, d1, ..., C)
+        moved = logp.permute(0, *range(2, logp.ndim), 1)
     if logp.ndim == 1:
         return moved[target]
     flat = moved.reshape(-1, moved.shape[-1])

@@ -1,0 +1,119 @@
+"""Multi-head attention with PyTorch's parameters, masks and returned weights."""
+import math
+
+import minigrad as mg
+from minigrad.ops import SafeSoftmax
+
+from . import functional as F
+from . import init
+from .linear import Linear
+from .module import Module
+
+
+class MultiheadAttention(Module):
+    """Attention from each query position to every key position in H heads of size
+    D = E / H, concatenated and projected back (Vaswani et al., 2017, section 3.2.2).
+
+    Args:
+        embed_dim: the model size E.
+        num_heads: the number of heads H (must divide E).
+        dropout: probability of dropping an attention weight in training (default 0.0).
+        bias: learn biases in the four projections (default True).
+        kdim, vdim: sizes of the key and value inputs (default E), for cross-attention.
+        rotary: an optional RotaryEmbedding(D) applied to each head's queries and keys.
+    Shape:
+        query (B, T, E), key (B, S, kdim), value (B, S, vdim) -> output (B, T, E), and
+        weights (B, T, S) averaged over heads, or (B, H, T, S) if not average_attn_weights.
+        attn_mask (T, S) or (B*H, T, S), key_padding_mask (B, S): where bool, True means
+        "may not attend"; where float, added to the scores. is_causal=True masks the keys
+        after each query (and is combined with attn_mask when both are given).
+    """
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
+                 rotary=None, device=None, dtype=None):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible "
+                             f"by num_heads ({num_heads})")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self.dropout = dropout
+        self.q_proj = Linear(embed_dim, embed_dim, bias, device=device, dtype=dtype)
+        self.k_proj = Linear(self.kdim, embed_dim, bias, device=device, dtype=dtype)
+        self.v_proj = Linear(self.vdim, embed_dim, bias, device=device, dtype=dtype)
+        self.out_proj = Linear(embed_dim, embed_dim, bias, device=device, dtype=dtype)
+        self.rotary = rotary
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        """As torch: xavier-uniform in-projections with zero biases; out_proj keeps Linear's
+        weight init, with a zero bias."""
+        E = self.embed_dim
+        packed = self.kdim == E and self.vdim == E
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            if packed:  # torch draws one (3E, E) in_proj_weight, so the bound uses that shape
+                bound = math.sqrt(6.0 / (E + 3 * E))
+                init.uniform_(proj.weight, -bound, bound)
+            else:
+                init.xavier_uniform_(proj.weight)
+        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            if proj.bias is not None:
+                init.zeros_(proj.bias)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
+                attn_mask=None, average_attn_weights=True, is_causal=False):
+        B, T, E = query.shape
+        S = key.shape[1]
+        H, D = self.num_heads, self.head_dim
+        q = self.q_proj(query).reshape(B, T, H, D).transpose(1, 2)           # (B, H, T, D)
+        k = self.k_proj(key).reshape(B, S, H, D).transpose(1, 2)             # (B, H, S, D)
+        v = self.v_proj(value).reshape(B, S, H, D).transpose(1, 2)           # (B, H, S, D)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))            # (B, H, T, S)
+        mask = self._merged_mask(attn_mask, key_padding_mask, is_causal, B, T, S, scores)
+        if mask is not None:
+            scores = scores + mask
+        weights = SafeSoftmax.apply(scores, dim=3)  # a row with every key masked gives zeros
+        # torch returns the weights after dropout, and so do we
+        weights = F.dropout(weights, self.dropout, self.training)            # (B, H, T, S)
+        out = (weights @ v).transpose(1, 2).reshape(B, T, E)                 # (B, T, E)
+        out = self.out_proj(out)
+        if not need_weights:
+            return out, None
+        return out, (weights.mean(1) if average_attn_weights else weights)
+
+    def _merged_mask(self, attn_mask, key_padding_mask, is_causal, B, T, S, like):
+        """The masks given as one float mask to add to the scores, broadcastable to
+        (B, H, T, S), or None; bool True ("may not attend") becomes -inf."""
+        masks = []
+        if is_causal:
+            future = mg.arange(S, device=like.device) > mg.arange(T, device=like.device)[:, None]
+            masks.append(_additive(future, like))                            # (T, S)
+        if attn_mask is not None:
+            if attn_mask.shape not in ((T, S), (B * self.num_heads, T, S)):
+                raise mg.ShapeError(f"MultiheadAttention: attn_mask of shape {attn_mask.shape} "
+                                    f"should be {(T, S)} or {(B * self.num_heads, T, S)}")
+            if attn_mask.ndim == 3:
+                attn_mask = attn_mask.reshape(B, self.num_heads, T, S)
+            masks.append(_additive(attn_mask, like))                  # (T, S) or (B, H, T, S)
+        if key_padding_mask is not None:
+            if key_padding_mask.shape != (B, S):
+                raise mg.ShapeError(f"MultiheadAttention: key_padding_mask of shape "
+                                    f"{key_padding_mask.shape} should be {(B, S)}")
+            masks.append(_additive(key_padding_mask, like).reshape(B, 1, 1, S))
+        return sum(masks[1:], masks[0]) if masks else None
+
+    def extra_repr(self):
+        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+                f"dropout={self.dropout}, kdim={self.kdim}, vdim={self.vdim}")
+
+
+def _additive(mask, like):
+    """The mask in ``like``'s dtype, a bool one (True: may not attend) as 0 / -inf."""
+    if mask.dtype != mg.bool:
+        return mask.to(like.dtype)
+    zeros = mg.zeros(mask.shape, dtype=like.dtype, device=like.device)
+    return zeros.masked_fill(mask, float("-inf"))
