@@ -69,10 +69,12 @@ class Module:
             raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
         params, buffers, modules = self._parameters, self._buffers, self._modules
         if isinstance(value, Parameter):
-            self._forget(name)
+            if name not in params:  # a new name goes last; a known one keeps its place
+                self._forget(name)
             params[name] = value
         elif isinstance(value, Module):
-            self._forget(name)
+            if name not in modules:
+                self._forget(name)
             modules[name] = value
         elif name in params:
             if value is not None:
@@ -103,6 +105,8 @@ class Module:
             object.__delattr__(self, name)
 
     def _forget(self, name):
+        """Unregister ``name`` (parameter, buffer, submodule or plain attribute); True if
+        it was there."""
         found = False
         for table in (self._parameters, self._buffers, self._modules):
             if name in table:
@@ -111,12 +115,14 @@ class Module:
         self._non_persistent.discard(name)
         if name in self.__dict__:
             object.__delattr__(self, name)
+            found = True
         return found
 
     def register_parameter(self, name, param):
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter: {name!r} must be an nn.Parameter or None")
-        self._forget(name)
+        if name not in self._parameters:
+            self._forget(name)
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
@@ -132,7 +138,8 @@ class Module:
     def add_module(self, name, module):
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: {name!r} must be an nn.Module or None")
-        self._forget(name)
+        if name not in self._modules:  # a known name keeps its place
+            self._forget(name)
         self._modules[name] = module
 
     register_module = add_module
@@ -211,7 +218,9 @@ class Module:
     def state_dict(self, destination=None, prefix="", keep_vars=False):
         """Parameters and persistent buffers by dotted name (detached unless keep_vars)."""
         out = OrderedDict() if destination is None else destination
-        for mod_prefix, module in self.named_modules(prefix=prefix.rstrip(".")):
+        # every path to a shared module is named, as in PyTorch (named_parameters dedupes)
+        for mod_prefix, module in self.named_modules(prefix=prefix.rstrip("."),
+                                                     remove_duplicate=False):
             for table in ("_parameters", "_buffers"):
                 for name, value in getattr(module, table).items():
                     if value is None or (table == "_buffers" and name in module._non_persistent):
@@ -376,6 +385,19 @@ class Sequential(Module):
 
     def append(self, module):
         self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index, module):
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self.add_module(str(i), m)
         return self
 
 
