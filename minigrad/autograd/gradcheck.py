@@ -93,8 +93,8 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
             raise GradcheckError(
                 f"gradcheck failed for input {i} (shape {inputs[i].shape}) at index "
                 f"{tuple(int(v) for v in index)}, output element {out_k}: analytic "
-                f"{analytic[j][out_k, in_k]!r} vs numeric {numeric[out_k, in_k]!r} "
-                f"(atol={atol}, rtol={rtol})")
+                f"{float(analytic[j][out_k, in_k])!r} vs numeric "
+                f"{float(numeric[out_k, in_k])!r} (atol={atol}, rtol={rtol})")
     return True
 
 
