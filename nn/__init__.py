@@ -1,7 +1,7 @@
 """nn: layers, losses and functional ops built on minigrad Tensors, with PyTorch's names."""
 from . import functional, init, utils  # noqa: F401
 from .activation import GELU, Dropout, ReLU  # noqa: F401
-from .attention import MultiheadAttention  # noqa: F401
+from .attention import KVCache, MultiheadAttention  # noqa: F401
 from .ffn import FeedForward  # noqa: F401
 from .hyper import HyperConnection  # noqa: F401
 from .linear import Embedding, Identity, Linear  # noqa: F401
@@ -11,5 +11,5 @@ from .norm import LayerNorm  # noqa: F401
 from .positional import (LearnedPositionalEmbedding, RotaryEmbedding,  # noqa: F401
                          SinusoidalPositionalEncoding)
 from .serialization import load, save  # noqa: F401
-from .transformer import (TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
-                          TransformerEncoder, TransformerEncoderLayer)
+from .transformer import (DecoderCache, TransformerDecoder,  # noqa: F401
+                          TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)

@@ -27,6 +27,8 @@ class MultiheadAttention(Module):
         attn_mask (T, S) or (B*H, T, S), key_padding_mask (B, S): where bool, True means
         "may not attend"; where float, added to the scores. is_causal=True masks the keys
         after each query (and is combined with attn_mask when both are given).
+        With a ``cache`` (a KVCache, for incremental decoding), query and key hold only the
+        new positions; S counts the cached keys too, and masks are given for all S.
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
@@ -63,17 +65,23 @@ class MultiheadAttention(Module):
                 init.zeros_(proj.bias)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
-                attn_mask=None, average_attn_weights=True, is_causal=False):
+                attn_mask=None, average_attn_weights=True, is_causal=False, cache=None):
         B, T, E = query.shape
-        S = key.shape[1]
         H, D = self.num_heads, self.head_dim
+        start = 0 if cache is None else cache.position  # the position of the first query
+
+        def project():  # the keys and values of the new positions
+            S = key.shape[1]
+            k = self.k_proj(key).reshape(B, S, H, D).transpose(1, 2)         # (B, H, S, D)
+            v = self.v_proj(value).reshape(B, S, H, D).transpose(1, 2)       # (B, H, S, D)
+            return self._rotate(k, start), v
+        k, v = project() if cache is None else cache.update(project, T)    # (B, H, S, D)
         q = self.q_proj(query).reshape(B, T, H, D).transpose(1, 2)           # (B, H, T, D)
-        k = self.k_proj(key).reshape(B, S, H, D).transpose(1, 2)             # (B, H, S, D)
-        v = self.v_proj(value).reshape(B, S, H, D).transpose(1, 2)           # (B, H, S, D)
-        if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
+        q = self._rotate(q, start)
+        S = k.shape[2]
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))            # (B, H, T, S)
-        mask = self._merged_mask(attn_mask, key_padding_mask, is_causal, B, T, S, scores)
+        mask = self._merged_mask(attn_mask, key_padding_mask, is_causal, B, T, S, start,
+                                 scores)
         if mask is not None:
             scores = scores + mask
         weights = SafeSoftmax.apply(scores, dim=3)  # a row with every key masked gives zeros
@@ -85,12 +93,17 @@ class MultiheadAttention(Module):
             return out, None
         return out, (weights.mean(1) if average_attn_weights else weights)
 
-    def _merged_mask(self, attn_mask, key_padding_mask, is_causal, B, T, S, like):
+    def _rotate(self, x, offset):
+        return x if self.rotary is None else self.rotary(x, offset=offset)
+
+    def _merged_mask(self, attn_mask, key_padding_mask, is_causal, B, T, S, start, like):
         """The masks given as one float mask to add to the scores, broadcastable to
-        (B, H, T, S), or None; bool True ("may not attend") becomes -inf."""
+        (B, H, T, S), or None; bool True ("may not attend") becomes -inf. Queries sit at
+        positions start..start+T-1 (start > 0 after a KVCache), keys at 0..S-1."""
         masks = []
         if is_causal:
-            future = mg.arange(S, device=like.device) > mg.arange(T, device=like.device)[:, None]
+            query_pos = mg.arange(T, device=like.device)[:, None] + start
+            future = mg.arange(S, device=like.device) > query_pos
             masks.append(_additive(future, like))                            # (T, S)
         if attn_mask is not None:
             if attn_mask.shape not in ((T, S), (B * self.num_heads, T, S)):
@@ -117,3 +130,41 @@ def _additive(mask, like):
         return mask.to(like.dtype)
     zeros = mg.zeros(mask.shape, dtype=like.dtype, device=like.device)
     return zeros.masked_fill(mask, float("-inf"))
+
+
+class KVCache:
+    """The keys and values one attention keeps between calls, for incremental decoding: each
+    new position then costs attention over the cache instead of re-running the prefix.
+
+    Args:
+        static: False for self-attention (every call appends the keys and values of its new
+            positions, and its queries and keys sit after the cached ones, for rotary
+            positions and the causal mask); True for cross-attention over a fixed memory
+            (its keys and values are projected on the first call and reused after).
+    Shape:
+        k, v: (B, H, S, D), or None before the first call; position: the number of query
+        positions seen so far.
+    """
+
+    def __init__(self, static=False):
+        self.static = static
+        self.k = self.v = None
+        self.position = 0
+
+    def update(self, project, T):
+        """The keys and values to attend over after a call with T new queries: ``project()``
+        (the new positions' keys and values) appended to the cached ones, or the stored
+        ones of a static cache."""
+        if not (self.static and self.k is not None):
+            k, v = project()
+            if self.k is not None:
+                k, v = mg.cat([self.k, k], dim=2), mg.cat([self.v, v], dim=2)
+            self.k, self.v = k, v
+        self.position += T
+        return self.k, self.v
+
+    def reorder(self, index):
+        """Keep the rows ``index`` (an integer tensor of batch rows): beam search's way of
+        following each new beam from the beam it extends."""
+        if self.k is not None:
+            self.k, self.v = self.k[index], self.v[index]

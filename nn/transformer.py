@@ -7,8 +7,10 @@ and ``nn.TransformerDecoderLayer`` with ``batch_first=True``.
 """
 import copy
 
+from minigrad import cat
+
 from .activation import Dropout
-from .attention import MultiheadAttention
+from .attention import KVCache, MultiheadAttention
 from .ffn import FeedForward
 from .hyper import HyperConnection, collapse_streams, expand_streams
 from .module import Module, ModuleList
@@ -89,7 +91,9 @@ class TransformerDecoderLayer(_Layer):
 
     Args: as TransformerEncoderLayer.
     Shape:
-        tgt (B, T, E), memory (B, S, E) -> (B, T, E)
+        tgt (B, T, E), memory (B, S, E) -> (B, T, E). With a ``cache`` (a dict of KVCaches
+        under "self_attn" and "cross_attn", see DecoderCache), tgt holds only the new
+        positions and tgt_mask / tgt_key_padding_mask cover the cached positions too.
     """
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
@@ -102,16 +106,20 @@ class TransformerDecoderLayer(_Layer):
         self._setup(d_model, 3, dropout, norm_first, residual, n_streams, layer_norm_eps)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False,
+                cache=None):
+        caches = cache or {}
+
         def attend_self(h):
             return self.self_attn(h, h, h, attn_mask=tgt_mask, need_weights=False,
                                   key_padding_mask=tgt_key_padding_mask,
-                                  is_causal=tgt_is_causal)[0]
+                                  is_causal=tgt_is_causal, cache=caches.get("self_attn"))[0]
 
         def attend_memory(h):
             return self.cross_attn(h, memory, memory, attn_mask=memory_mask,
                                    key_padding_mask=memory_key_padding_mask,
-                                   need_weights=False, is_causal=memory_is_causal)[0]
+                                   need_weights=False, is_causal=memory_is_causal,
+                                   cache=caches.get("cross_attn"))[0]
 
         def body(x):
             x = self._sublayer(1, x, attend_self)
@@ -157,7 +165,8 @@ class TransformerDecoder(Module):
 
     Args: as TransformerEncoder, with TransformerDecoderLayer.
     Shape:
-        tgt (B, T, E), memory (B, S, E) -> (B, T, E)
+        tgt (B, T, E), memory (B, S, E) -> (B, T, E). With a ``cache`` (a DecoderCache),
+        tgt holds only the positions after ``cache.position`` (see TransformerDecoderLayer).
     """
 
     def __init__(self, layer_or_factory, num_layers, norm=None):
@@ -166,13 +175,56 @@ class TransformerDecoder(Module):
         self.norm = norm
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False,
+                cache=None):
+        caches = [None] * len(self.layers) if cache is None else cache.advance(tgt.shape[1])
         x = _widen(self.layers, tgt)
-        for layer in self.layers:
+        for layer, layer_cache in zip(self.layers, caches):
             x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                      memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+                      memory_key_padding_mask, tgt_is_causal, memory_is_causal, layer_cache)
         x = _narrow(self.layers, x)
         return x if self.norm is None else self.norm(x)
+
+
+class DecoderCache:
+    """What a TransformerDecoder keeps between incremental decoding calls: per layer, the
+    self-attention's keys and values of every position so far, and the cross-attention's
+    keys and values of the memory (projected once).
+
+    Args:
+        num_layers: the decoder's number of layers.
+    Shape:
+        layers: one dict per layer, {"self_attn": KVCache(), "cross_attn": KVCache(static=True)};
+        position: the number of target positions decoded so far; key_padding_mask: (B,
+        position) bool, the padding of those positions as kept by ``extend_padding``.
+    """
+
+    def __init__(self, num_layers):
+        self.layers = [{"self_attn": KVCache(), "cross_attn": KVCache(static=True)}
+                       for _ in range(num_layers)]
+        self.position = 0
+        self.key_padding_mask = None
+
+    def extend_padding(self, mask):
+        """The key padding mask of every position so far: the kept one with ``mask`` (B, T)
+        of the new positions appended (and kept)."""
+        if self.key_padding_mask is not None:
+            mask = cat([self.key_padding_mask, mask], dim=1)
+        self.key_padding_mask = mask
+        return mask
+
+    def advance(self, T):
+        """Count T new positions; returns the per-layer caches."""
+        self.position += T
+        return self.layers
+
+    def reorder(self, index):
+        """Keep the batch rows ``index`` (an integer tensor) of every layer's cache."""
+        if self.key_padding_mask is not None:
+            self.key_padding_mask = self.key_padding_mask[index]
+        for layer in self.layers:
+            for kv in layer.values():
+                kv.reorder(index)
 
 
 def _widen(layers, x):
