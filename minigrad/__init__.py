@@ -17,6 +17,7 @@ from .dtypes import (bool, double, float, float16, float32, float64, get_default
 from .tensor import Tensor, ValuesIndices  # noqa: F401
 from .combine import cat, stack, where  # noqa: F401
 from . import optim  # noqa: F401  (after Tensor: optimisers update tensors)
+from . import viz  # noqa: F401
 
 __version__ = "0.1.0"
 

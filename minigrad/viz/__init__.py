@@ -1,0 +1,57 @@
+"""Pictures of computation graphs: forward and backward, grouped by module, with gradients.
+
+    import minigrad as mg
+    g = mg.viz.draw(loss, model=model, depth=2)    # a graphviz.Digraph (inline in Jupyter)
+    mg.viz.render(g, "/tmp/model", format="svg")   # needs Graphviz's `dot` program
+    text = mg.viz.to_dot(loss, model=model)         # DOT text: needs no `dot`
+    mg.viz.explain_backward(loss)                   # the backward pass, step by step
+
+``roots`` is a tensor, a list of tensors, or a dict name -> tensor (the names label the
+nodes; an intermediate tensor given here, or one that called ``retain_grad()``, gets a node
+of its own with its value and gradient). The pieces: ``graph.py`` reads the recorded
+nodes, ``modules.py`` names them after the modules that ran them, ``view.py`` collapses
+modules and repeated blocks, ``dot.py`` draws, ``render.py`` calls Graphviz, and
+``explain.py`` narrates the backward pass.
+"""
+from .dot import to_digraph
+from .explain import Step, explain_backward, format_table  # noqa: F401
+from .render import INSTALL_HELP, GraphvizNotFound, render  # noqa: F401
+from .view import make_view
+
+__all__ = ["draw", "to_dot", "render", "explain_backward", "GraphvizNotFound"]
+
+
+def draw(roots, *, model=None, show_values=False, show_grad=False, backward=False,
+         depth=None, collapse_repeats=True, rankdir="TB"):
+    """The graph that computed ``roots``, as a ``graphviz.Digraph``.
+
+    Args:
+        roots: a Tensor, a list of Tensors, or a dict name -> Tensor.
+        model: the nn.Module that ran; parameters are named by their state-dict paths and
+            modules by their dotted paths. Without it, the modules found in the graph are
+            used (a root containing all of them is searched for).
+        show_values: print the values of tensors with at most 8 elements.
+        show_grad: after ``backward()``, put each tensor's gradient (values when tiny, else
+            norm and max-abs, and any NaN/inf count) on its node and colour nodes by its
+            rms: blue vanishing, green healthy, orange exploding, red NaN/inf.
+        backward: draw the backward graph: the nodes the backward pass runs, numbered in
+            execution order, each with the tensors it keeps saved (shape and bytes), and
+            the total memory they hold.
+        depth: draw modules deeper than ``depth`` as one node each (parameter count and
+            output shape); the root model is depth 0, ``encoder`` 1, ``encoder.layers.0`` 2.
+        collapse_repeats: draw runs of identical blocks in a ModuleList (the layers of an
+            encoder) once, marked "×N".
+        rankdir: "TB" (top to bottom) or "LR" (left to right).
+    """
+    view = make_view(roots, model=model, depth=depth, collapse_repeats=collapse_repeats,
+                     backward=backward)
+    return to_digraph(view, show_values=show_values, show_grad=show_grad, backward=backward,
+                      rankdir=rankdir)
+
+
+def to_dot(roots, *, model=None, show_values=False, show_grad=False, backward=False,
+           depth=None, collapse_repeats=True, rankdir="TB"):
+    """The DOT source text of ``draw(...)``; needs no Graphviz program."""
+    return draw(roots, model=model, show_values=show_values, show_grad=show_grad,
+                backward=backward, depth=depth, collapse_repeats=collapse_repeats,
+                rankdir=rankdir).source

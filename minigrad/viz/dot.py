@@ -1,0 +1,337 @@
+"""Drawing a ``View`` with Graphviz: labels, styles, colours by gradient, clusters.
+
+Op nodes are grey rounded boxes (name, arguments, output shape); parameters blue boxes,
+inputs that require grad yellow ellipses, constants dashed boxes, outputs green double
+boxes, and a module drawn as one node an amber 3-D box. With ``show_grad`` the tensors
+(and collapsed modules) are filled by the size of their gradient, NaN/inf in red.
+"""
+import html
+
+import numpy as np
+
+from .. import dtypes
+from .graph import (SMALL, GradStats, device_name, doc_rule, drawn_constant, grad_rule,
+                    grad_stats, held_bytes, nbytes_text, op_call, saved_output, saved_records,
+                    shape_text, values_text)
+from .modules import repeat_name, run_members
+from .render import new_digraph
+
+_KIND_STYLE = {
+    "op": dict(shape="box", style="rounded,filled", fillcolor="#eef1f5", color="#8a94a6"),
+    "module": dict(shape="box3d", style="filled", fillcolor="#fff1cc", color="#a07d1c"),
+    "param": dict(shape="box", style="filled", fillcolor="#d6e9ff", color="#3d6fb6"),
+    "leaf": dict(shape="ellipse", style="filled", fillcolor="#fff7b8", color="#a08a00"),
+    "tensor": dict(shape="ellipse", style="filled", fillcolor="#ffffff", color="#666666"),
+    "const": dict(shape="box", style="dashed,filled", fillcolor="#f7f7f7", color="#999999",
+                  fontcolor="#555555"),
+    "output": dict(shape="box", style="filled,bold", fillcolor="#d4f5d4", color="#2e7d32",
+                   peripheries="2"),
+}
+# gradient rms: upper bound of each band, its fill, its meaning (white text on dark fills)
+GRAD_SCALE = [(1e-7, "#2c5aa0", "< 1e-7 vanishing"), (1e-5, "#7fa7d9", "< 1e-5"),
+              (1e-3, "#cfe0f3", "< 1e-3"), (1.0, "#d9f0d3", "< 1"),
+              (1e2, "#fde0a0", "< 100"), (1e4, "#f5a05a", "< 1e4"),
+              (float("inf"), "#b5541a", "≥ 1e4 exploding")]
+NONFINITE = "#e31a1c"
+_GREY = "#444444"  # the small print
+_ACTIVE = dict(fillcolor="#ffe066", color="#c79100", penwidth="3")
+_DONE = dict(fillcolor="#e4e4e4", fontcolor="#888888", color="#bbbbbb")
+
+
+def to_digraph(view, show_values=False, show_grad=False, backward=False, rankdir="TB",
+               frame=None):
+    """The Digraph of ``view``. ``frame`` (for explain_backward) is (active node, set of
+    nodes already run, caption): the active node is highlighted, finished ones greyed."""
+    dot = new_digraph(
+        graph_attr=dict(rankdir=rankdir, fontname="Helvetica", fontsize="11", nodesep="0.25",
+                        ranksep="0.35", labelloc="t", labeljust="l"),
+        node_attr=dict(fontname="Helvetica", fontsize="11", margin="0.12,0.05"),
+        edge_attr=dict(color="#666666", arrowsize="0.7"))
+    steps = {node: i + 1 for i, node in enumerate(view.graph.ops)}
+    ids = {key: f"n{i}" for i, key in enumerate(view.nodes)}
+    ctx = dict(view=view, steps=steps, show_values=show_values, show_grad=show_grad,
+               backward=backward, frame=frame)
+    by_cluster = {}
+    for key, d in view.nodes.items():
+        by_cluster.setdefault(d.cluster, []).append(key)
+    for key in by_cluster.get(None, []):
+        dot.node(ids[key], **_node_attrs(view.nodes[key], ctx))
+    for path, (parent, _) in view.clusters.items():
+        if parent is None or parent not in view.clusters:
+            dot.subgraph(_cluster(path, view, by_cluster, ids, ctx))
+    for a, b in view.edges:
+        attrs = _edge_attrs(view.nodes[a], view.nodes[b], ctx)
+        if backward:  # gradients flow from the consumer back to what it read
+            dot.edge(ids[b], ids[a], **attrs)
+        else:
+            dot.edge(ids[a], ids[b], **attrs)
+    caption = _caption(view, ctx)
+    if caption:
+        dot.attr(label=caption)
+    return dot
+
+
+def _cluster(path, view, by_cluster, ids, ctx, level=0):
+    parent, repeat = view.clusters[path]
+    fill = ["#fafafa", "#f2f5fa", "#f7f4ee", "#f1f7f1"][level % 4]
+    run = repeat is not None and repeat[0] == path  # the block drawn once for N
+    sub = new_digraph(name=f"cluster_{path}")
+    sub.attr(label="<" + _html(view.tree.label(path, repeat), bold=True) + ">",
+             style="rounded,filled",
+             fillcolor=fill, color="#a07d1c" if run else "#9aa5b1",
+             penwidth="2.5" if run else "1", fontsize="10", labeljust="l")
+    for key in by_cluster.get(path, []):
+        sub.node(ids[key], **_node_attrs(view.nodes[key], ctx))
+    for child, (p, _) in view.clusters.items():
+        if p == path:
+            sub.subgraph(_cluster(child, view, by_cluster, ids, ctx, level + 1))
+    return sub
+
+
+# --- nodes ----------------------------------------------------------------------------------
+
+def _node_attrs(d, ctx):
+    attrs = dict(_KIND_STYLE[d.kind])
+    lines = (_op_lines if d.kind == "op" else
+             _module_lines if d.kind == "module" else _tensor_lines)(d, ctx)
+    attrs["label"] = "<" + '<BR ALIGN="CENTER"/>'.join(lines) + ">"
+    if d.kind == "op":
+        attrs["tooltip"] = doc_rule(d.items[0].node)
+    if ctx["show_grad"]:
+        stats = _grads(d, ctx)
+        colour = _worst_colour(stats)
+        if colour is not None:
+            attrs["fillcolor"], attrs["fontcolor"] = colour
+            if colour[1] == "white":  # the grey small print would vanish on a dark fill
+                attrs["label"] = attrs["label"].replace(_GREY, "#eeeeee")
+            attrs["style"] = attrs["style"].replace("dashed,", "")
+            if colour[0] == NONFINITE:
+                attrs.update(color="#7a0000", penwidth="3")
+    frame = ctx["frame"]
+    if frame is not None:
+        active, done, _ = frame
+        nodes = {i.node for i in d.items if i.node is not None}
+        if active in nodes:
+            attrs.update(_ACTIVE)
+        elif nodes and nodes <= done:
+            attrs.update(_DONE)
+    return attrs
+
+
+def _op_lines(d, ctx):
+    node = d.items[0].node
+    if ctx["backward"]:
+        steps = ", ".join(str(k) for k in sorted(ctx["steps"][i.node] for i in d.items))
+        lines = [_html(f"{steps}. {type(node).__name__}Backward", bold=True),
+                 _small(_clip(grad_rule(node), 64))] + _saved_lines(node)
+        total = held_bytes([i.node for i in d.items])[0]
+        if len(d.items) > 1 and total:  # the lines above are block 1's
+            lines.append(_small(f"all {len(d.items)} blocks: {nbytes_text(total)} saved"))
+        return lines
+    lines = [_html(op_call(node), bold=True, name_only=True)]
+    lines.append(_small(_meta_text(node)))
+    consts = [_const_text(c) for c in d.items[0].consts.values() if not drawn_constant(c)]
+    if consts:
+        lines.append(_small(", ".join(consts)))
+    out = saved_output(node, 0)
+    if ctx["show_values"] and out is not None and out.size <= SMALL:
+        lines.append(_html("= " + values_text(out)))
+    return lines
+
+
+def _const_text(c):
+    """A constant input that has no node of its own: a scalar, or one the graph no longer
+    holds (the backward pass freed what the op saved)."""
+    if c is None:
+        return "(a constant)"
+    return "const " + values_text(c.data if hasattr(c, "data") else c)
+
+
+def _meta_text(node):
+    shapes = [shape_text(s) for s, _ in node._out_meta]
+    text = " ".join(shapes)
+    dts = {dt for _, dt in node._out_meta} - {dtypes.get_default_dtype()}
+    if dts:
+        text += " " + " ".join(sorted(str(dt) for dt in dts))
+    if device_name(node.xp) != "cpu":
+        text += " cuda"
+    return text
+
+
+def _saved_lines(node):
+    if node._saved is None:
+        return [_small("saved: freed by backward()" if node._released else "saved: nothing")]
+    lines = []
+    for what, arr, nbytes in saved_records(node):
+        if hasattr(arr, "shape"):
+            lines.append(_small(f"saved {what} {shape_text(arr.shape)} {nbytes_text(nbytes)}"))
+        else:  # a Python number
+            lines.append(_small(f"saved {what} {values_text(arr)}"))
+    return lines or [_small("saved: nothing")]
+
+
+def _module_lines(d, ctx):
+    tree = ctx["view"].tree
+    head, _, cls = tree.label(d.path, d.repeat).partition(" (")
+    lines = [_html(head, bold=True) + _html(" (" + cls if cls else "")]
+    params = tree.param_count(d.path)
+    outs = ", ".join(shape_text(s) for s in d.out_shapes)
+    each = " each" if d.repeat is not None else ""  # drawn once for N blocks
+    lines.append(_small(f"{params:,} params{each}" + (f" · out {outs}" if outs else "")))
+    nodes = [i.node for i in d.items if i.node is not None]
+    if ctx["backward"] and nodes:
+        steps = [ctx["steps"][n] for n in nodes]
+        total = held_bytes(nodes)[0]
+        lines.append(_small(f"steps {min(steps)}–{max(steps)} ({len(nodes)} nodes) · "
+                            f"saved {nbytes_text(total)}"))
+    if ctx["show_grad"]:
+        lines += _grad_lines(_grads(d, ctx), per_block=d.repeat is not None)
+    return lines
+
+
+def _tensor_lines(d, ctx):
+    item = d.items[0]
+    t = item.tensor
+    lines = [_html(_tensor_name(d, ctx), bold=True)]
+    lines.append(_small(f"{shape_text(t.shape)} {t.dtype} · {t.device}"))
+    if ctx["show_values"] and t.data.size <= SMALL:
+        lines.append(_html("= " + values_text(t.data)))
+    if ctx["show_grad"] and (d.kind in ("param", "leaf") or t.grad is not None):
+        lines += _grad_lines(_grads(d, ctx), per_block=len(d.items) > 1)
+    return lines
+
+
+def _tensor_name(d, ctx):
+    item, tree = d.items[0], ctx["view"].tree
+    name = item.name or tree.name_of.get(id(item.tensor))
+    if d.kind == "param" and name and len(d.items) > 1 and d.repeat is not None:
+        owner = tree.owner_of[id(item.tensor)]
+        return repeat_name(owner, d.repeat) + "." + name.rpartition(".")[2]
+    default = {"param": "param", "leaf": "leaf", "output": "output", "const": "constant",
+               "tensor": "tensor"}[d.kind]
+    return name or default
+
+
+# --- gradients ------------------------------------------------------------------------------
+
+def _grads(d, ctx):
+    """Gradient statistics per block: one entry, or one per merged block."""
+    if d.kind == "module":
+        tree = ctx["view"].tree
+        paths = [d.path] if d.repeat is None else run_members(d.path, d.repeat)
+        return [_combine([grad_stats(p.grad) for p in tree.modules[p].parameters()])
+                for p in paths]
+    return [grad_stats(i.tensor.grad) for i in d.items if i.tensor is not None]
+
+
+def _combine(stats):
+    stats = [s for s in stats if s is not None]
+    if not stats:
+        return None
+    norm = float(np.sqrt(sum(s.norm ** 2 for s in stats)))
+    size = sum(s.size - s.nonfinite for s in stats)
+    return GradStats(sum(s.size for s in stats), norm, max(s.max_abs for s in stats),
+                     norm / np.sqrt(max(size, 1)), sum(s.nonfinite for s in stats), None)
+
+
+def _grad_lines(stats, per_block=False):
+    lines = []
+    for k, s in enumerate(stats):
+        prefix = f"[{k}] " if per_block else ""
+        if s is None:
+            lines.append(_small(prefix + "grad: none"))
+            continue
+        if s.values is not None:
+            text = "grad = " + values_text(s.values)
+        else:
+            text = f"grad ‖g‖ {s.norm:.3g} · max|g| {s.max_abs:.3g}"
+        if s.nonfinite:
+            text += f" · {s.nonfinite} NaN/inf"
+        lines.append(_html(prefix + text) if not per_block else _small(prefix + text))
+    return lines
+
+
+def grad_colour(s):
+    """(fill, font colour) for a gradient's statistics, or None without a gradient."""
+    if s is None:
+        return None
+    if s.nonfinite:
+        return NONFINITE, "white"
+    for bound, fill, _ in GRAD_SCALE:
+        if s.rms < bound:
+            break
+    return fill, _ink(fill)
+
+
+def _ink(fill):
+    """Text colour readable on ``fill``: white on the darkest bands."""
+    return "white" if fill in (GRAD_SCALE[0][1], GRAD_SCALE[-1][1], NONFINITE) else "black"
+
+
+def _worst_colour(stats):
+    """The colour of the block farthest from a healthy gradient (NaN/inf first)."""
+    present = [s for s in stats if s is not None]
+    if not present:
+        return None
+    bad = [s for s in present if s.nonfinite]
+    if bad:
+        return grad_colour(bad[0])
+    return grad_colour(max(present, key=lambda s: abs(np.log10(s.rms + 1e-30) + 1.5)))
+
+
+# --- edges and caption ----------------------------------------------------------------------
+
+def _edge_attrs(src, dst, ctx):
+    """Parameter edges in blue; in a frame, the gradients the active node sends in gold
+    and those already sent in grey."""
+    attrs = {}
+    if src.kind in ("param", "const"):
+        attrs["color"] = "#7f9cc4" if src.kind == "param" else "#aaaaaa"
+    if ctx["frame"] is not None:
+        active, done, _ = ctx["frame"]
+        senders = {i.node for i in dst.items if i.node is not None}
+        if active in senders:
+            attrs.update(color="#c79100", penwidth="2.5")
+        elif senders and senders <= done:
+            attrs.update(color="#bbbbbb")
+    return attrs
+
+
+def _caption(view, ctx):
+    lines = []
+    if ctx["frame"] is not None:
+        lines.append(_html(ctx["frame"][2], bold=True))
+    if ctx["backward"]:
+        total, buffers, leaf = held_bytes(view.graph.ops)
+        lines.append(_html(f"Backward pass: {len(view.graph.ops)} nodes, numbered in the "
+                           "order they run", bold=True))
+        lines.append(_html(f"saved for backward: {nbytes_text(total)} in {buffers} buffers"
+                           f" ({nbytes_text(leaf)} of it the leaves' own data: parameters"
+                           " and inputs that require grad)"))
+    lines = [line + '<BR ALIGN="LEFT"/>' for line in lines]  # each line flush left
+    if ctx["show_grad"]:
+        cells = "".join(f'<TD BGCOLOR="{fill}"><FONT POINT-SIZE="9" COLOR="{_ink(fill)}">'
+                        f"{html.escape(text)}</FONT></TD>" for _, fill, text in GRAD_SCALE)
+        cells += (f'<TD BGCOLOR="{NONFINITE}"><FONT POINT-SIZE="9" COLOR="white">NaN/inf'
+                  "</FONT></TD>")
+        lines.append('<TABLE BORDER="0" CELLSPACING="1" CELLPADDING="3"><TR><TD>'
+                     '<FONT POINT-SIZE="9">gradient rms:</FONT></TD>' + cells + "</TR></TABLE>")
+    if not lines:
+        return None
+    return "<" + "".join(lines) + ">"
+
+
+def _html(text, bold=False, name_only=False):
+    text = html.escape(str(text), quote=False)
+    if name_only and "(" in text:  # bold the op's name, not its arguments
+        name, _, rest = text.partition("(")
+        return f"<B>{name}</B>({rest}"
+    return f"<B>{text}</B>" if bold else text
+
+
+def _small(text):
+    return f'<FONT POINT-SIZE="9" COLOR="{_GREY}">{html.escape(str(text), quote=False)}</FONT>'
+
+
+def _clip(text, n):
+    return text if len(text) <= n else text[:n - 1] + "…"

@@ -1,0 +1,337 @@
+"""The graph as recorded: Function nodes, the tensors they read, and the edges between them.
+
+``build(roots)`` walks the nodes reachable from ``roots`` (in the order the backward pass
+runs them) into a small model that knows nothing about pictures: one ``Item`` per op node,
+leaf tensor, parameter, output, retained intermediate and identifiable constant, and one
+``Edge`` per input of each op. ``modules.py`` and ``view.py`` decide what is drawn;
+``dot.py`` draws it.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import backend
+from ..autograd import engine
+
+SMALL = 8  # tensors of at most this many elements can show their values
+
+_SCALARS = (bool, int, float, complex)
+
+
+@dataclass(eq=False)
+class Item:
+    """One thing in the graph. ``kind`` is "op" (``node`` is the Function node), or a tensor:
+    "param", "leaf" (an input that requires grad), "output" (a root), "tensor" (an
+    intermediate that called retain_grad), "const" (an input that needs no gradient)."""
+    key: tuple
+    kind: str
+    node: object = None
+    tensor: object = None
+    name: str = ""
+    consts: dict = field(default_factory=dict)  # op: input position -> constant or None
+
+
+@dataclass(eq=False)
+class Edge:
+    """Input ``pos`` of ``dst`` (an op, or an output tensor when pos is None) comes from
+    ``src``; ``shape`` is the shape of the tensor flowing along it."""
+    src: tuple
+    dst: tuple
+    pos: object
+    shape: tuple
+
+
+class Graph:
+    """Items in the order they were found, edges, and the op nodes in execution order."""
+
+    def __init__(self):
+        self.items = {}
+        self.edges = []
+        self.ops = []
+
+    def add(self, item):
+        return self.items.setdefault(item.key, item)
+
+    def consumers(self):
+        """key -> the keys of the items that read it."""
+        out = {}
+        for e in self.edges:
+            out.setdefault(e.src, []).append(e.dst)
+        return out
+
+
+def as_named(roots):
+    """``roots`` (a Tensor, a list of them, or a dict name -> Tensor) as (name, Tensor)."""
+    if isinstance(roots, dict):
+        return [(str(k), t) for k, t in roots.items()]
+    if not isinstance(roots, (list, tuple)):
+        roots = [roots]
+    return [("", t) for t in roots]
+
+
+def build(roots):
+    """The graph of everything ``roots`` were computed from (see the module docstring)."""
+    g = Graph()
+    named = as_named(roots)
+    nodes = [t.grad_fn for _, t in named if t.grad_fn is not None]
+    g.ops = engine.topological_order(nodes)
+    produced = {}  # (node, output index) -> key of the tensor item that shows that output
+    for name, t in named:
+        if t.grad_fn is None:
+            g.add(_tensor_item(t, name))
+            continue
+        item = g.add(Item(("t", id(t)), "output", tensor=t, name=name))
+        produced[(t.grad_fn, t._out_idx)] = item.key
+    for node in g.ops:
+        for i, ref in (node._retain or {}).items():
+            t = ref()
+            if t is not None and (node, i) not in produced:
+                produced[(node, i)] = g.add(Item(("t", id(t)), "tensor", tensor=t)).key
+    for node in g.ops:
+        g.add(Item(("op", node), "op", node=node, consts=_constants(node)))
+    for (node, i), key in produced.items():
+        g.edges.append(Edge(("op", node), key, None, node._out_meta[i][0]))
+    for node in reversed(g.ops):  # producers first, so items appear in forward order
+        dst = ("op", node)
+        for pos, edge in enumerate(node._edges):
+            if edge is None:
+                const = g.items[dst].consts.get(pos)
+                if drawn_constant(const):
+                    src = g.add(Item(("t", id(const)), "const", tensor=const)).key
+                    g.edges.append(Edge(src, dst, pos, tuple(const.shape)))
+                continue
+            target, idx, shape = edge[0], edge[1], edge[2]
+            if _is_tensor(target):
+                src = g.add(_tensor_item(target)).key
+            else:
+                src = produced.get((target, idx), ("op", target))
+            g.edges.append(Edge(src, dst, pos, tuple(shape)))
+    first_reader = {}
+    for e in g.edges:
+        if e.dst[0] == "op":
+            first_reader[e.src] = min(first_reader.get(e.src, e.dst[1]._seq), e.dst[1]._seq)
+    for key in first_reader:  # a root that other ops read is an intermediate, not an output
+        if g.items[key].kind == "output":
+            g.items[key].kind = "tensor"
+    g.items = dict(sorted(g.items.items(), key=lambda kv: _rank(kv[1], first_reader)))
+    return g
+
+
+def drawn_constant(const):
+    """Whether a constant input gets a node of its own: a tensor of more than one element
+    (a scalar is written on its op instead)."""
+    return _is_tensor(const) and const.data.size > 1
+
+
+def _rank(item, first_reader):
+    """Where an item comes in the forward pass: an op at its recording number, an output
+    just after its op, a leaf just before its first reader (so the DOT text reads in order)."""
+    if item.node is not None:
+        return item.node._seq
+    if item.tensor is not None and item.tensor.grad_fn is not None:
+        return item.tensor.grad_fn._seq + 0.5
+    return first_reader.get(item.key, -1) - 0.5
+
+
+def _tensor_item(t, name=""):
+    if not t.requires_grad:
+        return Item(("t", id(t)), "const", tensor=t, name=name)
+    kind = "param" if _is_parameter(t) else "leaf"
+    return Item(("t", id(t)), kind, tensor=t, name=name)
+
+
+def _is_tensor(x):
+    return hasattr(x, "grad_fn") and hasattr(x, "data")
+
+
+def _is_parameter(t):
+    # nn.Parameter lives in the nn package, which depends on minigrad: name it, not import it
+    return any(c.__name__ == "Parameter" for c in type(t).__mro__)
+
+
+def _constants(node):
+    """Input position -> the constant at it (a Tensor that needs no gradient, or a Python
+    scalar), for the inputs that carry no gradient. The engine records no edge for them, so
+    they are recognised among the tensors the node saved, matched in order; None where that
+    is not possible (nothing saved, or the backward pass already freed it)."""
+    slots = [i for i, e in enumerate(node._edges) if e is None]
+    if not slots:
+        return {}
+    found = []
+    for source, arr, tag in node._saved or ():
+        if source is not None and not source.requires_grad:
+            if not any(source is f for f in found):
+                found.append(source)
+        elif source is None and tag is None and isinstance(arr, _SCALARS):
+            found.append(arr)
+    if len(found) != len(slots):
+        return dict.fromkeys(slots)
+    return dict(zip(slots, found))
+
+
+# --- what the labels show ------------------------------------------------------------------
+
+def op_name(node):
+    """``softmax``, ``matmul``, ``log_softmax``: the class name in snake case (the function
+    name for NonDiff, which wraps one)."""
+    cls = type(node).__name__
+    if cls == "NonDiff":
+        return str(node.params.get("fn", "nondiff"))
+    special = {"MatMul": "matmul", "GetItem": "getitem", "LogSumExp": "logsumexp",
+               "IndexAdd": "index_add", "ToDevice": "to", "Cast": "to"}
+    if cls in special:
+        return special[cls]
+    out = cls[:1].lower()
+    for prev, c in zip(cls, cls[1:]):
+        out += ("_" + c.lower()) if c.isupper() and not prev.isupper() else c.lower()
+    return out
+
+
+def op_call(node):
+    """``softmax(dim=-1)``: the op's name and its keyword arguments."""
+    params = {k: v for k, v in node.params.items()
+              if not (type(node).__name__ == "NonDiff" and k == "fn")}
+    args = ", ".join(f"{k}={format_arg(v)}" for k, v in params.items())
+    return f"{op_name(node)}({args})" if args else op_name(node)
+
+
+def format_arg(v, limit=28):
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, slice):
+        parts = ["" if p is None else str(p) for p in (v.start, v.stop, v.step)]
+        return ":".join(parts[:2] if v.step is None else parts)
+    if isinstance(v, np.dtype) or isinstance(v, type):
+        return getattr(v, "name", getattr(v, "__name__", str(v)))
+    if hasattr(v, "shape") and hasattr(v, "dtype"):  # an array (an index)
+        if v.size <= 4:
+            return str(backend.to_host(v).tolist())
+        return f"array{tuple(v.shape)}"
+    if isinstance(v, tuple):
+        text = "(" + ", ".join(format_arg(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    elif v is Ellipsis:
+        text = "..."
+    else:
+        text = str(v)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def doc_rule(node):
+    """The first paragraph of the op's docstring: its forward formula and gradient rule."""
+    doc = type(node).__doc__ or ""
+    para = doc.strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in para.splitlines())
+
+
+def grad_rule(node):
+    """The gradient half of ``doc_rule``, e.g. ``dx = grad * out`` (the style guide's
+    docstrings put ";  " between the forward formula and the gradient)."""
+    rule = doc_rule(node)
+    for sep in (";  ", ";"):
+        if sep in rule:
+            return rule.split(sep, 1)[1].strip()
+    return rule
+
+
+def shape_text(shape):
+    return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def device_name(xp):
+    return "cpu" if xp is np else "cuda"
+
+
+def values_text(arr):
+    """The values of a tiny array (or a Python scalar), for a label: ``[0.5, -1.25]``."""
+    if isinstance(arr, _SCALARS):
+        return str(arr) if isinstance(arr, bool) else format_arg(arr)
+    values = np.asarray(backend.to_host(arr))
+    return _nested(values.tolist())
+
+
+def _nested(v):
+    if isinstance(v, list):
+        return "[" + ", ".join(_nested(x) for x in v) + "]"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def saved_output(node, i):
+    """Output i's array if the node saved it (so a label can show it), else None."""
+    for source, arr, tag in node._saved or ():
+        if source is None and tag is not None and tag[0] == i:
+            return arr
+    return None
+
+
+@dataclass
+class GradStats:
+    """What a label says about one gradient."""
+    size: int
+    norm: float       # over the finite elements
+    max_abs: float
+    rms: float
+    nonfinite: int    # NaN and inf elements
+    values: object    # the host array when it is tiny, else None
+
+
+def grad_stats(g):
+    if g is None:
+        return None
+    a = np.asarray(backend.to_host(g.data), dtype=np.float64)
+    finite = np.isfinite(a)
+    ok = a[finite]
+    norm = float(np.sqrt((ok * ok).sum())) if ok.size else 0.0
+    return GradStats(int(a.size), norm, float(np.abs(ok).max()) if ok.size else 0.0,
+                     norm / np.sqrt(max(ok.size, 1)), int(a.size - finite.sum()),
+                     a if a.size <= SMALL else None)
+
+
+def saved_records(node):
+    """(what, array, nbytes) for each tensor the node holds for backward: ``what`` is "in0"
+    (its first input), "out", "const" or "tmp" (an array computed in forward)."""
+    out = []
+    for source, arr, tag in node._saved or ():
+        if source is not None:
+            what = "const"
+            for i, e in enumerate(node._edges):
+                if e is not None and (e[0] is source
+                                      or (e[0] is source.grad_fn and e[1] == source._out_idx)):
+                    what = f"in{i}"
+                    break
+        elif tag is not None:
+            what = "out" if len(node._out_meta) == 1 else f"out{tag[0]}"
+        else:
+            what = "const" if isinstance(arr, _SCALARS) else "tmp"
+        out.append((what, arr, getattr(arr, "nbytes", 0)))
+    return out
+
+
+def held_bytes(nodes):
+    """The memory the saved tensors of ``nodes`` keep alive: each buffer counted once (a
+    view counts as the array it views). Returns (bytes, number of buffers, bytes of them
+    that belong to leaf tensors, which exist anyway)."""
+    seen = {}
+    leaves = set()
+    for node in nodes:
+        for e in node._edges:
+            if e is not None and _is_tensor(e[0]):
+                leaves.add(id(_base(e[0].data)))
+        for _, arr, _ in node._saved or ():
+            base = _base(arr)
+            if hasattr(base, "nbytes"):
+                seen[id(base)] = base.nbytes
+    leaf_bytes = sum(n for i, n in seen.items() if i in leaves)
+    return sum(seen.values()), len(seen), leaf_bytes
+
+
+def _base(arr):
+    while getattr(arr, "base", None) is not None:
+        arr = arr.base
+    return arr
+
+
+def nbytes_text(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024

@@ -1,0 +1,77 @@
+"""Rendering with Graphviz's ``dot`` program, and what to do when it is not installed.
+
+Building a graph (``draw``, ``to_dot``) needs only the ``graphviz`` Python package;
+turning it into SVG or PNG needs the ``dot`` program. When that is missing, every way of
+rendering (``render``, ``Digraph.render``/``pipe``, Jupyter's inline picture) raises
+``GraphvizNotFound`` with the install commands, instead of graphviz's bare
+``ExecutableNotFound``. The ``graphviz`` package itself is optional (``pip install
+minigrad[viz]``): minigrad imports without it, and drawing then says what to install.
+"""
+import shutil
+
+try:
+    import graphviz
+except ImportError:
+    graphviz = None
+
+INSTALL_HELP = """Graphviz's `dot` program was not found on PATH; it is what turns a graph into \
+a picture (the `graphviz` Python package only calls it). Install it with one of:
+    Debian/Ubuntu:  sudo apt-get install graphviz
+    macOS:          brew install graphviz
+    conda:          conda install -c conda-forge graphviz
+    Windows:        the installer from https://graphviz.org/download/ (tick "add to PATH")
+Without it, mg.viz.to_dot(...) (or draw(...).source) still gives the DOT text, which any \
+Graphviz installation or online viewer can render."""
+
+
+PACKAGE_HELP = ("minigrad.viz draws with the `graphviz` Python package, which is not "
+                "installed: pip install graphviz (or pip install 'minigrad[viz]').")
+
+
+class GraphvizNotFound(RuntimeError):
+    """Rendering needs Graphviz's ``dot`` program, and it is not installed."""
+
+
+def new_digraph(**attrs):
+    """A ``Digraph`` (below), or an ImportError that says how to install the package."""
+    if graphviz is None:
+        raise ImportError(PACKAGE_HELP)
+    return Digraph(**attrs)
+
+
+if graphviz is not None:
+    class Digraph(graphviz.Digraph):
+        """A ``graphviz.Digraph`` whose rendering (``render``, ``pipe``, Jupyter's inline
+        picture) says how to install Graphviz when its ``dot`` program is missing."""
+
+        def pipe(self, *args, **kwargs):
+            try:
+                return super().pipe(*args, **kwargs)
+            except graphviz.ExecutableNotFound:
+                raise GraphvizNotFound(INSTALL_HELP) from None
+
+        def render(self, *args, **kwargs):
+            try:
+                return super().render(*args, **kwargs)
+            except graphviz.ExecutableNotFound:
+                raise GraphvizNotFound(INSTALL_HELP) from None
+
+
+def render(graph, path, format="svg"):
+    """Write ``graph`` (a Digraph from ``draw``, or DOT text) to ``path`` as ``format``
+    ("svg", "png", "pdf", ...; the suffix is added when missing) and return the path."""
+    if graphviz is None:
+        raise ImportError(PACKAGE_HELP)
+    path = str(path)
+    if not path.endswith("." + format):
+        path += "." + format
+    if shutil.which("dot") is None:
+        raise GraphvizNotFound(INSTALL_HELP)
+    source = graph if isinstance(graph, str) else graph.source
+    try:
+        data = graphviz.Source(source).pipe(format=format)
+    except graphviz.ExecutableNotFound:
+        raise GraphvizNotFound(INSTALL_HELP) from None
+    with open(path, "wb") as f:
+        f.write(data)
+    return path

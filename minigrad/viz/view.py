@@ -1,0 +1,188 @@
+"""What is drawn: the recorded graph (``graph.py``) placed among the modules (``modules.py``).
+
+Each item of the graph lands on one drawn node and in one cluster (a module drawn in
+full). At ``depth=k`` every op of a module deeper than k lands on that module's single
+node, with the parameters only it uses. With ``collapse_repeats`` the blocks of a run of
+identical ModuleList children land on the first block's nodes (op for op, in recording
+order), and the edges that chain one block to the next disappear: the block is drawn once,
+marked "×N".
+"""
+from dataclasses import dataclass, field
+
+from .graph import build
+from .modules import ModuleTree
+
+
+@dataclass(eq=False)
+class DNode:
+    """A drawn node: an op, a tensor, or a collapsed module (kind "module", ``path``).
+    ``items`` are the graph items drawn as it (several when blocks are merged)."""
+    key: tuple
+    kind: str
+    cluster: object = None
+    path: object = None
+    repeat: object = None   # (first path, last path, n) of a merged run
+    items: list = field(default_factory=list)
+    out_shapes: list = field(default_factory=list)
+
+
+@dataclass
+class View:
+    graph: object
+    tree: object
+    nodes: dict        # key -> DNode, in forward order
+    edges: list        # (src key, dst key), each once
+    clusters: dict     # path -> (parent path or None, repeat or None), outer first
+
+
+def make_view(roots, model=None, depth=None, collapse_repeats=True, backward=False):
+    g = build(roots)
+    tree = ModuleTree(model, [n._scope for n in g.ops])
+    if backward:  # constants get no gradient: the backward pass never visits them
+        g.items = {k: v for k, v in g.items.items() if v.kind != "const"}
+        g.edges = [e for e in g.edges if e.src in g.items]
+    consumers = g.consumers()
+    place = {}  # item key -> (drawn key, cluster), or None: the item is not drawn
+    for key, item in g.items.items():
+        if item.kind == "op":
+            place[key] = _place_op(tree, item.node, depth)
+    for key, item in g.items.items():
+        if item.kind != "op":
+            place[key] = _place_tensor(tree, item, place, consumers.get(key, []), g, depth)
+    runs = _merge_runs(g, tree, depth) if collapse_repeats else []
+    member = {}  # item key -> {run number: block number}
+    for r, run in enumerate(runs):
+        for key, j in run["member"].items():
+            member.setdefault(key, {})[r] = j
+        for key, rep in run["rep"].items():
+            place[key] = place.get(rep)
+
+    nodes = {}
+    for key, item in g.items.items():
+        spot = place.get(key)
+        if spot is None:
+            continue
+        dkey, cluster = spot
+        d = nodes.get(dkey)
+        if d is None:
+            kind = "module" if dkey[0] == "mod" else item.kind
+            d = nodes[dkey] = DNode(dkey, kind, cluster, dkey[1] if kind == "module" else None)
+        d.items.append(item)
+    repeat_of = {run["paths"][0]: (run["paths"][0], run["paths"][-1], len(run["paths"]))
+                 for run in runs}
+    for d in nodes.values():  # what is drawn once for a run of blocks is named for all
+        if d.kind in ("module", "param"):
+            path = d.path if d.kind == "module" else tree.owner_of.get(id(d.items[0].tensor))
+            d.repeat = _run_of(path, repeat_of)
+
+    edges = {}
+    for e in g.edges:
+        a, b = place.get(e.src), place.get(e.dst)
+        if a is None or b is None or a[0] == b[0]:
+            continue
+        ma, mb = member.get(e.src, {}), member.get(e.dst, {})
+        if any(r in mb and mb[r] != j for r, j in ma.items()):
+            continue  # one block feeding the next: drawn once, the chain is the "×N"
+        edges.setdefault((a[0], b[0]), None)
+        if a[0][0] == "mod" and b[0][0] != a[0] and e.shape not in nodes[a[0]].out_shapes:
+            nodes[a[0]].out_shapes.append(e.shape)
+    return View(g, tree, nodes, list(edges), _clusters(tree, nodes, repeat_of))
+
+
+def _run_of(path, repeat_of):
+    """The (first, last, n) of the outermost merged run that ``path`` is in, or None."""
+    for first, run in repeat_of.items():
+        if path is not None and (path == first or path.startswith(first + ".")):
+            return run
+    return None
+
+
+def _place_op(tree, node, depth):
+    path = tree.path(node._scope)
+    folded = tree.collapsed(path, depth)
+    if folded is not None:
+        return ("mod", folded), tree.parent(folded)
+    return ("op", node), path
+
+
+def _place_tensor(tree, item, place, readers, g, depth):
+    """Parameters sit in the module that holds them, or on its collapsed node when only
+    that node reads them; constants likewise with their readers; intermediates with the op
+    that made them; inputs and outputs outside every module."""
+    key = item.key
+    spots = {place[r] for r in readers if place.get(r) is not None}
+    if item.kind in ("leaf", "output"):
+        return key, None
+    if item.kind == "tensor":
+        producer = place.get(("op", item.tensor.grad_fn))
+        if producer is not None and producer[0][0] == "mod":
+            return producer
+        return key, (producer[1] if producer else None)
+    if item.kind == "param":
+        owner = tree.owner_of.get(id(item.tensor))
+        folded = tree.collapsed(owner, depth)
+        if folded is not None:
+            if spots and all(s[0] == ("mod", folded) for s in spots):
+                return spots.pop()
+            return key, tree.parent(folded)
+        return key, owner
+    # a constant: with its reader(s)
+    if len(spots) == 1 and next(iter(spots))[0][0] == "mod":
+        return spots.pop()
+    clusters = {s[1] for s in spots}
+    return key, (clusters.pop() if len(clusters) == 1 else None)
+
+
+def _merge_runs(g, tree, depth):
+    """For each run of identical blocks that is drawn (in full or collapsed), map the items
+    of blocks 2..N onto block 1's. Returns [{"paths", "member": key -> block index,
+    "rep": key -> the key of block 1's item (None: not drawn)}]."""
+    ops_in = {}
+    for node in reversed(g.ops):  # recording order
+        path = tree.path(node._scope)
+        for p in tree.ancestors(path) if path is not None else ():
+            ops_in.setdefault(p, []).append(("op", node))
+    params = {}  # (owner path, attribute) -> key
+    for k, item in g.items.items():
+        if item.kind == "param" and id(item.tensor) in tree.owner_of:
+            attr = tree.name_of[id(item.tensor)].rpartition(".")[2]
+            params[(tree.owner_of[id(item.tensor)], attr)] = k
+    neighbours = {}
+    for e in g.edges:
+        neighbours.setdefault(e.src, []).append(e.dst)
+        neighbours.setdefault(e.dst, []).append(e.src)
+    runs = []
+    for paths in tree.repeats():
+        if tree.collapsed(tree.parent(paths[0]), depth) is not None:
+            continue  # inside a module drawn as one node
+        blocks = [ops_in.get(p, []) for p in paths]
+        shapes = [[(type(k[1]).__name__, k[1]._out_meta) for k in b] for b in blocks]
+        if not blocks[0] or any(s != shapes[0] for s in shapes[1:]):
+            continue  # never ran, or the blocks ran differently
+        member, rep = {}, {}
+        for j, (p, block) in enumerate(zip(paths, blocks)):
+            for k, first in zip(block, blocks[0]):
+                member[k] = j
+                rep[k] = first
+            for (owner, attr), k in params.items():
+                if owner == p or owner.startswith(p + "."):
+                    member[k] = j
+                    rep[k] = params.get((paths[0] + owner[len(p):], attr))
+        for k, item in g.items.items():  # constants and intermediates: with their block
+            if item.kind in ("const", "tensor") and k not in member:
+                js = {member.get(n) for n in neighbours.get(k, [])}
+                if len(js) == 1 and None not in js:
+                    member[k] = js.pop()
+                    rep[k] = k if member[k] == 0 else None
+        rep = {k: v for k, v in rep.items() if member[k] > 0}
+        runs.append({"paths": paths, "member": member, "rep": rep})
+    return runs
+
+
+def _clusters(tree, nodes, repeat_of):
+    """The modules drawn in full that hold a drawn node, with their enclosing ones."""
+    found = {}
+    for d in nodes.values():
+        for p in tree.ancestors(d.cluster) if d.cluster is not None else ():
+            found.setdefault(p, (tree.parent(p), _run_of(p, repeat_of)))
+    return dict(sorted(found.items(), key=lambda kv: tree.depth(kv[0])))
