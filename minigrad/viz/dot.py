@@ -244,7 +244,7 @@ def _grad_lines(stats, per_block=False):
         if s.values is not None:
             text = "grad = " + values_text(s.values)
         else:
-            text = f"grad ‖g‖ {s.norm:.3g} · max|g| {s.max_abs:.3g}"
+            text = f"grad norm {s.norm:.3g} · max|g| {s.max_abs:.3g}"
         if s.nonfinite:
             text += f" · {s.nonfinite} NaN/inf"
         lines.append(_html(prefix + text) if not per_block else _small(prefix + text))

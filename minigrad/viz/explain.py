@@ -114,7 +114,7 @@ def format_table(steps):
                      ", ".join(shape_text(g) for g in s.grad_out), outs, "; ".join(s.notes)))
     columns = [0, 1, 2, 3, 4] if any(s.module for s in steps) else [0, 1, 3, 4]
     widths = {c: min(max(len(r[c]) for r in rows), cap)
-              for c, cap in zip(range(5), (5, 30, 40, 18, 30))}
+              for c, cap in zip(range(5), (5, 36, 40, 18, 30))}
     lines = []
     for n, row in enumerate(rows):
         cells = [row[0].rjust(widths[0])] + [_fit(row[c], widths[c]) for c in columns[1:]]

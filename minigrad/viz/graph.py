@@ -290,13 +290,16 @@ def saved_records(node):
     """(what, array, nbytes) for each tensor the node holds for backward: ``what`` is "in0"
     (its first input), "out", "const" or "tmp" (an array computed in forward)."""
     out = []
+    named = set()  # edges already matched: for w * w the second saved w is in1
     for source, arr, tag in node._saved or ():
         if source is not None:
             what = "const"
             for i, e in enumerate(node._edges):
-                if e is not None and (e[0] is source
-                                      or (e[0] is source.grad_fn and e[1] == source._out_idx)):
+                if i not in named and e is not None and (
+                        e[0] is source or (e[0] is source.grad_fn
+                                           and e[1] == source._out_idx)):
                     what = f"in{i}"
+                    named.add(i)
                     break
         elif tag is not None:
             what = "out" if len(node._out_meta) == 1 else f"out{tag[0]}"

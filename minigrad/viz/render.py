@@ -7,6 +7,7 @@ rendering (``render``, ``Digraph.render``/``pipe``, Jupyter's inline picture) ra
 ``ExecutableNotFound``. The ``graphviz`` package itself is optional (``pip install
 minigrad[viz]``): minigrad imports without it, and drawing then says what to install.
 """
+import os
 import shutil
 
 try:
@@ -72,6 +73,7 @@ def render(graph, path, format="svg"):
         data = graphviz.Source(source).pipe(format=format)
     except graphviz.ExecutableNotFound:
         raise GraphvizNotFound(INSTALL_HELP) from None
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "wb") as f:
         f.write(data)
     return path

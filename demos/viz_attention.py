@@ -1,0 +1,105 @@
+"""One multi-head attention block (nn.MultiheadAttention, 16 features, 4 heads, causal
+self-attention over a batch of 2 sequences of 5), drawn forward and backward.
+
+    python -m demos.viz_attention [--out runs/viz/viz_attention] [--png]
+
+- ``attention_forward.svg``: the forward graph. Each ``Linear`` is a cluster named after
+  its path (``q_proj (Linear)``, ...) holding its parameters (blue boxes, named by their
+  state-dict keys) and its ops: ``permute`` (the weight's transpose), ``matmul``, ``add``
+  (the bias). Follow the shapes down the middle: the projections are split into heads by
+  ``reshape`` (2, 5, 4, 4) and ``permute`` (2, 4, 5, 4); ``q @ k^T`` makes the (2, 4, 5, 5)
+  scores (one 5 x 5 table per head), scaled by ``const 0.5`` = 1/sqrt(head_dim), masked
+  by adding the causal mask, and normalised by ``safe_softmax(dim=3)`` (a softmax that
+  gives a fully masked row zeros instead of NaN); ``weights @ v`` is merged back to
+  (2, 5, 16) and sent through ``out_proj``. The input x (yellow) feeds all three
+  projections.
+- ``attention_backward.svg``: the backward graph, drawn before ``backward()`` runs, from
+  the loss down to the parameters and numbered in the engine's order (out_proj first,
+  then the attention core, then v_proj, q_proj and k_proj as their branches finish). Each
+  node lists the arrays it keeps for backward, with shape and bytes: each ``matmul`` keeps
+  both inputs, ``safe_softmax`` its output (the (2, 4, 5, 5) weights), ``add``,
+  ``reshape`` and ``permute`` nothing. The caption totals the memory the graph holds,
+  and how much of it is the leaves' own data (weights and x, which exist anyway).
+"""
+import argparse
+import os
+import shutil
+
+import minigrad as mg
+import nn
+from minigrad.autograd import engine
+from minigrad.viz.graph import held_bytes, nbytes_text, shape_text
+
+NAME = "viz_attention"
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog=f"python -m demos.{NAME}",
+                                description=" ".join(__doc__.split("\n\n")[0].split()))
+    p.add_argument("--out", default=os.path.join("runs", "viz", NAME),
+                   help="directory for the pictures (default %(default)s)")
+    p.add_argument("--png", action="store_true", help="also write PNG files")
+    return p.parse_args(argv)
+
+
+def save(graph, out, name, png=False):
+    """Render ``graph`` as out/name.svg (and .png); without Graphviz's ``dot`` program,
+    write its DOT text to out/name.dot instead. Returns the paths written."""
+    os.makedirs(out, exist_ok=True)
+    base = os.path.join(out, name)
+    if shutil.which("dot") is None:
+        with open(base + ".dot", "w") as f:
+            f.write(graph.source)
+        return [base + ".dot"]
+    return [mg.viz.render(graph, base, fmt) for fmt in (("svg", "png") if png else ("svg",))]
+
+
+def report(paths):
+    for path in paths:
+        print("wrote", path)
+    if shutil.which("dot") is None:
+        print("\n(DOT text only: " + mg.viz.INSTALL_HELP + ")")
+
+
+def memory_summary(loss, model):
+    """What the graph keeps for backward: the total, then per module (a buffer that two
+    modules keep, like x, is counted in each)."""
+    nodes = engine.topological_order([loss.grad_fn])
+    total, buffers, leaf = held_bytes(nodes)
+    lines = [f"saved for backward: {nbytes_text(total)} in {buffers} buffers "
+             f"({nbytes_text(leaf)} of it the leaves' own data: weights and x)"]
+    path_of = {id(m): name for name, m in model.named_modules()}
+    groups = {}
+    for node in reversed(nodes):  # in forward order
+        path = path_of.get(id(node._scope))
+        label = "(the loss)" if path is None else path or "(attention core)"
+        groups.setdefault(label, []).append(node)
+    for label, group in groups.items():
+        held = held_bytes(group)
+        lines.append(f"  {label:20s} {nbytes_text(held[0]):>9s} "
+                     f"({nbytes_text(held[0] - held[2])} besides the leaves' data)")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    mg.manual_seed(0)
+    attn = nn.MultiheadAttention(16, num_heads=4)
+    x = mg.randn(2, 5, 16, requires_grad=True)                       # (batch, time, features)
+    out, _ = attn(x, x, x, is_causal=True, need_weights=False)
+    loss = (out * out).mean()
+    roots = {"x": x, "loss": loss}
+    paths = save(mg.viz.draw(roots, model=attn), args.out, "attention_forward", args.png)
+    paths += save(mg.viz.draw(roots, model=attn, backward=True), args.out,
+                  "attention_backward", args.png)
+    print(memory_summary(loss, attn))
+    loss.backward()
+    print(f"after backward: x.grad {shape_text(x.grad.shape)}, "
+          f"q_proj.weight.grad {shape_text(attn.q_proj.weight.grad.shape)}; "
+          "the saved arrays are freed")
+    report(paths)
+    return paths
+
+
+if __name__ == "__main__":
+    main()

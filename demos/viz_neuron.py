@@ -1,0 +1,101 @@
+"""One neuron, o = tanh(w1 x1 + w2 x2 + b), drawn as micrograd draws it: every node with its
+value and, after backward, its gradient.
+
+    python -m demos.viz_neuron [--out runs/viz/viz_neuron] [--png]
+
+The numbers are micrograd's own (x1 = 2, x2 = 0, w1 = -3, w2 = 1, b = 6.8814, so that
+n = 0.8814 and o = tanh(n) = 0.7071). Three pictures:
+
+- ``neuron_forward.svg``: the forward graph, left to right. Yellow ellipses are the inputs
+  that require grad, grey rounded boxes the ops (``mul``, ``add``, ``tanh``), white
+  ellipses the named intermediates, the green double box the output. Each tensor shows
+  ``= value``.
+- ``neuron_backward_graph.svg``: the graph the backward pass will run, drawn from the
+  output down to the inputs and numbered in the order the engine runs it (newest node
+  first: the ``mul`` of x2*w2 was recorded after that of x1*w1, so it runs as step 4,
+  before step 5). Each node says
+  its rule and what it keeps for backward: ``tanh`` keeps its output (its rule is
+  ``1 - out * out``), each ``mul`` keeps both inputs, ``add`` keeps nothing. The caption
+  totals the bytes.
+- ``neuron_grads.svg``: after ``o.backward()``, every node also shows ``grad = ...``,
+  coloured by its size (legend on top). Read it right to left, as the chain rule does:
+  do/do = 1; do/dn = 1 - o^2 = 0.5; an ``add`` passes its gradient unchanged to both
+  inputs (0.5 everywhere up to the products); a ``mul`` sends each input the *other*
+  input times the gradient, so dw1 = x1 * 0.5 = 1 and dx1 = w1 * 0.5 = -1.5. w2's gradient
+  is exactly 0 (x2 is 0), which the colour scale marks dark blue: no signal reaches it.
+"""
+import argparse
+import os
+import shutil
+
+import minigrad as mg
+
+NAME = "viz_neuron"
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog=f"python -m demos.{NAME}",
+                                description=" ".join(__doc__.split("\n\n")[0].split()))
+    p.add_argument("--out", default=os.path.join("runs", "viz", NAME),
+                   help="directory for the pictures (default %(default)s)")
+    p.add_argument("--png", action="store_true", help="also write PNG files")
+    return p.parse_args(argv)
+
+
+def save(graph, out, name, png=False):
+    """Render ``graph`` as out/name.svg (and .png); without Graphviz's ``dot`` program,
+    write its DOT text to out/name.dot instead. Returns the paths written."""
+    os.makedirs(out, exist_ok=True)
+    base = os.path.join(out, name)
+    if shutil.which("dot") is None:
+        with open(base + ".dot", "w") as f:
+            f.write(graph.source)
+        return [base + ".dot"]
+    return [mg.viz.render(graph, base, fmt) for fmt in (("svg", "png") if png else ("svg",))]
+
+
+def report(paths):
+    for path in paths:
+        print("wrote", path)
+    if shutil.which("dot") is None:
+        print("\n(DOT text only: " + mg.viz.INSTALL_HELP + ")")
+
+
+def neuron():
+    """micrograd's neuron, with every intermediate named (and kept, for its gradient)."""
+    x1 = mg.tensor(2.0, requires_grad=True)
+    x2 = mg.tensor(0.0, requires_grad=True)
+    w1 = mg.tensor(-3.0, requires_grad=True)
+    w2 = mg.tensor(1.0, requires_grad=True)
+    b = mg.tensor(6.8813735870195432, requires_grad=True)
+    x1w1 = x1 * w1
+    x2w2 = x2 * w2
+    s = x1w1 + x2w2
+    n = s + b
+    o = n.tanh()
+    nodes = {"x1": x1, "w1": w1, "x2": x2, "w2": w2, "b": b, "x1*w1": x1w1, "x2*w2": x2w2,
+             "x1*w1 + x2*w2": s, "n": n, "o": o}
+    for t in (x1w1, x2w2, s, n, o):
+        t.retain_grad()  # intermediates keep no .grad unless asked
+    return nodes
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    t = neuron()
+    o = t["o"]
+    paths = save(mg.viz.draw(t, show_values=True, rankdir="LR"), args.out, "neuron_forward",
+                 args.png)
+    paths += save(mg.viz.draw(t, backward=True), args.out, "neuron_backward_graph", args.png)
+    o.backward()
+    paths += save(mg.viz.draw(t, show_values=True, show_grad=True, rankdir="LR"), args.out,
+                  "neuron_grads", args.png)
+    print(f"o = tanh(w1 x1 + w2 x2 + b) = {o.item():.4f}")
+    print("gradients: " + ", ".join(f"d{k} = {t[k].grad.item():g}"
+                                    for k in ("x1", "w1", "x2", "w2", "b")))
+    report(paths)
+    return paths
+
+
+if __name__ == "__main__":
+    main()
