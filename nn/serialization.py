@@ -17,6 +17,11 @@ the names is kept in the header's (text-only) metadata and ``load`` restores it.
 
 ``save`` is atomic: it writes a temporary file next to ``path``, syncs it to disk and
 renames it over ``path``, so a crash mid-write leaves the previous checkpoint intact.
+
+Anything that is not a tensor (a training step, hyper-parameters, a random generator's
+state) can travel in the same file as ``metadata``: a flat dict of str -> str, which is
+what the safetensors header allows (store structured values as JSON text).
+``load(path, with_metadata=True)`` gives it back.
 """
 import json
 import os
@@ -32,16 +37,20 @@ _ORDER_KEY = "minigrad.key_order"  # header metadata: the names in state-dict or
 _RESERVED = "__metadata__"  # safetensors' own header entry, so no tensor may use the name
 
 
-def save(state_dict, path):
-    """Write ``state_dict`` (a flat dict of name -> Tensor) to ``path`` in safetensors format."""
+def save(state_dict, path, metadata=None):
+    """Write ``state_dict`` (a flat dict of name -> Tensor) to ``path`` in safetensors format,
+    with ``metadata`` (an optional flat dict of str -> str) in the file's header."""
     st_numpy = _safetensors_numpy()
     arrays = _host_arrays(state_dict)
-    payload = st_numpy.save(arrays, metadata={_ORDER_KEY: json.dumps(list(arrays))})
+    header = {**_checked_metadata(metadata), _ORDER_KEY: json.dumps(list(arrays))}
+    payload = st_numpy.save(arrays, metadata=header)
     _write_atomic(os.fspath(path), payload)
 
 
-def load(path, device="cpu"):
-    """The dict of name -> Tensor saved at ``path``, in the saved order, on ``device``."""
+def load(path, device="cpu", *, with_metadata=False):
+    """The dict of name -> Tensor saved at ``path``, in the saved order, on ``device``; with
+    ``with_metadata``, the pair (that dict, the metadata dict of str -> str given to
+    ``save``, empty if none)."""
     st_numpy = _safetensors_numpy()
     device = backend.Device(device)
     with open(path, "rb") as f:  # FileNotFoundError and friends pass through as they are
@@ -53,7 +62,14 @@ def load(path, device="cpu"):
                          "not supported by minigrad)") from e
     except Exception as e:  # SafetensorError: truncated, not safetensors, bad header
         raise ValueError(f"{path}: not a valid safetensors checkpoint ({e})") from e
-    return {name: Tensor(arrays[name], device=device) for name in _saved_order(raw, arrays)}
+    header_len = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + header_len])  # valid: safetensors has just parsed it
+    metadata = header.pop(_RESERVED, None) or {}
+    tensors = {name: Tensor(arrays[name], device=device)
+               for name in _saved_order(header, metadata, arrays)}
+    if with_metadata:
+        return tensors, {k: v for k, v in metadata.items() if k != _ORDER_KEY}
+    return tensors
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -90,12 +106,26 @@ def _host_arrays(state_dict):
     return arrays
 
 
-def _saved_order(raw, arrays):
+def _checked_metadata(metadata):
+    """``metadata`` as a dict of str -> str, or a TypeError naming the first bad entry."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"save: metadata must be a dict of str -> str, got "
+                        f"{type(metadata).__name__}")
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"save: metadata must map str to str (store other values as JSON "
+                            f"text), got {key!r}: {type(value).__name__}")
+        if key == _ORDER_KEY:
+            raise ValueError(f"save: the metadata key {_ORDER_KEY!r} is reserved by minigrad")
+    return dict(metadata)
+
+
+def _saved_order(header, metadata, arrays):
     """The names in the order ``save`` was given them; for files written by other tools
-    (no order in the metadata), the order of the tensors' bytes in the file."""
-    header_len = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8:8 + header_len])  # valid: safetensors has just parsed it
-    metadata = header.pop(_RESERVED, None) or {}
+    (no order in the metadata), the order of the tensors' bytes in the file (``header``:
+    the file's tensor entries)."""
     try:
         names = json.loads(metadata.get(_ORDER_KEY, "null"))
     except ValueError:

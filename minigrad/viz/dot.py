@@ -29,9 +29,9 @@ _KIND_STYLE = {
 }
 # gradient rms: upper bound of each band, its fill, its meaning (white text on dark fills)
 GRAD_SCALE = [(1e-7, "#2c5aa0", "< 1e-7 vanishing"), (1e-5, "#7fa7d9", "< 1e-5"),
-              (1e-3, "#cfe0f3", "< 1e-3"), (1.0, "#d9f0d3", "< 1"),
-              (1e2, "#fde0a0", "< 100"), (1e4, "#f5a05a", "< 1e4"),
-              (float("inf"), "#b5541a", "≥ 1e4 exploding")]
+              (1e-3, "#cfe0f3", "< 1e-3"), (10.0, "#d9f0d3", "< 10"),
+              (1e3, "#fde0a0", "< 1000"), (1e5, "#f5a05a", "< 1e5"),
+              (float("inf"), "#b5541a", "≥ 1e5 exploding")]
 NONFINITE = "#e31a1c"
 _GREY = "#444444"  # the small print
 _ACTIVE = dict(fillcolor="#ffe066", color="#c79100", penwidth="3")

@@ -265,3 +265,44 @@ def test_missing_file_passes_through(tmp_path):
 def test_unknown_device_fails_before_reading(tmp_path):
     with pytest.raises(mg.DeviceError):
         load(tmp_path / "nope", device="tpu")
+
+
+# --- metadata -------------------------------------------------------------------------------
+
+def test_metadata_round_trip(device, tmp_path):
+    meta = {"step": "12", "state": '{"lr": 0.001, "betas": [0.9, 0.98]}', "": "empty key"}
+    save({"w": mg.ones(2, device=device)}, tmp_path / "c", metadata=meta)
+    tensors, loaded = load(tmp_path / "c", device=device, with_metadata=True)
+    assert loaded == meta and list(tensors) == ["w"] and on(tensors["w"], device)
+    assert list(load(tmp_path / "c")) == ["w"]  # without the flag: the dict alone
+
+
+def test_metadata_is_plain_safetensors_metadata(tmp_path):
+    from safetensors import safe_open
+    save({"w": mg.ones(2)}, tmp_path / "c", metadata={"note": "hello"})
+    with safe_open(str(tmp_path / "c"), framework="numpy") as f:
+        assert f.metadata()["note"] == "hello"
+
+
+def test_no_metadata_gives_an_empty_dict(tmp_path):
+    from safetensors.numpy import save_file
+    save({"w": mg.ones(2)}, tmp_path / "a")
+    save_file({"w": np.ones(2)}, str(tmp_path / "b"))
+    for name in ("a", "b"):
+        assert load(tmp_path / name, with_metadata=True)[1] == {}
+
+
+BAD_METADATA = [
+    ("not a dict", ["a"], TypeError, "metadata must be a dict of str -> str, got list"),
+    ("int value", {"step": 3}, TypeError, r"map str to str .*'step': int"),
+    ("int key", {3: "x"}, TypeError, "map str to str"),
+    ("reserved key", {"minigrad.key_order": "[]"}, ValueError, "reserved"),
+]
+
+
+@pytest.mark.parametrize("name, meta, exc, message", BAD_METADATA,
+                         ids=[c[0] for c in BAD_METADATA])
+def test_bad_metadata_writes_nothing(tmp_path, name, meta, exc, message):
+    with pytest.raises(exc, match=message):
+        save({"w": mg.ones(2)}, tmp_path / "c", metadata=meta)
+    assert os.listdir(tmp_path) == []
