@@ -1,0 +1,107 @@
+"""Training checkpoints: everything a run needs to continue, in one atomic file.
+
+``save_checkpoint`` writes one safetensors file with ``nn.save`` (temporary file, fsync,
+rename: a crash or Ctrl-C never leaves half a checkpoint):
+
+- tensors: the model's state dict under ``model.<key>`` and the optimiser's per-parameter
+  state tensors under ``optimizer.state.<index>.<name>`` (``exp_avg``, ...), with the
+  optimiser's parameter numbering (PyTorch's state-dict layout);
+- metadata (text, as safetensors allows): one JSON document under ``minigrad.training``
+  with the step, the optimiser's param groups and non-tensor state (``step`` counts), the
+  scheduler's state dict, the random generator's state (``mg.get_rng_state()``) and
+  whatever JSON ``extra`` the caller adds (arguments, history, timings).
+
+``load_checkpoint`` restores them in place. A model of another size is refused before
+anything is copied, with an error that names the first mismatched key and both shapes.
+"""
+import json
+
+import minigrad as mg
+import nn
+
+META_KEY = "minigrad.training"
+_MODEL, _OPTIM = "model.", "optimizer.state."
+
+
+class CheckpointMismatch(ValueError):
+    """The checkpoint's tensors do not fit the model (another size or architecture)."""
+
+
+def save_checkpoint(path, model, optimizer, scheduler, step, extra=None):
+    """Write the training state after ``step`` updates to ``path``, atomically.
+
+    Args:
+        model, optimizer, scheduler: an nn.Module, an mg.optim optimiser and its
+            lr_scheduler (or None).
+        step: the number of updates done.
+        extra: a JSON-serialisable dict stored alongside (given back by load_checkpoint).
+    """
+    tensors = {_MODEL + k: v for k, v in model.state_dict().items()}
+    opt = optimizer.state_dict()
+    plain_state = {}
+    for index, per_param in opt["state"].items():
+        plain_state[str(index)] = {}
+        for name, value in per_param.items():
+            if isinstance(value, mg.Tensor):
+                tensors[f"{_OPTIM}{index}.{name}"] = value
+            else:
+                plain_state[str(index)][name] = value
+    meta = {"step": step,
+            "optimizer": {"param_groups": opt["param_groups"], "state": plain_state},
+            "scheduler": None if scheduler is None else scheduler.state_dict(),
+            "rng": mg.get_rng_state(),
+            "extra": extra or {}}
+    nn.save(tensors, path, metadata={META_KEY: json.dumps(meta)})
+
+
+def load_checkpoint(path, model, optimizer=None, scheduler=None, device="cpu",
+                    restore_rng=False):
+    """Restore ``model`` (and the optimiser and scheduler, when given, and with
+    ``restore_rng`` the random generator) from ``path``; returns the saved metadata:
+    ``step``, ``extra``, ...
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: the file is not a valid checkpoint (named with its path).
+        CheckpointMismatch: the model's keys or shapes differ from the checkpoint's.
+    """
+    tensors, metadata = nn.load(path, device=device, with_metadata=True)
+    if META_KEY not in metadata:
+        raise ValueError(f"{path}: a safetensors file, but not a training checkpoint "
+                         f"(no {META_KEY!r} metadata)")
+    meta = json.loads(metadata[META_KEY])
+    model_sd = {k[len(_MODEL):]: v for k, v in tensors.items() if k.startswith(_MODEL)}
+    check_fits(model, model_sd, path)
+    model.load_state_dict(model_sd)
+    if optimizer is not None:
+        state = {int(i): dict(s) for i, s in meta["optimizer"]["state"].items()}
+        for key, value in tensors.items():
+            if key.startswith(_OPTIM):
+                index, name = key[len(_OPTIM):].split(".", 1)
+                state.setdefault(int(index), {})[name] = value
+        optimizer.load_state_dict({"state": state,
+                                   "param_groups": meta["optimizer"]["param_groups"]})
+    if scheduler is not None and meta["scheduler"] is not None:
+        scheduler.load_state_dict(meta["scheduler"])
+    if restore_rng:
+        mg.set_rng_state(meta["rng"])
+    return meta
+
+
+def check_fits(model, state_dict, path):
+    """Raise CheckpointMismatch, naming the first differing key and its shapes, unless
+    ``state_dict`` has exactly the model's keys and shapes."""
+    own = model.state_dict()
+    problems = []
+    for key, value in own.items():
+        if key not in state_dict:
+            problems.append(f"{key} (shape {tuple(value.shape)} in the model) is missing from "
+                            "the checkpoint")
+        elif tuple(state_dict[key].shape) != tuple(value.shape):
+            problems.append(f"{key} has shape {tuple(state_dict[key].shape)} in the checkpoint "
+                            f"but {tuple(value.shape)} in the model")
+    problems += [f"{key} (shape {tuple(state_dict[key].shape)} in the checkpoint) is not in "
+                 "the model" for key in state_dict if key not in own]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise CheckpointMismatch(f"{path} does not fit this model: {problems[0]}{more}")

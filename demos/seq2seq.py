@@ -1,0 +1,391 @@
+"""Train an encoder-decoder Transformer, built on minigrad, on a toy sequence task.
+
+    python -m demos.seq2seq --task reverse            # about 2 minutes on 2 CPU cores
+    python -m demos.seq2seq --task add --device cuda  # the same program on a GPU
+    python -m demos.seq2seq --task reverse --resume   # continue runs/reverse after Ctrl-C
+
+Tasks (demos/tasks.py): copy, reverse and sort sequences of 1 to 16 symbols, or add two
+numbers of up to 4 digits. The progress bar shows the training loss, the teacher-forced
+token accuracy and target tokens per second; every --eval-every steps the model decodes
+the held-out set with ``generate`` (greedy, from BOS, never teacher-forced) and is scored
+by exact match. The output folder (--out, default runs/<task>) receives:
+
+    metrics.json            task, steps, train_seconds, eval_exact_match, eval_token_accuracy
+    curves.png              training loss and accuracy, held-out accuracy
+    attention.png           every layer and head's attention for one held-out example
+    graph.svg               one training step's computation graph, collapsed by module
+    checkpoint.safetensors  model, optimiser, scheduler, step and random state (--resume)
+
+Every batch is a pure function of (seed, step) and the checkpoint holds the whole training
+state, so a run stopped (Ctrl-C) and resumed ends with the same weights, bit for bit, as
+one that never stopped.
+"""
+import argparse
+import contextlib
+import json
+import math
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+import minigrad as mg
+import nn
+import nn.functional as F
+from demos.checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
+from demos.tasks import BOS, EOS, PAD, TASKS, Dataset, collate
+from models import Transformer
+
+# What the defaults were tuned for: each task reaches its target on 2 CPU cores.
+DEFAULTS = dict(d_model=64, nhead=4, layers=2, ff=256, dropout=0.0, batch_size=64, lr=2e-3,
+                warmup=200, schedule="cosine", label_smoothing=0.0, clip=1.0)
+TASK_DEFAULTS = {"copy": dict(steps=1500), "reverse": dict(steps=2000),
+                 "sort": dict(steps=3000), "add": dict(steps=6000)}
+MODEL_ARGS = ("d_model", "nhead", "layers", "ff", "positional")
+CHECKPOINT = "checkpoint.safetensors"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m demos.seq2seq", description=__doc__.split("\n")[0])
+    p.add_argument("--task", default="reverse", choices=sorted(TASKS))
+    p.add_argument("--steps", type=_count, help="training steps (default: per task, "
+                   + ", ".join(f"{t} {d['steps']}" for t, d in TASK_DEFAULTS.items()) + ")")
+    p.add_argument("--batch-size", type=_positive, help=f"default {DEFAULTS['batch_size']}")
+    p.add_argument("--d-model", type=_positive, help=f"default {DEFAULTS['d_model']}")
+    p.add_argument("--nhead", type=_positive, help=f"default {DEFAULTS['nhead']}")
+    p.add_argument("--layers", type=_positive, help="encoder and decoder layers each "
+                   f"(default {DEFAULTS['layers']})")
+    p.add_argument("--ff", type=_positive, help=f"feed-forward width (default {DEFAULTS['ff']})")
+    p.add_argument("--dropout", type=float, help=f"default {DEFAULTS['dropout']}")
+    p.add_argument("--positional", default="sinusoidal", choices=["sinusoidal", "learned", "rope"])
+    p.add_argument("--lr", type=float, help="peak learning rate of Adam under every schedule "
+                   f"(default {DEFAULTS['lr']})")
+    p.add_argument("--schedule", choices=["cosine", "noam", "constant"],
+                   help="linear warm-up, then cosine decay to 0 / inverse square root / "
+                   f"constant (default {DEFAULTS['schedule']})")
+    p.add_argument("--warmup", type=_count, help=f"warm-up steps (default {DEFAULTS['warmup']}, "
+                   "at most a tenth of --steps)")
+    p.add_argument("--label-smoothing", type=float,
+                   help=f"default {DEFAULTS['label_smoothing']}")
+    p.add_argument("--clip", type=float, help="gradient norm clipping, 0 for none "
+                   f"(default {DEFAULTS['clip']})")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--seed", type=int, default=0, help="seeds the data, the weights, dropout")
+    p.add_argument("--out", help="output folder (default runs/<task>)")
+    p.add_argument("--resume", nargs="?", const=True, metavar="CHECKPOINT",
+                   help=f"continue from CHECKPOINT (default: the output folder's {CHECKPOINT})")
+    p.add_argument("--eval-every", type=_positive, default=500, help="default 500 steps")
+    p.add_argument("--eval-size", type=_positive, default=1000, help="held-out examples")
+    p.add_argument("--beam", type=_positive, default=1, help="beam size of the evaluation")
+    p.add_argument("--examples", type=_count, default=5, help="decoded examples to print")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = p.parse_args(argv)
+    for key, value in {**DEFAULTS, **TASK_DEFAULTS[args.task]}.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value if key != "warmup" else None)
+    if args.warmup is None:  # the default warm-up, shortened for short runs
+        args.warmup = min(DEFAULTS["warmup"], args.steps // 10)
+    if args.d_model % args.nhead:
+        p.error(f"--d-model ({args.d_model}) must be a multiple of --nhead ({args.nhead})")
+    if args.schedule != "constant" and args.warmup >= max(args.steps, 1):
+        p.error(f"--warmup ({args.warmup}) must be smaller than --steps ({args.steps})")
+    if not 0 <= args.label_smoothing < 1 or not 0 <= args.dropout < 1:
+        p.error("--label-smoothing and --dropout must lie in [0, 1)")
+    args.out = Path(args.out or Path("runs") / args.task)
+    return args
+
+
+def _count(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive(text):
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def build(args, task):
+    """The model, its Adam optimiser and the learning-rate scheduler (seeded by the caller)."""
+    vocab = len(task.vocab)
+    model = Transformer(vocab, vocab, d_model=args.d_model, nhead=args.nhead,
+                        num_encoder_layers=args.layers, num_decoder_layers=args.layers,
+                        dim_feedforward=args.ff, dropout=args.dropout, norm_first=True,
+                        positional=args.positional, max_len=64, pad_id=PAD).to(args.device)
+    optimizer = mg.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
+    sched = mg.optim.lr_scheduler
+    if args.schedule == "cosine":
+        scheduler = sched.WarmupCosineLR(optimizer, args.warmup, max(args.steps, args.warmup + 1))
+    elif args.schedule == "noam":  # the factor makes the peak (at the warm-up's end) args.lr
+        scheduler = sched.NoamLR(optimizer, args.d_model, max(args.warmup, 1),
+                                 factor=math.sqrt(args.d_model * max(args.warmup, 1)))
+    else:
+        warmup = max(args.warmup, 1)
+        scheduler = sched.LambdaLR(optimizer, lambda t: min(1.0, (t + 1) / warmup))
+    return model, optimizer, scheduler
+
+
+def train_step(model, optimizer, scheduler, batch, args, graph_dir=None):
+    """One update on ``batch`` (src, tgt_in, tgt_out Tensors); returns the loss, the number
+    of target tokens predicted right (teacher-forced) and the number of target tokens."""
+    src, tgt_in, tgt_out = batch
+    logits = model(src, tgt_in)                                              # (B, T, V)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
+                           ignore_index=PAD, label_smoothing=args.label_smoothing)
+    if graph_dir is not None:
+        write_graph(loss, model, graph_dir)
+    optimizer.zero_grad()
+    loss.backward()
+    if args.clip > 0:
+        nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+    optimizer.step()
+    scheduler.step()
+    real = (tgt_out != PAD).numpy()
+    right = (logits.argmax(-1) == tgt_out).numpy() & real
+    return loss.item(), int(right.sum()), int(real.sum())
+
+
+@contextlib.contextmanager
+def _interrupt_deferred():
+    """Hold a first SIGINT (Ctrl-C) that arrives inside the block until the block is done,
+    so that a step is never left half applied; a second one interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(*sig):
+        if received and callable(previous):
+            previous(*sig)  # the default handler raises KeyboardInterrupt
+        received.append(sig)
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received and callable(previous):
+        previous(*received[0])
+
+
+def write_graph(loss, model, out_dir):
+    """graph.svg: the computation graph of one training step, collapsed by module
+    (minigrad.viz; needs Graphviz). A failure is reported and never stops training."""
+    try:
+        from minigrad import viz
+        graph = viz.draw(loss, model=model, depth=2)
+        return viz.render(graph, Path(out_dir) / "graph", format="svg")
+    except Exception as e:  # noqa: BLE001 -- a missing picture must not cost the run
+        from tqdm import tqdm
+        tqdm.write(f"note: graph.svg not written ({type(e).__name__}: {e})", file=sys.stderr)
+
+
+def evaluate(model, task, examples, device, beam=1, batch_size=500):
+    """Decode the sources of ``examples`` with ``generate`` (from BOS, never teacher
+    forced); returns (exact-match fraction, token-accuracy fraction, decoded id lists).
+
+    Token accuracy counts the reference tokens, EOS included, that the output has at the
+    same position."""
+    decoded, exact, right, total = [], 0, 0, 0
+    for i in range(0, len(examples), batch_size):
+        chunk = examples[i:i + batch_size]
+        src = mg.tensor(collate(chunk)[0], device=device)
+        out = model.generate(src, task.max_tgt_len + 1, BOS, EOS, beam_size=beam).numpy()
+        for row, (_, tgt) in zip(out, chunk):
+            row = row.tolist()
+            pred = row[:row.index(EOS)] if EOS in row else [t for t in row if t != PAD]
+            ref = list(tgt) + [EOS]
+            exact += pred == list(tgt)
+            right += sum(a == b for a, b in zip(row, ref))
+            total += len(ref)
+            decoded.append(pred)
+    return exact / len(examples), right / total, decoded
+
+
+def train(args, task, data, model, optimizer, scheduler, run):
+    """Train from run["step"] to args.steps, evaluating and checkpointing every
+    args.eval_every steps and at the end; returns the last evaluation (or None).
+    Ctrl-C ends the current step, saves a checkpoint and exits with status 130."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=args.steps, initial=run["step"], disable=args.no_progress,
+               desc=args.task, unit="step", dynamic_ncols=True, mininterval=0.5)
+    draw_graph = not (args.out / "graph.svg").exists()
+    tokens = seconds = 0.0
+    started = time.perf_counter()
+    last_eval, stepping = None, False
+    try:
+        while run["step"] < args.steps:
+            step_started = time.perf_counter()
+            with _interrupt_deferred():
+                stepping = True
+                batch = [mg.tensor(a, device=args.device)
+                         for a in data.batch(run["step"], args.batch_size)]
+                loss, right, total = train_step(model, optimizer, scheduler, batch, args,
+                                                args.out if draw_graph else None)
+                run["step"] += 1
+                run["loss"].append(float(f"{loss:.5g}"))
+                run["accuracy"].append(float(f"{right / total:.5g}"))
+                stepping = draw_graph = False
+            tokens = 0.9 * tokens + total
+            seconds = 0.9 * seconds + time.perf_counter() - step_started
+            if run["step"] % 10 == 0 or run["step"] == args.steps:
+                bar.set_postfix(loss=f"{loss:.3f}", acc=f"{right / total:.1%}",
+                                tok_s=f"{tokens / seconds:,.0f}", refresh=False)
+            bar.update(1)
+            if run["step"] % args.eval_every == 0 or run["step"] == args.steps:
+                last_eval = evaluate(model, task, data.eval, args.device, args.beam)
+                run["eval"].append([run["step"], last_eval[0], last_eval[1]])
+                bar.write(f"step {run['step']}: held-out exact match {last_eval[0]:.1%}, "
+                          f"token accuracy {last_eval[1]:.1%}")
+                _checkpoint(args, model, optimizer, scheduler, run, started)
+                started = time.perf_counter()
+    except KeyboardInterrupt:
+        bar.close()
+        if stepping:  # a second Ctrl-C inside a step: its update may be half applied
+            print(f"\ninterrupted inside step {run['step'] + 1}: no checkpoint written (the "
+                  f"last one in {args.out} stays)", file=sys.stderr)
+        else:
+            path = _checkpoint(args, model, optimizer, scheduler, run, started)
+            print(f"\ninterrupted after step {run['step']}: checkpoint saved to {path}; "
+                  "continue with the same command and --resume", file=sys.stderr)
+        raise SystemExit(130) from None
+    bar.close()
+    return last_eval
+
+
+def _checkpoint(args, model, optimizer, scheduler, run, started):
+    run["train_seconds"] += time.perf_counter() - started
+    path = args.out / CHECKPOINT
+    extra = dict(run, args={k: v for k, v in vars(args).items() if k not in ("out", "resume")})
+    save_checkpoint(path, model, optimizer, scheduler, run["step"], extra=json.loads(
+        json.dumps(extra, default=str)))
+    return path
+
+
+def resume(args, model, optimizer, scheduler):
+    """Restore the training state from the checkpoint --resume names; returns the run
+    record (step, history, train_seconds)."""
+    path = args.out / CHECKPOINT if args.resume is True else Path(args.resume)
+    try:
+        meta = load_checkpoint(path, model, optimizer, scheduler, device=args.device,
+                               restore_rng=True)
+    except FileNotFoundError:
+        raise SystemExit(f"error: --resume: no checkpoint at {path}") from None
+    except (CheckpointMismatch, ValueError) as e:
+        raise SystemExit(f"error: --resume: {e}") from None
+    saved = meta["extra"].pop("args", {})
+    if saved.get("task", args.task) != args.task:
+        raise SystemExit(f"error: --resume: {path} is a {saved['task']} run, not {args.task}")
+    for key, value in saved.items():
+        if key in ("device", "no_progress", "examples") or str(getattr(args, key)) == str(value):
+            continue
+        print(f"note: --{key.replace('_', '-')} is {getattr(args, key)}, the checkpoint's run "
+              f"used {value}", file=sys.stderr)
+    print(f"resuming from {path} at step {meta['step']}", file=sys.stderr)
+    return meta["extra"]
+
+
+def plot_curves(run, path):
+    """curves.png: training loss (log scale) and accuracies against the step."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    ax_loss, ax_acc = fig.subplots(1, 2)
+    steps = np.arange(1, len(run["loss"]) + 1)
+    width = max(1, len(steps) // 100)  # a running mean over ~1% of the run
+    smooth = np.convolve(run["loss"], np.ones(width) / width, mode="valid")
+    ax_loss.plot(steps, run["loss"], color="#bbbbbb", lw=0.6, label="per step")
+    ax_loss.plot(steps[width - 1:], smooth, color="#1f77b4", label=f"mean of {width}")
+    ax_loss.set(yscale="log", xlabel="step", ylabel="training loss")
+    ax_loss.legend()
+    acc = np.convolve(run["accuracy"], np.ones(width) / width, mode="valid")
+    ax_acc.plot(steps[width - 1:], acc, label="training tokens (teacher-forced)")
+    if run["eval"]:
+        ev = np.array(run["eval"])
+        ax_acc.plot(ev[:, 0], ev[:, 2], "o-", label="held-out tokens (generated)")
+        ax_acc.plot(ev[:, 0], ev[:, 1], "s-", label="held-out exact match (generated)")
+    ax_acc.set(xlabel="step", ylabel="accuracy", ylim=(0, 1.02))
+    ax_acc.legend(loc="lower right")
+    fig.savefig(path, dpi=110)
+
+
+def report(args, task, data, model, run, last_eval=None):
+    """Final evaluation, a few decoded examples, metrics.json, curves.png, attention.png."""
+    from models.inspect import collect_attention, plot_attention
+
+    if last_eval is None:
+        last_eval = evaluate(model, task, data.eval, args.device, args.beam)
+    exact, token_acc, decoded = last_eval
+    print(f"\n{args.task}: held-out exact match {exact:.2%}, token accuracy {token_acc:.2%} "
+          f"({len(data.eval)} examples, {run['step']} steps, {run['train_seconds']:.0f} s)")
+    for (src, tgt), pred in list(zip(data.eval, decoded))[:args.examples]:
+        mark = "ok" if pred == list(tgt) else f"expected {task.text(tgt)}"
+        print(f"  {task.text(src):>17} -> {task.text(pred):<17} {mark}")
+    metrics = dict(task=args.task, steps=run["step"], train_seconds=round(run["train_seconds"], 2),
+                   eval_exact_match=exact, eval_token_accuracy=token_acc,
+                   eval_examples=len(data.eval),
+                   final_train_loss=run["loss"][-1] if run["loss"] else None,
+                   eval_history=[dict(step=s, exact_match=e, token_accuracy=a)
+                                 for s, e, a in run["eval"]],
+                   seed=args.seed, device=args.device,
+                   model={k: getattr(args, k) for k in MODEL_ARGS})
+    (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    if run["loss"]:
+        plot_curves(run, args.out / "curves.png")
+    # one held-out example of middling length, with the model's own output as the target
+    i = min(range(min(50, len(data.eval))),
+            key=lambda i: abs(len(data.eval[i][0]) - task.max_src_len // 2))
+    src, pred, vocab = data.eval[i][0], decoded[i], task.vocab
+    maps = collect_attention(model, mg.tensor([src], device=args.device),
+                             mg.tensor([[BOS] + pred], device=args.device))
+    plot_attention(maps, [vocab[t] for t in src], [vocab[t] for t in [BOS] + pred],
+                   args.out / "attention.png")
+    written = sorted(p.name for p in args.out.iterdir() if not p.name.startswith("."))
+    print(f"wrote {', '.join(written)} to {args.out}/")
+    return metrics
+
+
+def main(argv=None):
+    """Run the program with ``argv`` (default: the command line); returns the metrics."""
+    args = parse_args(argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # outside the training loop: nothing new to save
+        print("\ninterrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _run(args):
+    try:
+        mg.Device(args.device)
+        if args.device.startswith("cuda") and not mg.cuda_is_available():
+            raise mg.DeviceError("CuPy or a CUDA GPU is not available")
+    except (mg.DeviceError, ValueError) as e:
+        raise SystemExit(f"error: --device {args.device}: {e}") from None
+    if args.resume is not None and args.resume is not True and not Path(args.resume).is_file():
+        raise SystemExit(f"error: --resume: no checkpoint at {args.resume}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    task = TASKS[args.task]
+    mg.manual_seed(args.seed)
+    data = Dataset(task, args.seed, args.eval_size)
+    model, optimizer, scheduler = build(args, task)
+    run = dict(step=0, loss=[], accuracy=[], eval=[], train_seconds=0.0)
+    if args.resume is not None:
+        run = resume(args, model, optimizer, scheduler)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"{args.task}: {n_params:,} parameters, {args.steps} steps of {args.batch_size}, "
+          f"held-out set of {len(data.eval)}, on {args.device}", file=sys.stderr)
+    last_eval = train(args, task, data, model, optimizer, scheduler, run)
+    return report(args, task, data, model, run, last_eval)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+"""demos.seq2seq, demos.tasks and demos.checkpoint: the held-out split never meets the
+training stream, a short copy run learns to 100%, same seed gives same metrics, a run
+stopped by Ctrl-C and resumed ends bit-identical to one that never stopped, a model of
+another size is refused by name and shape, and bad arguments give one-line errors."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+import nn
+from demos import seq2seq
+from demos.checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
+from demos.tasks import BOS, EOS, PAD, TASKS, Copy, Dataset, collate
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--d-model", "16", "--nhead", "2", "--layers", "1", "--ff", "32", "--batch-size", "16",
+        "--eval-size", "40", "--examples", "0", "--no-progress"]
+
+
+def run(tmp_path, name, *argv, device="cpu"):
+    """main() on the tiny model into tmp_path/name; returns (metrics, output folder)."""
+    out = tmp_path / name
+    metrics = seq2seq.main([*TINY, "--device", device, "--out", str(out), *argv])
+    return metrics, out
+
+
+# --- tasks and the held-out split -------------------------------------------------------------
+
+TARGETS = [("copy", "31415", "31415"), ("reverse", "31415", "51413"),
+           ("sort", "31415", "11345"), ("add", "123+4567", "4690"), ("add", "9+1", "10")]
+
+
+@pytest.mark.parametrize("task, src, tgt", TARGETS)
+def test_task_targets(task, src, tgt):
+    task = TASKS[task]
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # every sample is a correct example
+        s, t = task.sample(rng)
+        assert len(s) <= task.max_src_len and len(t) <= task.max_tgt_len
+        text = task.text(s)
+        if task.name == "add":
+            assert int(task.text(t)) == sum(int(n) for n in text.split("+"))
+        else:
+            assert task.text(t) == {"copy": text, "reverse": text[::-1],
+                                    "sort": "".join(sorted(text))}[task.name]
+    assert task.text(task.ids(src)) == src
+    assert task.text(task.ids(tgt) + [EOS, 5, 6]) == tgt
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_held_out_set_never_overlaps_the_training_data(task):
+    """The split is by source and the same for every seed: no training batch of any seed
+    holds a source of any seed's evaluation set."""
+    task = TASKS[task]
+    datasets = [Dataset(task, seed, eval_size=500) for seed in (0, 1)]
+    held_out = set()
+    for data in datasets:
+        sources = {tuple(src) for src, _ in data.eval}
+        assert len(sources) == len(data.eval) == 500  # distinct examples
+        assert all(task.is_held_out(src) for src in sources)
+        held_out |= sources
+    for data in datasets:
+        for step in range(150):  # 9,600 training examples per seed
+            for src, _ in data.train_examples(step, 64):
+                assert tuple(src) not in held_out and not task.is_held_out(src)
+
+
+def test_the_split_holds_out_about_one_source_in_ten():
+    rng = np.random.default_rng(0)
+    sources = {tuple(TASKS["reverse"].sample(rng)[0]) for _ in range(5000)}
+    share = np.mean([TASKS["reverse"].is_held_out(s) for s in sources])
+    assert 0.07 < share < 0.13
+
+
+def test_batches_are_a_pure_function_of_seed_and_step():
+    a, b = Dataset(TASKS["sort"], 3, eval_size=10), Dataset(TASKS["sort"], 3, eval_size=10)
+    for x, y in zip(a.batch(7, 32), b.batch(7, 32)):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a.batch(7, 32)[0], a.batch(8, 32)[0])
+    assert a.eval == b.eval
+
+
+def test_collate_pads_and_frames_with_bos_and_eos():
+    src, tgt_in, tgt_out = collate([([5, 6, 7], [7, 6, 5]), ([4], [4])])
+    np.testing.assert_array_equal(src, [[5, 6, 7], [4, PAD, PAD]])
+    np.testing.assert_array_equal(tgt_in, [[BOS, 7, 6, 5], [BOS, 4, PAD, PAD]])
+    np.testing.assert_array_equal(tgt_out, [[7, 6, 5, EOS], [4, EOS, PAD, PAD]])
+
+
+# --- training ---------------------------------------------------------------------------------
+
+def test_copy_on_short_sequences_learns_to_100_percent(tmp_path, monkeypatch, device):
+    monkeypatch.setitem(seq2seq.TASKS, "copy", Copy(max_len=4))
+    metrics, out = run(tmp_path, "copy", "--task", "copy", "--d-model", "32", "--ff", "64",
+                       "--batch-size", "32", "--steps", "300", "--warmup", "30", "--lr", "3e-3",
+                       "--eval-every", "1000", "--eval-size", "200", device=device)
+    assert metrics["eval_exact_match"] == 1.0 and metrics["eval_token_accuracy"] == 1.0
+    assert metrics["train_seconds"] < 30
+    saved = json.loads((out / "metrics.json").read_text())
+    for key in ("task", "steps", "train_seconds", "eval_exact_match", "eval_token_accuracy"):
+        assert saved[key] == metrics[key]
+    assert saved["task"] == "copy" and saved["steps"] == 300
+    for name in ("curves.png", "attention.png", "checkpoint.safetensors"):
+        assert (out / name).stat().st_size > 0
+    if shutil.which("dot"):
+        assert (out / "graph.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+def test_same_seed_same_metrics(tmp_path):
+    untimed = ("train_seconds",)
+    a, _ = run(tmp_path, "a", "--task", "add", "--steps", "8", "--dropout", "0.1")
+    b, _ = run(tmp_path, "b", "--task", "add", "--steps", "8", "--dropout", "0.1")
+    c, _ = run(tmp_path, "c", "--task", "add", "--steps", "8", "--dropout", "0.1", "--seed", "1")
+    strip = lambda m: {k: v for k, v in m.items() if k not in untimed}  # noqa: E731
+    assert strip(a) == strip(b)
+    assert a["final_train_loss"] != c["final_train_loss"]
+
+
+def test_zero_steps_evaluates_the_untrained_model(tmp_path):
+    metrics, out = run(tmp_path, "zero", "--task", "sort", "--steps", "0")
+    assert metrics["steps"] == 0 and 0 <= metrics["eval_token_accuracy"] < 0.5
+    assert (out / "attention.png").exists() and not (out / "curves.png").exists()
+
+
+def _interrupt_at(monkeypatch, call):
+    """Make the ``call``-th training step receive a real SIGINT (a Ctrl-C) mid-step."""
+    real, calls = seq2seq.train_step, []
+
+    def train_step(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(seq2seq, "train_step", train_step)
+
+
+def test_a_ctrl_c_waits_for_the_step_and_a_second_one_does_not():
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with seq2seq._interrupt_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("rest of the step")
+    assert done == ["rest of the step"]
+    with pytest.raises(KeyboardInterrupt):
+        with seq2seq._interrupt_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("never")
+    assert done == ["rest of the step"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_then_resume_is_bit_identical(tmp_path, monkeypatch, capsys):
+    argv = ["--task", "reverse", "--steps", "14", "--dropout", "0.1", "--eval-every", "5"]
+    _, whole = run(tmp_path, "whole", *argv)
+    _interrupt_at(monkeypatch, 9)
+    with pytest.raises(SystemExit) as info:
+        run(tmp_path, "split", *argv)
+    assert info.value.code == 130
+    assert "interrupted after step 9" in capsys.readouterr().err
+    monkeypatch.undo()
+    _, split = run(tmp_path, "split", *argv, "--resume")
+    assert "resuming from" in capsys.readouterr().err
+    a = nn.load(whole / "checkpoint.safetensors", with_metadata=True)
+    b = nn.load(split / "checkpoint.safetensors", with_metadata=True)
+    assert list(a[0]) == list(b[0]) and any(k.startswith("optimizer.") for k in a[0])
+    for key in a[0]:  # the model and Adam's moments, bit for bit
+        np.testing.assert_array_equal(a[0][key].numpy(), b[0][key].numpy(), err_msg=key)
+    meta_a, meta_b = (json.loads(m["minigrad.training"]) for m in (a[1], b[1]))
+    for key in ("step", "optimizer", "scheduler", "rng"):
+        assert meta_a[key] == meta_b[key], key
+    assert meta_a["extra"]["loss"] == meta_b["extra"]["loss"]
+
+
+def test_resuming_into_another_model_size_names_the_key_and_shapes(tmp_path):
+    _, out = run(tmp_path, "run", "--task", "copy", "--steps", "2")
+    with pytest.raises(SystemExit) as info:
+        run(tmp_path, "run", "--task", "copy", "--steps", "4", "--ff", "48", "--resume")
+    message = str(info.value.code)
+    assert message.startswith("error: --resume:") and "\n" not in message
+    assert "encoder.layers.0.ffn.linear1.weight has shape (32, 16) in the checkpoint but " \
+           "(48, 16) in the model" in message
+
+
+def test_checkpoint_round_trip_and_layer_mismatch(tmp_path):
+    args = seq2seq.parse_args([*TINY, "--task", "sort", "--steps", "10"])
+    model, opt, sched = seq2seq.build(args, TASKS["sort"])
+    batch = [mg.tensor(a) for a in Dataset(TASKS["sort"], 0, 5).batch(0, 8)]
+    for _ in range(3):
+        seq2seq.train_step(model, opt, sched, batch, args)
+    save_checkpoint(tmp_path / "c", model, opt, sched, 3, extra={"note": "hi"})
+    fresh = seq2seq.build(args, TASKS["sort"])
+    meta = load_checkpoint(tmp_path / "c", *fresh)
+    assert meta["step"] == 3 and meta["extra"] == {"note": "hi"}
+    for (k, v), w in zip(model.state_dict().items(), fresh[0].state_dict().values()):
+        np.testing.assert_array_equal(v.numpy(), w.numpy(), err_msg=k)
+    assert fresh[2].state_dict() == sched.state_dict()
+    assert fresh[1].param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+    deeper = seq2seq.build(seq2seq.parse_args([*TINY, "--layers", "2"]), TASKS["sort"])[0]
+    with pytest.raises(CheckpointMismatch, match=r"encoder\.layers\.1\..* \(shape .*\) is "
+                       r"missing from the checkpoint \(and \d+ more\)"):
+        load_checkpoint(tmp_path / "c", deeper)
+
+
+# --- the command line -------------------------------------------------------------------------
+
+BAD_ARGS = [
+    ("unknown task", ["--task", "divide"], "invalid choice: 'divide'"),
+    ("negative steps", ["--steps", "-5"], "must be >= 0, got -5"),
+    ("zero batch", ["--batch-size", "0"], "must be > 0"),
+    ("heads", ["--d-model", "30", "--nhead", "4"], "must be a multiple of --nhead"),
+    ("warmup", ["--steps", "10", "--warmup", "10"], "must be smaller than --steps"),
+    ("missing checkpoint", ["--resume", "no/such.safetensors"], "no checkpoint at no/such"),
+    ("missing own checkpoint", ["--resume"], "no checkpoint at"),
+    ("device", ["--device", "tpu"], "error: --device tpu"),
+]
+
+
+@pytest.mark.parametrize("name, argv, message", BAD_ARGS, ids=[c[0] for c in BAD_ARGS])
+def test_bad_arguments_give_a_one_line_error(tmp_path, capsys, name, argv, message):
+    with pytest.raises(SystemExit) as info:
+        seq2seq.main(["--out", str(tmp_path / "out"), "--no-progress", *argv])
+    code = info.value.code
+    if code == 2:  # argparse: usage, then one error line
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("python -m demos.seq2seq: error:") and message in err[-1]
+    else:
+        assert isinstance(code, str) and code.startswith("error:") and message in code
+        assert "\n" not in code
+
+
+def test_bad_arguments_from_the_shell_print_no_traceback(tmp_path):
+    for argv in (["--task", "nope"], ["--resume", str(tmp_path / "none")]):
+        done = subprocess.run([sys.executable, "-m", "demos.seq2seq", *argv], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode in (1, 2) and "Traceback" not in done.stderr
+        assert "error:" in done.stderr.strip().splitlines()[-1]
