@@ -1,2 +1,4 @@
-"""models: complete networks built from nn layers (see the [seq2seq] and [models] issues)."""
+"""models: complete networks built from nn layers."""
+from .bert import BERT  # noqa: F401
+from .gpt import GPT  # noqa: F401
 from .transformer import Transformer  # noqa: F401
