@@ -21,44 +21,15 @@ self-attention over a batch of 2 sequences of 5), drawn forward and backward.
   ``reshape`` and ``permute`` nothing. The caption totals the memory the graph holds,
   and how much of it is the leaves' own data (weights and x, which exist anyway).
 """
-import argparse
-import os
-import shutil
 
 import minigrad as mg
 import nn
 from minigrad.autograd import engine
 from minigrad.viz.graph import held_bytes, nbytes_text, shape_text
 
+from ._pictures import parse_args, save, report
+
 NAME = "viz_attention"
-
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog=f"python -m demos.{NAME}",
-                                description=" ".join(__doc__.split("\n\n")[0].split()))
-    p.add_argument("--out", default=os.path.join("runs", "viz", NAME),
-                   help="directory for the pictures (default %(default)s)")
-    p.add_argument("--png", action="store_true", help="also write PNG files")
-    return p.parse_args(argv)
-
-
-def save(graph, out, name, png=False):
-    """Render ``graph`` as out/name.svg (and .png); without Graphviz's ``dot`` program,
-    write its DOT text to out/name.dot instead. Returns the paths written."""
-    os.makedirs(out, exist_ok=True)
-    base = os.path.join(out, name)
-    if shutil.which("dot") is None:
-        with open(base + ".dot", "w") as f:
-            f.write(graph.source)
-        return [base + ".dot"]
-    return [mg.viz.render(graph, base, fmt) for fmt in (("svg", "png") if png else ("svg",))]
-
-
-def report(paths):
-    for path in paths:
-        print("wrote", path)
-    if shutil.which("dot") is None:
-        print("\n(DOT text only: " + mg.viz.INSTALL_HELP + ")")
 
 
 def memory_summary(loss, model):
@@ -82,7 +53,7 @@ def memory_summary(loss, model):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = parse_args(NAME, __doc__, argv)
     mg.manual_seed(0)
     attn = nn.MultiheadAttention(16, num_heads=4)
     x = mg.randn(2, 5, 16, requires_grad=True)                       # (batch, time, features)

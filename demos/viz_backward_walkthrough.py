@@ -24,7 +24,6 @@ gradients it sends as gold edges; nodes that have run are grey, and what they ha
 says "freed by backward()", so the memory the graph holds is seen to drain. The caption
 repeats the step's row of the table.
 """
-import argparse
 import contextlib
 import html
 import io
@@ -35,16 +34,9 @@ import minigrad as mg
 import nn
 from minigrad.viz.explain import format_table
 
+from ._pictures import parse_args
+
 NAME = "viz_backward_walkthrough"
-
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog=f"python -m demos.{NAME}",
-                                description=" ".join(__doc__.split("\n\n")[0].split()))
-    p.add_argument("--out", default=os.path.join("runs", "viz", NAME),
-                   help="directory for the pictures (default %(default)s)")
-    p.add_argument("--png", action="store_true", help="also write PNG files")
-    return p.parse_args(argv)
 
 
 class TanhLayer(nn.Module):
@@ -84,7 +76,7 @@ def write_index(out, steps, fmt):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = parse_args(NAME, __doc__, argv)
     frames = os.path.join(args.out, "frames")
     os.makedirs(args.out, exist_ok=True)
     if shutil.which("dot") is None:  # the table needs no Graphviz; the frames do

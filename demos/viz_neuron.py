@@ -24,41 +24,12 @@ n = 0.8814 and o = tanh(n) = 0.7071). Three pictures:
   input times the gradient, so dw1 = x1 * 0.5 = 1 and dx1 = w1 * 0.5 = -1.5. w2's gradient
   is exactly 0 (x2 is 0), which the colour scale marks dark blue: no signal reaches it.
 """
-import argparse
-import os
-import shutil
 
 import minigrad as mg
 
+from ._pictures import parse_args, save, report
+
 NAME = "viz_neuron"
-
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog=f"python -m demos.{NAME}",
-                                description=" ".join(__doc__.split("\n\n")[0].split()))
-    p.add_argument("--out", default=os.path.join("runs", "viz", NAME),
-                   help="directory for the pictures (default %(default)s)")
-    p.add_argument("--png", action="store_true", help="also write PNG files")
-    return p.parse_args(argv)
-
-
-def save(graph, out, name, png=False):
-    """Render ``graph`` as out/name.svg (and .png); without Graphviz's ``dot`` program,
-    write its DOT text to out/name.dot instead. Returns the paths written."""
-    os.makedirs(out, exist_ok=True)
-    base = os.path.join(out, name)
-    if shutil.which("dot") is None:
-        with open(base + ".dot", "w") as f:
-            f.write(graph.source)
-        return [base + ".dot"]
-    return [mg.viz.render(graph, base, fmt) for fmt in (("svg", "png") if png else ("svg",))]
-
-
-def report(paths):
-    for path in paths:
-        print("wrote", path)
-    if shutil.which("dot") is None:
-        print("\n(DOT text only: " + mg.viz.INSTALL_HELP + ")")
 
 
 def neuron():
@@ -81,7 +52,7 @@ def neuron():
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = parse_args(NAME, __doc__, argv)
     t = neuron()
     o = t["o"]
     paths = save(mg.viz.draw(t, show_values=True, rankdir="LR"), args.out, "neuron_forward",

@@ -29,10 +29,7 @@ module it fits on a page.
 still print the scalar constants the ops saved (``const 4`` = sqrt(d_model)); a training
 loop would not pass it.
 """
-import argparse
-import os
 import re
-import shutil
 
 import minigrad as mg
 import nn
@@ -40,36 +37,10 @@ import nn.functional as F
 from minigrad.autograd import engine
 from models import Transformer
 
+from ._pictures import parse_args, save, report
+
 NAME = "viz_transformer_step"
 PAD, VOCAB = 0, 12
-
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog=f"python -m demos.{NAME}",
-                                description=" ".join(__doc__.split("\n\n")[0].split()))
-    p.add_argument("--out", default=os.path.join("runs", "viz", NAME),
-                   help="directory for the pictures (default %(default)s)")
-    p.add_argument("--png", action="store_true", help="also write PNG files")
-    return p.parse_args(argv)
-
-
-def save(graph, out, name, png=False):
-    """Render ``graph`` as out/name.svg (and .png); without Graphviz's ``dot`` program,
-    write its DOT text to out/name.dot instead. Returns the paths written."""
-    os.makedirs(out, exist_ok=True)
-    base = os.path.join(out, name)
-    if shutil.which("dot") is None:
-        with open(base + ".dot", "w") as f:
-            f.write(graph.source)
-        return [base + ".dot"]
-    return [mg.viz.render(graph, base, fmt) for fmt in (("svg", "png") if png else ("svg",))]
-
-
-def report(paths):
-    for path in paths:
-        print("wrote", path)
-    if shutil.which("dot") is None:
-        print("\n(DOT text only: " + mg.viz.INSTALL_HELP + ")")
 
 
 def count_nodes(graph):
@@ -84,7 +55,7 @@ def batch():
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = parse_args(NAME, __doc__, argv)
     mg.manual_seed(0)
     model = Transformer(VOCAB, VOCAB, d_model=16, nhead=2, num_encoder_layers=2,
                         num_decoder_layers=2, dim_feedforward=32, dropout=0.0, pad_id=PAD)

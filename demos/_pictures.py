@@ -1,0 +1,36 @@
+"""What the viz demos share: their command line, and writing a graph to SVG (and PNG), or
+its DOT text when Graphviz's ``dot`` program is missing."""
+import argparse
+import os
+import shutil
+
+import minigrad as mg
+
+
+def parse_args(name, doc, argv):
+    """``--out DIR`` (default runs/viz/<name>) and ``--png``."""
+    p = argparse.ArgumentParser(prog=f"python -m demos.{name}",
+                                description=" ".join(doc.split("\n\n")[0].split()))
+    p.add_argument("--out", default=os.path.join("runs", "viz", name),
+                   help="directory for the pictures (default %(default)s)")
+    p.add_argument("--png", action="store_true", help="also write PNG files")
+    return p.parse_args(argv)
+
+
+def save(graph, out, name, png=False):
+    """Render ``graph`` as out/name.svg (and .png); without Graphviz's ``dot`` program,
+    write its DOT text to out/name.dot instead. Returns the paths written."""
+    os.makedirs(out, exist_ok=True)
+    base = os.path.join(out, name)
+    if shutil.which("dot") is None:
+        with open(base + ".dot", "w") as f:
+            f.write(graph.source)
+        return [base + ".dot"]
+    return [mg.viz.render(graph, base, fmt) for fmt in (("svg", "png") if png else ("svg",))]
+
+
+def report(paths):
+    for path in paths:
+        print("wrote", path)
+    if shutil.which("dot") is None:
+        print("\n(DOT text only: " + mg.viz.INSTALL_HELP + ")")
