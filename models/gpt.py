@@ -41,7 +41,8 @@ class GPT(nn.Module):
         positional: "learned" (a position table added to the embeddings, as GPT-2) or
             "rope" (rotary embeddings of every attention's queries and keys).
         norm_first: pre-LN blocks and a final LayerNorm (True, as GPT-2), or post-LN.
-        tie_embeddings: lm_head shares its weight with the token embedding.
+        tie_embeddings: lm_head shares its weight with the token embedding (as GPT-2; the
+            demos untie it, which learned both of their tasks markedly faster).
     Shape:
         idx (B, T) integer, T <= max_len -> logits (B, T, vocab_size)
     """
@@ -54,9 +55,9 @@ class GPT(nn.Module):
             raise ValueError(f"positional must be 'learned' or 'rope', got {positional!r}")
         self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
         self.tok_emb = nn.Embedding(vocab_size, d_model)
-        self.pos_emb = nn.LearnedPositionalEmbedding(max_len, d_model) \
-            if positional == "learned" else None
-        rotary = nn.RotaryEmbedding(d_model // nhead) if positional == "rope" else None
+        learned = positional == "learned"
+        self.pos_emb = nn.LearnedPositionalEmbedding(max_len, d_model) if learned else None
+        rotary = None if learned else nn.RotaryEmbedding(d_model // nhead)
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList([
             Block(d_model, nhead, dim_feedforward, dropout, activation="gelu",
@@ -66,7 +67,7 @@ class GPT(nn.Module):
         # N(0, 1/d), scaled by sqrt(d) in forward, as models.Transformer: unit-variance
         # inputs on the scale of the position table, and logits of about unit variance from
         # a tied lm_head. (GPT-2's N(0, 0.02) embeddings, next to layers with PyTorch's
-        # default init, learn content-based lookups such as associative recall far slower.)
+        # default init, learned associative recall far slower in our measurements.)
         nn.init.normal_(self.tok_emb.weight, std=d_model ** -0.5)
         if tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
