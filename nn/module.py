@@ -355,7 +355,37 @@ class _Handle:
         self.table.pop(self.id, None)
 
 
-class Sequential(Module):
+class _Listing:
+    """The list side of Sequential and ModuleList: modules registered as "0", "1", ..."""
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index, module):
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._renumber(items)
+        return self
+
+    def _renumber(self, items):
+        self._modules.clear()
+        for m in items:
+            self.append(m)
+
+
+class Sequential(_Listing, Module):
     """Modules called one after the other: ``Sequential(a, b, c)(x) == c(b(a(x)))``."""
 
     def __init__(self, *modules):
@@ -377,31 +407,8 @@ class Sequential(Module):
             return Sequential(OrderedDict(list(self._modules.items())[idx]))
         return list(self._modules.values())[idx]
 
-    def __len__(self):
-        return len(self._modules)
 
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules):
-        for m in modules:
-            self.append(m)
-        return self
-
-    def insert(self, index, module):
-        items = list(self._modules.values())
-        items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
-        return self
-
-
-class ModuleList(Module):
+class ModuleList(_Listing, Module):
     """A list of modules, registered under the names "0", "1", ..."""
 
     def __init__(self, modules=None):
@@ -426,31 +433,7 @@ class ModuleList(Module):
     def __delitem__(self, idx):
         items = list(self._modules.values())
         del items[idx]
-        self._modules.clear()
-        for m in items:
-            self.append(m)
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules):
-        for m in modules:
-            self.append(m)
-        return self
-
-    def insert(self, index, module):
-        items = list(self._modules.values())
-        items.insert(index, module)
-        self._modules.clear()
-        for m in items:
-            self.append(m)
+        self._renumber(items)
 
 
 class ModuleDict(Module):
