@@ -46,7 +46,7 @@ def memory_summary(loss, model):
     path_of = {id(m): name for name, m in model.named_modules()}
     groups = {}
     for node in reversed(nodes):  # in forward order
-        path = path_of.get(id(node._scope))
+        path = path_of.get(id(node.scope))
         label = "(the loss)" if path is None else path or "(attention core)"
         groups.setdefault(label, []).append(node)
     for label, group in groups.items():

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from . import backend
-from . import tensor as _tensor  # for isinstance checks; imported first, so no cycle at use
+from .autograd.graph import TensorBase
 
 
 def _dim(t, d, ndim=None):
@@ -99,7 +99,7 @@ def _split_index(index, ndim):
 
 
 def _index_item(i, like):
-    if isinstance(i, _tensor.Tensor):
+    if isinstance(i, TensorBase):
         return backend.to_device(i.data, like.device)
     if isinstance(i, (list, np.ndarray)):
         return backend.to_device(np.asarray(i), like.device)

@@ -61,3 +61,24 @@ def promote(x, y):
     if _CATEGORY[dx.kind] == _CATEGORY[dy.kind] and (x.data.ndim == 0) != (y.data.ndim == 0):
         return dy if x.data.ndim == 0 else dx
     return promote_types(dx, dy)
+
+
+_TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int8": "Char",
+                "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte",
+                "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
+def torch_name(dtype):
+    """PyTorch's name of a dtype in its messages: Float, Long, ..."""
+    return _TORCH_NAMES.get(np.dtype(dtype).name, str(dtype))
+
+
+def can_cast(src, dst):
+    """PyTorch's rule for writing a result of dtype ``src`` into a tensor of dtype ``dst``
+    in place: no complex into real, no floating into integral, nothing but bool into bool."""
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src.kind == "c" and dst.kind != "c":
+        return False
+    if src.kind in "fc" and dst.kind in "biu":
+        return False
+    return not (dst.kind == "b" and src.kind != "b")

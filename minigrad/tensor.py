@@ -11,34 +11,31 @@ from collections import namedtuple
 import numpy as np
 
 from . import backend, dtypes
-from .autograd import engine, function
-from .autograd.grad_mode import STATE
+from .autograd import engine, graph
+from .autograd.grad_mode import STATE, no_grad
 from .autograd.function import ShapeError
+from .autograd.graph import TensorBase
 from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _required_dim, _shape_arg,
                         _split_index)
-from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, Cos, Div, Erf, Exp, Expand, Gelu,
-                  GeluTanh, GetItem, Log, LogSoftmax, LogSumExp, MatMul, Maximum, MaxDim,
-                  Minimum, MinDim, Mul, Neg, NonDiff, Permute, Pow, Relu, Reshape, Sigmoid,
-                  Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where)
+from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, Cos, CopySlices, Div, Erf, Exp, Expand,
+                  Gelu, GeluTanh, GetItem, Log, LogSoftmax, LogSumExp, MatMul, Maximum, MaxDim,
+                  Minimum, MinDim, Mul, Neg, NonDiff, Permute, Pow, Relu, Reshape, SetItem,
+                  Sigmoid, Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where,
+                  replay_view)
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])  # what max(dim) returns
 _PY_SCALARS = (builtins.int, builtins.float, builtins.bool)
 _new = object.__new__
 
 
-class Tensor:
+class Tensor(TensorBase):
     """An n-dimensional array with reverse-mode automatic differentiation.
 
     ``Tensor(data, dtype=None, device=None, requires_grad=False)`` wraps an array (shared,
     not copied) or converts nested lists and scalars (floats become float32).
     """
     __array_ufunc__ = None  # NumPy defers to our reflected operators: ndarray + Tensor works
-    # Defaults shared by every tensor until one sets its own (most never do): a constant.
-    requires_grad = False
-    grad = grad_fn = None
-    _out_idx = 0       # which output of grad_fn this tensor is
-    _vc = None         # version counter, a one-element list once an in-place op happens
-    _hooks = None      # gradient hooks of a leaf
+    _grad = None
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         self.data = as_array(data, dtype, device)
@@ -62,11 +59,32 @@ class Tensor:
     ndim = property(lambda self: self.data.ndim)
     dtype = property(lambda self: self.data.dtype)
     device = property(lambda self: backend.device_of(self.data))
-    is_leaf = property(lambda self: self.grad_fn is None)
     is_cuda = property(lambda self: type(self.data) is not np.ndarray)
     T = property(lambda self: self.permute(*reversed(range(self.ndim))))
     mT = property(lambda self: self.transpose(-2, -1))
-    _version = property(lambda self: 0 if self._vc is None else self._vc[0])
+
+    @property
+    def grad(self):
+        """The gradient accumulated by backward (None until then)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got "
+                                f"{type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(f"attempting to assign a gradient of size "
+                                   f"'{list(value.shape)}' to a tensor of size "
+                                   f"'{list(self.shape)}'")
+            if value.dtype != self.dtype:
+                raise RuntimeError(f"attempting to assign a gradient of dtype "
+                                   f"'{value.dtype}' to a tensor of dtype '{self.dtype}'")
+            if value.device != self.device:
+                raise RuntimeError(f"attempting to assign a gradient on device "
+                                   f"'{value.device}' to a tensor on device '{self.device}'")
+        self._grad = value
 
     def size(self, dim=None):
         return self.shape if dim is None else self.shape[dim]
@@ -135,7 +153,7 @@ class Tensor:
         if self.dtype not in (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool):
             extras.append(f"dtype={self.dtype}")
         if self.grad_fn is not None:
-            extras.append(f"grad_fn=<{self.grad_fn.name()}Backward>")
+            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
         elif self.requires_grad:
             extras.append("requires_grad=True")
         return "tensor(" + ", ".join([body] + extras) + ")"
@@ -178,10 +196,8 @@ class Tensor:
 
     def detach(self):
         """The same values, cut from the graph (memory and version counter are shared)."""
-        if self._vc is None:
-            self._vc = [0]
         t = Tensor._make(self.data)
-        t._vc = self._vc
+        t._vc = self._shared_counter()
         return t
 
     def new_zeros(self, size):
@@ -208,13 +224,20 @@ class Tensor:
         if not self.requires_grad:
             raise RuntimeError("backward: this tensor does not require grad and has no grad_fn "
                                "(did it come from a no_grad block or from constants only?)")
-        gradient = _root_grad(self, gradient, "backward")
+        gradient = engine.root_grad(self, gradient, "backward")
         if retain_graph is None:
             retain_graph = create_graph
         if inputs is None:
             engine.run_backward([self], [gradient], retain_graph, create_graph)
             return
         inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        if not inputs:
+            raise RuntimeError("backward: the 'inputs' argument cannot be empty (leave it out "
+                               "to accumulate into every leaf)")
+        for i, t in enumerate(inputs):
+            if not t.requires_grad:
+                raise RuntimeError(f"backward: inputs[{i}] (shape {t.shape}) does not require "
+                                   "grad")
         grads = engine.run_backward([self], [gradient], retain_graph, create_graph,
                                     targets=inputs, allow_unused=True)
         for t, g in zip(inputs, grads):
@@ -225,15 +248,17 @@ class Tensor:
         """Keep ``.grad`` on this non-leaf tensor after backward (a no-op on leaves)."""
         if not self.requires_grad:
             raise RuntimeError("retain_grad: the tensor does not require grad")
-        if self.grad_fn is not None:
-            if self.grad_fn._retain is None:
-                self.grad_fn._retain = {}
-            self.grad_fn._retain[self._out_idx] = weakref.ref(self)
+        node = self.grad_fn
+        if node is not None:
+            if node._retained is None:
+                node._retained = {}
+            node._retained[self._out_idx] = weakref.ref(self)
 
     @property
     def retains_grad(self):
         node = self.grad_fn
-        return node is not None and node._retain is not None and self._out_idx in node._retain
+        return node is not None and node._retained is not None and \
+            self._out_idx in node._retained
 
     def register_hook(self, hook):
         """Call ``hook(grad)`` when this tensor's gradient is computed; a non-None return
@@ -244,7 +269,7 @@ class Tensor:
             return self.grad_fn.register_hook(self._out_idx, hook)
         if self._hooks is None:
             self._hooks = []
-        return function._append_hook(self._hooks, hook)
+        return graph.append_hook(self._hooks, hook)
 
     # --- arithmetic -----------------------------------------------------------------------------
     def __add__(self, other): return Add.apply(*_operands(self, other))
@@ -529,52 +554,50 @@ class Tensor:
         out = GetItem.apply(self, index=basic)
         return out if advanced is None else GetItem.apply(out, index=advanced)
 
-    # --- in place (never on tensors inside a graph: see _inplace) ---------------------------
-    def __setitem__(self, index, value):
-        self._inplace("__setitem__")
-        self.data[_index(index, self)] = _raw(value, self)
+    # --- in place -----------------------------------------------------------------------------
+    # An in-place op computes its result out of place, ``compute(self)``, and writes it into
+    # this tensor's memory. While a graph is recorded, the result's node becomes this
+    # tensor's grad_fn (and, through a view, its base's: see _rebase), so gradients flow as
+    # in PyTorch. Every write counts one version, shared with the tensor's views: backward
+    # refuses a saved tensor whose version changed.
+
+    def add_(self, other, alpha=1):
+        return self._update("add_", lambda t: t + other if alpha == 1 else t + other * alpha,
+                            other)
+
+    def sub_(self, other, alpha=1):
+        return self._update("sub_", lambda t: t - other if alpha == 1 else t - other * alpha,
+                            other)
+
+    def mul_(self, other):
+        return self._update("mul_", lambda t: t * other, other)
+
+    def div_(self, other):
+        return self._update("div_", lambda t: t / other, other)
+
+    def pow_(self, exponent):
+        return self._update("pow_", lambda t: t ** exponent, exponent)
+
+    def clamp_(self, min=None, max=None):
+        return self._update("clamp_", lambda t: t.clamp(min, max))
+
+    clip_ = clamp_
+
+    def masked_fill_(self, mask, value):
+        return self._update("masked_fill_", lambda t: t.masked_fill(mask, value), value)
+
+    def copy_(self, src):
+        """Write ``src`` (broadcast to this shape, cast to this dtype) into this tensor."""
+        src = as_tensor(src, like=self)
+        if src.device != self.device:
+            src = src.to(self.device)
+        return self._update("copy_", lambda t: _overwrite(t, src), src, cast=True)
+
+    def fill_(self, value):
+        return self._update("fill_", lambda t: _overwrite(t, value), value, cast=True)
 
     def zero_(self):
         return self.fill_(0)
-
-    def fill_(self, value):
-        self._inplace("fill_")
-        self.data[...] = _raw(value, self)
-        return self
-
-    def copy_(self, src):
-        self._inplace("copy_")
-        self.data[...] = _raw(src, self)
-        return self
-
-    def add_(self, other, alpha=1):
-        self._inplace("add_")
-        self.data += _raw(other, self) * alpha if alpha != 1 else _raw(other, self)
-        return self
-
-    def sub_(self, other, alpha=1):
-        return self.add_(other, -alpha)
-
-    def mul_(self, other):
-        self._inplace("mul_")
-        self.data *= _raw(other, self)
-        return self
-
-    def div_(self, other):
-        self._inplace("div_")
-        self.data /= _raw(other, self)
-        return self
-
-    def clamp_(self, min=None, max=None):
-        self._inplace("clamp_")
-        backend.xp_of(self.data).clip(self.data, min, max, out=self.data)
-        return self
-
-    def masked_fill_(self, mask, value):
-        self._inplace("masked_fill_")
-        xp = backend.xp_of(self.data)
-        self.data[...] = xp.where(_raw(mask, self), _raw(value, self), self.data)
-        return self
 
     def uniform_(self, a=0.0, b=1.0):
         draw = backend.generator().random(self.shape) * (b - a) + a
@@ -584,19 +607,52 @@ class Tensor:
         draw = backend.generator().standard_normal(self.shape) * std + mean
         return self.copy_(draw.astype(self.dtype))
 
-    def _inplace(self, op):
-        if self.grad_fn is not None:
-            raise RuntimeError(f"{op}: in-place operations on a tensor produced by a "
-                               "differentiable op are not supported; use the out-of-place op")
-        if self.requires_grad and STATE.grad_enabled:
-            raise RuntimeError(f"{op}: a leaf tensor that requires grad cannot be changed in "
-                               "place while grad mode is on; wrap it in `with mg.no_grad():`")
-        if self._vc is None:
-            self._vc = [0]
-        self._vc[0] += 1
+    def __setitem__(self, index, value):
+        basic, advanced = _split_index(_index(index, self), self.ndim)
+        if isinstance(value, Tensor) and value.dtype != self.dtype:
+            value = value.to(self.dtype)
+        self._update("__setitem__", lambda t: SetItem.apply(t, value, index=basic,
+                                                            then=advanced), value, cast=True)
+
+    def __iadd__(self, other): return self.add_(other)
+    def __isub__(self, other): return self.sub_(other)
+    def __imul__(self, other): return self.mul_(other)
+    def __itruediv__(self, other): return self.div_(other)
+    def exp_(self): return self._update("exp_", Tensor.exp)
+    def log_(self): return self._update("log_", Tensor.log)
+    def sqrt_(self): return self._update("sqrt_", Tensor.sqrt)
+    def neg_(self): return self._update("neg_", Tensor.neg)
+    def abs_(self): return self._update("abs_", Tensor.abs)
+    def relu_(self): return self._update("relu_", Tensor.relu)
+    def tanh_(self): return self._update("tanh_", Tensor.tanh)
+    def sigmoid_(self): return self._update("sigmoid_", Tensor.sigmoid)
+
+    def _update(self, op, compute, *others, cast=False):
+        """Write ``compute(self)`` into this tensor's memory (see the section's comment);
+        ``others`` are the other tensors it reads. Arithmetic results must be castable to
+        this dtype as in PyTorch; copies (``cast``) are cast whatever their dtype."""
+        data = self.data
+        if not getattr(data.flags, "writeable", True):
+            raise RuntimeError(
+                f"{op}: unsupported operation: more than one element of the written-to tensor "
+                f"(shape {tuple(self.shape)}, an expanded view) refers to a single memory "
+                "location. Please clone() the tensor before performing the operation.")
+        recording = STATE.grad_enabled and (self.requires_grad or builtins.any(
+            isinstance(o, Tensor) and o.requires_grad for o in others))
+        if recording:
+            _check_not_leaf(self, op)
+            before = Tensor._make(data.copy(), self.requires_grad, self.grad_fn, self._out_idx)
+            new = _fitted(self, op, compute(before), cast)
+        else:
+            with no_grad():
+                new = _fitted(self, op, compute(self), cast)
+        data[...] = new.data
+        self._shared_counter()[0] += 1
+        if recording:
+            _rebase(self, new)
+        return self
 
 
-function.Tensor = engine.Tensor = Tensor
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -660,28 +716,65 @@ def _float_operands(x, y, reflected=False):
     return x, y
 
 
-def _root_grad(t, gradient, op):
-    if gradient is None:
-        if t.data.size != 1:
-            raise RuntimeError(f"{op}: grad can be implicitly created only for outputs with one "
-                               f"element, but the output has shape {t.shape}; pass gradient=")
-        return Tensor._make(backend.xp_of(t.data).ones(t.data.shape, dtype=t.dtype))
-    gradient = as_tensor(gradient, like=t)
-    if gradient.shape != t.shape:
-        raise ShapeError(f"{op}: gradient has shape {gradient.shape} but the output has shape "
-                         f"{t.shape}")
-    gradient = gradient.to(t.dtype)  # a wrapper of the engine's own (see engine._own)
-    return Tensor._make(gradient.data, gradient.requires_grad, gradient.grad_fn,
-                        gradient._out_idx)
+def _check_not_leaf(t, op):
+    """PyTorch's rule: a leaf that requires grad (or a view of one) is not changed in place
+    while a graph is being recorded (its ``.grad`` would describe a value it no longer has)."""
+    if t.requires_grad and t.grad_fn is None:
+        raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an "
+                           "in-place operation (wrap the update in `with mg.no_grad():`)")
+    base = t._base
+    if base is not None and base.requires_grad and base.grad_fn is None:
+        raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used "
+                           "in an in-place operation (wrap the update in `with mg.no_grad():`)")
 
 
-def _raw(value, like):
-    """The array (or scalar) behind ``value``, on ``like``'s device, for in-place writes."""
-    if isinstance(value, Tensor):
-        return backend.to_device(value.data, like.device)
-    if isinstance(value, (np.ndarray, list, tuple)):
-        return backend.to_device(np.asarray(value), like.device)
-    return value
+def _fitted(t, op, new, cast):
+    """``new`` checked to fit ``t``: its shape, and a dtype PyTorch would write into ``t``."""
+    if new.shape != t.shape:
+        raise RuntimeError(f"{op}: output with shape {list(t.shape)} doesn't match the "
+                           f"broadcast shape {list(new.shape)}")
+    if new.dtype != t.dtype:
+        if not cast and not dtypes.can_cast(new.dtype, t.dtype):
+            raise RuntimeError(f"{op}: result type {dtypes.torch_name(new.dtype)} can't be cast "
+                               f"to the desired output type {dtypes.torch_name(t.dtype)}")
+        new = new.to(t.dtype)
+    return new
+
+
+def _overwrite(t, value):
+    """``value`` broadcast to ``t``'s shape, as a function of ``t`` whose gradient to ``t``
+    is zero (so a tensor in a graph stays in it, as after PyTorch's fill_ and copy_)."""
+    if not isinstance(value, Tensor):
+        value = Tensor._make(backend.xp_of(t.data).asarray(value, dtype=t.dtype))
+    elif value.dtype != t.dtype:
+        value = value.to(t.dtype)
+    try:
+        keep = Tensor._make(backend.xp_of(t.data).zeros(t.shape, dtype=np.bool_))
+        return Where.apply(keep, t, value.expand(t.shape) if value.shape != t.shape else value)
+    except ShapeError:
+        raise RuntimeError(f"the value of shape {tuple(value.shape)} cannot be broadcast to "
+                           f"the tensor's shape {tuple(t.shape)}") from None
+
+
+def _rebase(t, new):
+    """After an in-place op recorded as ``new``: make ``new``'s node the history of ``t``.
+    When ``t`` is a view, its base changed too: the base's new node is ``CopySlices``
+    (base with the view's region replaced) and ``t`` becomes that view of the new base."""
+    if t._view_of is None:
+        t.requires_grad, t.grad_fn, t._out_idx = True, new.grad_fn, new._out_idx
+        return
+    chain = []
+    root = t
+    while root._view_of is not None:
+        source, op, params, i = root._view_of
+        chain.append((op, params, i))
+        root = source
+    chain.reverse()
+    before = Tensor._make(root.data, root.requires_grad, root.grad_fn, root._out_idx)
+    after = CopySlices.apply(before, new, chain=tuple(chain))
+    root.requires_grad, root.grad_fn, root._out_idx = True, after.grad_fn, 0
+    view = replay_view(root, chain)
+    t.requires_grad, t.grad_fn, t._out_idx = True, view.grad_fn, view._out_idx
 
 
 def _floating(t):

@@ -55,20 +55,20 @@ def test_backward_frees_saved_intermediate_array(device, no_gc):
     ref = weak(h.data)
     del h, hh
     assert ref() is not None        # the graph still needs it
-    assert tanh_node._saved is not None and mul_node._saved is not None
+    assert tanh_node.saved is not None and mul_node.saved is not None
     loss.backward()
     assert alive([ref]) == []  # freed by backward while the loss is still alive
     assert loss.grad_fn is not None
-    assert tanh_node._saved is None and mul_node._saved is None
+    assert tanh_node.saved is None and mul_node.saved is None
     assert x.grad.shape == (512, 512)
 
 
 def test_backward_releases_saved_tensors_of_every_node(device, no_gc):
     loss, leaves, inter = _build(device)
     nodes = [t.grad_fn for t in inter] + [loss.grad_fn]
-    assert any(node._saved is not None for node in nodes)
+    assert any(node.saved is not None for node in nodes)
     loss.backward()
-    assert all(node._saved is None for node in nodes)
+    assert all(node.saved is None for node in nodes)
 
 
 def test_backward_frees_attributes_set_on_ctx(device, no_gc):

@@ -244,7 +244,8 @@ def test_saved_bytes_match_the_arrays_saved(device):
     ops = engine.topological_order([loss.grad_fn])
     buffers = {}
     for node in ops:
-        for _, arr, _ in node._saved or ():
+        for saved in node.saved or ():
+            arr = saved.array
             while getattr(arr, "base", None) is not None:
                 arr = arr.base
             buffers[id(arr)] = arr.nbytes
@@ -252,7 +253,7 @@ def test_saved_bytes_match_the_arrays_saved(device):
     dot = viz.to_dot(loss, model=model, backward=True)
     assert f"saved for backward: {nbytes_text(sum(buffers.values()))} in {len(buffers)}" in dot
     relu = next(n for n in ops if type(n).__name__ == "Relu")
-    assert relu._saved[0][1].nbytes == 5 * 4 * 4
+    assert relu.saved[0].array.nbytes == 5 * 4 * 4
     assert "saved out (5, 4) 80 B" in label_of(dot, "ReluBackward")
     loss.backward()
     assert "saved: freed by backward()" in label_of(viz.to_dot(loss, backward=True), "Relu")

@@ -3,7 +3,8 @@
 Read in this order: ``function.py`` (an op and the node it records), ``engine.py`` (the
 backward pass), ``grad_mode.py`` (no_grad, detect_anomaly), ``gradcheck.py``.
 """
-from .function import Function, Primitive, RemovableHandle, ShapeError  # noqa: F401
+from .function import Function, Primitive, ShapeError  # noqa: F401
+from .graph import AccumulateGrad, Edge, Node, RemovableHandle, SavedTensor, TensorBase  # noqa
 from .grad_mode import (detect_anomaly, enable_grad, is_anomaly_enabled,  # noqa: F401
                         is_grad_enabled, no_grad, set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
@@ -17,12 +18,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     Nothing is written to any ``.grad``. With ``create_graph=True`` the returned gradients
     are part of a graph themselves, so they can be differentiated again.
     """
-    from ..tensor import Tensor, _root_grad
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    outputs = [outputs] if isinstance(outputs, TensorBase) else list(outputs)
+    inputs = [inputs] if isinstance(inputs, TensorBase) else list(inputs)
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
-    elif isinstance(grad_outputs, Tensor):
+    elif isinstance(grad_outputs, TensorBase):
         grad_outputs = [grad_outputs]
     for i, t in enumerate(inputs):
         if not t.requires_grad:
@@ -33,7 +33,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError(f"mg.grad: an output (shape {o.shape}) does not require grad "
                                "and has no grad_fn")
         roots.append(o)
-        seeds.append(_root_grad(o, g, "mg.grad"))
+        seeds.append(engine.root_grad(o, g, "mg.grad"))
     if retain_graph is None:
         retain_graph = create_graph
     return engine.run_backward(roots, seeds, retain_graph, create_graph, targets=inputs,

@@ -1,14 +1,19 @@
-"""Grad mode (``no_grad``, ``enable_grad``) and anomaly mode (``detect_anomaly``)."""
+"""Grad mode (``no_grad``, ``enable_grad``, ``set_grad_enabled``) and anomaly mode.
+
+Grad mode is per thread, as in PyTorch: a ``no_grad`` block in one thread leaves recording
+on in every other. The modes work as context managers and as decorators, also of
+generator functions (the mode holds inside the generator, not between its ``yield``s).
+"""
 import functools
+import inspect
+import threading
 
 
-class _State:
-    __slots__ = ("grad_enabled", "anomaly", "scope")
-
-    def __init__(self):
-        self.grad_enabled = True
-        self.anomaly = False
-        self.scope = None  # the innermost nn.Module running forward (recorded on each node)
+class _State(threading.local):
+    """The modes of the calling thread (a new thread starts with grad mode on)."""
+    grad_enabled = True
+    anomaly = False
+    scope = None  # the innermost nn.Module running forward (recorded on each node)
 
 
 STATE = _State()
@@ -23,9 +28,15 @@ def is_anomaly_enabled():
 
 
 class _Mode:
-    """Sets one flag of STATE for a ``with`` block or a decorated function, then restores it."""
+    """Sets one flag of STATE for a ``with`` block or a decorated function, then restores
+    it. Usable as ``@no_grad()`` and as bare ``@no_grad``."""
     _flag = None
     _value = None
+
+    def __new__(cls, fn=None):
+        if callable(fn) and cls is not set_grad_enabled:  # bare @no_grad
+            return cls()(fn)
+        return super().__new__(cls)
 
     def __enter__(self):
         self._prev = getattr(STATE, self._flag)
@@ -36,10 +47,43 @@ class _Mode:
         setattr(STATE, self._flag, self._prev)
         return False
 
+    def _clone(self):
+        return type(self)()
+
     def __call__(self, fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def generator(*args, **kwargs):
+                gen = fn(*args, **kwargs)
+                with self._clone():  # each step of the generator runs under the mode
+                    try:
+                        request = gen.send(None)
+                    except StopIteration as stop:
+                        return stop.value
+                while True:
+                    try:
+                        response = yield request
+                    except GeneratorExit:
+                        with self._clone():
+                            gen.close()
+                        raise
+                    except BaseException as exc:
+                        with self._clone():
+                            try:
+                                request = gen.throw(exc)
+                            except StopIteration as stop:
+                                return stop.value
+                        continue
+                    with self._clone():
+                        try:
+                            request = gen.send(response)
+                        except StopIteration as stop:
+                            return stop.value
+            return generator
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with type(self)():
+            with self._clone():
                 return fn(*args, **kwargs)
         return wrapper
 
@@ -67,14 +111,12 @@ class set_grad_enabled(_Mode):
     def __enter__(self):
         return self
 
+    def _clone(self):
+        return enable_grad() if self._value else no_grad()
+
     def __call__(self, fn):
         STATE.grad_enabled = self._prev  # decorating must not change the mode now
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(self._value):
-                return fn(*args, **kwargs)
-        return wrapper
+        return super().__call__(fn)
 
 
 class detect_anomaly(_Mode):

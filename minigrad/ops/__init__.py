@@ -7,4 +7,5 @@ from .fused import (CrossEntropy, Dropout, Gelu, GeluBackward, GeluTanh,  # noqa
 from .linalg import Linear, MatMul  # noqa: F401
 from .reduce import (Amax, Amin, LogSoftmax, LogSumExp, MaxDim, MinDim, SafeSoftmax,  # noqa
                      Softmax, Sum)
-from .shape import Cat, Expand, GetItem, IndexAdd, Permute, Reshape, Split  # noqa: F401
+from .shape import (Cat, CopySlices, Expand, GetItem, IndexAdd, Permute, Reshape,  # noqa: F401
+                    SetItem, Split, replay_view)

@@ -9,6 +9,16 @@ from ..autograd.function import Primitive
 
 class Reshape(Primitive):
     """out = x reshaped to shape;  dx = grad reshaped to x's shape"""
+    view = True
+
+    @staticmethod
+    def aliases(x, out, shape):  # a view unless the layout forced a copy
+        return out.base is not None and backend.xp_of(x).may_share_memory(x, out)
+
+    @classmethod
+    def name(cls):
+        return "ViewBackward0"
+
     @staticmethod
     def forward(ctx, x, shape):
         ctx.shape = x.shape
@@ -21,6 +31,8 @@ class Reshape(Primitive):
 
 class Permute(Primitive):
     """out = x with axes reordered by dims;  dx = grad with the inverse order"""
+    view = True
+
     @staticmethod
     def forward(ctx, x, dims):
         return x.transpose(dims)
@@ -34,6 +46,8 @@ class Permute(Primitive):
 
 class Expand(Primitive):
     """out = x broadcast to shape (a view);  dx = grad summed back over the broadcast dims"""
+    view = True
+
     @staticmethod
     def forward(ctx, x, shape):
         return ctx.xp.broadcast_to(x, shape)
@@ -51,12 +65,31 @@ def is_basic_index(index):
     return True
 
 
+def _as_view_index(index):
+    """``index`` such that basic indexing gives a view even when it picks one element
+    (NumPy returns a scalar copy for ``a[0, 1]``, a 0-d view for ``a[0, 1, ...]``)."""
+    items = index if isinstance(index, tuple) else (index,)
+    if not is_basic_index(index) or any(i is Ellipsis for i in items):
+        return index
+    return items + (Ellipsis,)
+
+
 class GetItem(Primitive):
     """out = x[index];  dx = zeros of x's shape with grad added at index (repeats accumulate)"""
+    view = True
+
+    @staticmethod
+    def aliases(x, out, index):  # basic indexing makes a view, index arrays a copy
+        return is_basic_index(index)
+
+    @classmethod
+    def name(cls):
+        return "IndexBackward0"
+
     @staticmethod
     def forward(ctx, x, index):
         ctx.shape, ctx.dtype = x.shape, x.dtype
-        return x[index]
+        return x[_as_view_index(index)]
 
     @staticmethod
     def backward(ctx, grad):
@@ -93,6 +126,12 @@ class Cat(Primitive):
 
 class Split(Primitive):
     """outs = x split into pieces of sizes along dim (views);  dx = cat(grads, dim)"""
+    view = True
+
+    @classmethod
+    def name(cls):
+        return "SplitWithSizesBackward0"
+
     @staticmethod
     def forward(ctx, x, sizes, dim):
         if sum(sizes) != x.shape[dim]:
@@ -107,3 +146,72 @@ class Split(Primitive):
     @staticmethod
     def backward(ctx, *grads):
         return Cat.apply(*grads, dim=ctx.params["dim"])
+
+
+class SetItem(Primitive):
+    """out = x with out[index][then] = value (``then``: the index arrays PyTorch applies
+    after the integers and slices, or None);  dx = grad with 0 where out was written,
+    dvalue = grad[index][then]"""
+    @staticmethod
+    def forward(ctx, x, value, index, then):
+        out = x.copy()
+        if then is None:
+            out[index] = value
+        else:
+            out[index][then] = value  # basic indexing gives a view: this writes into out
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        index, then = ctx.params["index"], ctx.params["then"]
+        dx = dvalue = None
+        if ctx.needs_input_grad[0]:
+            written = ctx.xp.zeros(grad.shape, dtype=bool)
+            if then is None:
+                written[index] = True
+            else:
+                written[index][then] = True
+            dx = grad.masked_fill(grad._make(written), 0.0)
+        if ctx.needs_input_grad[1]:
+            dvalue = GetItem.apply(grad, index=index)
+            if then is not None:
+                dvalue = GetItem.apply(dvalue, index=then)
+        return dx, dvalue
+
+    @classmethod
+    def name(cls):
+        return "IndexPutBackward0"
+
+
+class CopySlices(Primitive):
+    """A base tensor after an in-place write through one of its views: out = base with
+    view(out) = value, where ``chain`` redoes the view from the base (the write itself has
+    already happened in the base's memory);  dbase = grad with 0 inside the view,
+    dvalue = view(grad)"""
+    @staticmethod
+    def forward(ctx, base, value, chain):
+        return base
+
+    @staticmethod
+    def backward(ctx, grad):
+        chain = ctx.params["chain"]
+        dbase = dvalue = None
+        if ctx.needs_input_grad[0]:
+            inside = grad._make(ctx.xp.zeros(grad.shape, dtype=bool))
+            replay_view(inside, chain).data[...] = True
+            dbase = grad.masked_fill(inside, 0.0)
+        if ctx.needs_input_grad[1]:
+            dvalue = replay_view(grad, chain)
+        return dbase, dvalue
+
+    @classmethod
+    def name(cls):
+        return "CopySlices"
+
+
+def replay_view(t, chain):
+    """Apply the view ops of ``chain`` ((op, params, output index) each) to ``t``."""
+    for op, params, i in chain:
+        out = op.apply(t, **params)
+        t = out[i] if type(out) is tuple else out
+    return t

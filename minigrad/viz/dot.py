@@ -148,9 +148,9 @@ def _const_text(c):
 
 
 def _meta_text(node):
-    shapes = [shape_text(s) for s, _ in node._out_meta]
+    shapes = [shape_text(s) for s, _ in node.output_meta]
     text = " ".join(shapes)
-    dts = {dt for _, dt in node._out_meta} - {dtypes.get_default_dtype()}
+    dts = {dt for _, dt in node.output_meta} - {dtypes.get_default_dtype()}
     if dts:
         text += " " + " ".join(sorted(str(dt) for dt in dts))
     if device_name(node.xp) != "cpu":
@@ -159,8 +159,8 @@ def _meta_text(node):
 
 
 def _saved_lines(node):
-    if node._saved is None:
-        return [_small("saved: freed by backward()" if node._released else "saved: nothing")]
+    if node.saved is None:
+        return [_small("saved: freed by backward()" if node.released else "saved: nothing")]
     lines = []
     for what, arr, nbytes in saved_records(node):
         if hasattr(arr, "shape"):

@@ -11,6 +11,7 @@ import shutil
 from dataclasses import dataclass, field
 
 from ..autograd import engine
+from ..autograd.graph import AccumulateGrad
 from .dot import to_digraph
 from .render import INSTALL_HELP, GraphvizNotFound, render
 from .graph import doc_rule, op_call, shape_text
@@ -82,26 +83,26 @@ def explain_backward(loss, *, model=None, frames=None, retain_graph=False, frame
 
 def _record(k, node, grads_out, grads_in, received, tree):
     uses = [received.get((node, i), 0) for i in range(len(grads_out))]
-    record = Step(k, node, op_call(node), tree.path(node._scope) or "", doc_rule(node),
+    record = Step(k, node, op_call(node), tree.path(node.scope) or "", doc_rule(node),
                   [tuple(g.shape) for g in grads_out],
                   [None if g is None else tuple(g.shape) for g in grads_in], uses)
-    for i, (edge, g) in enumerate(zip(node._edges, grads_in)):
+    for i, (edge, g) in enumerate(zip(node.edges, grads_in)):
         if edge is None or g is None:
             continue
-        target, idx, shape = edge[0], edge[1], tuple(edge[2])
+        shape = tuple(edge.shape)
         if tuple(g.shape) != shape:
             record.broadcast.append((i, tuple(g.shape), shape))
-        is_leaf = isinstance(target, engine.Tensor)
-        key = id(target) if is_leaf else (target, idx)
+        key = (edge.node, edge.index)
         received[key] = received.get(key, 0) + 1
-        if is_leaf and received[key] > 1:
-            record.accumulates.append((i, tree.name_of.get(id(target), "leaf"), received[key]))
+        if isinstance(edge.node, AccumulateGrad) and received[key] > 1:
+            leaf = edge.node.variable
+            record.accumulates.append((i, tree.name_of.get(id(leaf), "leaf"), received[key]))
     return record
 
 
 def _frame_caption(step, total):
     grads = ", ".join(shape_text(s) for s in step.grad_out)
-    return "; ".join([f"step {step.step} of {total}: {type(step.node).__name__}Backward, "
+    return "; ".join([f"step {step.step} of {total}: {step.node.name()}, "
                       f"grad in {grads}"] + step.notes)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import engine
+from ..autograd.graph import AccumulateGrad
 
 SMALL = 8  # tensors of at most this many elements can show their values
 
@@ -74,7 +75,7 @@ def build(roots):
     g = Graph()
     named = as_named(roots)
     nodes = [t.grad_fn for _, t in named if t.grad_fn is not None]
-    g.ops = engine.topological_order(nodes)
+    g.ops = [n for n in engine.topological_order(nodes) if not isinstance(n, AccumulateGrad)]
     produced = {}  # (node, output index) -> key of the tensor item that shows that output
     for name, t in named:
         if t.grad_fn is None:
@@ -83,33 +84,33 @@ def build(roots):
         item = g.add(Item(("t", id(t)), "output", tensor=t, name=name))
         produced[(t.grad_fn, t._out_idx)] = item.key
     for node in g.ops:
-        for i, ref in (node._retain or {}).items():
+        for i, ref in (node._retained or {}).items():
             t = ref()
             if t is not None and (node, i) not in produced:
                 produced[(node, i)] = g.add(Item(("t", id(t)), "tensor", tensor=t)).key
     for node in g.ops:
         g.add(Item(("op", node), "op", node=node, consts=_constants(node)))
     for (node, i), key in produced.items():
-        g.edges.append(Edge(("op", node), key, None, node._out_meta[i][0]))
+        g.edges.append(Edge(("op", node), key, None, node.output_meta[i][0]))
     for node in reversed(g.ops):  # producers first, so items appear in forward order
         dst = ("op", node)
-        for pos, edge in enumerate(node._edges):
+        for pos, edge in enumerate(node.edges):
             if edge is None:
                 const = g.items[dst].consts.get(pos)
                 if drawn_constant(const):
                     src = g.add(Item(("t", id(const)), "const", tensor=const)).key
                     g.edges.append(Edge(src, dst, pos, tuple(const.shape)))
                 continue
-            target, idx, shape = edge[0], edge[1], edge[2]
-            if _is_tensor(target):
-                src = g.add(_tensor_item(target)).key
+            target, idx, shape = edge.node, edge.index, edge.shape
+            if isinstance(target, AccumulateGrad):
+                src = g.add(_tensor_item(target.variable)).key
             else:
                 src = produced.get((target, idx), ("op", target))
             g.edges.append(Edge(src, dst, pos, tuple(shape)))
     first_reader = {}
     for e in g.edges:
         if e.dst[0] == "op":
-            first_reader[e.src] = min(first_reader.get(e.src, e.dst[1]._seq), e.dst[1]._seq)
+            first_reader[e.src] = min(first_reader.get(e.src, e.dst[1].seq), e.dst[1].seq)
     for key in first_reader:  # a root that other ops read is an intermediate, not an output
         if g.items[key].kind == "output":
             g.items[key].kind = "tensor"
@@ -127,9 +128,9 @@ def _rank(item, first_reader):
     """Where an item comes in the forward pass: an op at its recording number, an output
     just after its op, a leaf just before its first reader (so the DOT text reads in order)."""
     if item.node is not None:
-        return item.node._seq
+        return item.node.seq
     if item.tensor is not None and item.tensor.grad_fn is not None:
-        return item.tensor.grad_fn._seq + 0.5
+        return item.tensor.grad_fn.seq + 0.5
     return first_reader.get(item.key, -1) - 0.5
 
 
@@ -154,16 +155,16 @@ def _constants(node):
     scalar), for the inputs that carry no gradient. The engine records no edge for them, so
     they are recognised among the tensors the node saved, matched in order; None where that
     is not possible (nothing saved, or the backward pass already freed it)."""
-    slots = [i for i, e in enumerate(node._edges) if e is None]
+    slots = [i for i, e in enumerate(node.edges) if e is None]
     if not slots:
         return {}
     found = []
-    for source, arr, tag in node._saved or ():
-        if source is not None and not source.requires_grad:
-            if not any(source is f for f in found):
-                found.append(source)
-        elif source is None and tag is None and isinstance(arr, _SCALARS):
-            found.append(arr)
+    for s in node.saved or ():
+        if s.tensor is not None and not s.tensor.requires_grad:
+            if not any(s.tensor is f for f in found):
+                found.append(s.tensor)
+        elif s.tensor is None and s.output is None and isinstance(s.array, _SCALARS):
+            found.append(s.array)
     if len(found) != len(slots):
         return dict.fromkeys(slots)
     return dict(zip(slots, found))
@@ -257,9 +258,9 @@ def _nested(v):
 
 def saved_output(node, i):
     """Output i's array if the node saved it (so a label can show it), else None."""
-    for source, arr, tag in node._saved or ():
-        if source is None and tag is not None and tag[0] == i:
-            return arr
+    for s in node.saved or ():
+        if s.output == i:
+            return s.array
     return None
 
 
@@ -291,20 +292,19 @@ def saved_records(node):
     (its first input), "out", "const" or "tmp" (an array computed in forward)."""
     out = []
     named = set()  # edges already matched: for w * w the second saved w is in1
-    for source, arr, tag in node._saved or ():
+    for s in node.saved or ():
+        source, arr = s.tensor, s.array
         if arr is None:  # an optional input not given (a bias, class weights)
             continue
         if source is not None:
             what = "const"
-            for i, e in enumerate(node._edges):
-                if i not in named and e is not None and (
-                        e[0] is source or (e[0] is source.grad_fn
-                                           and e[1] == source._out_idx)):
+            for i, e in enumerate(node.edges):
+                if i not in named and e is not None and _feeds(e, source):
                     what = f"in{i}"
                     named.add(i)
                     break
-        elif tag is not None:
-            what = "out" if len(node._out_meta) == 1 else f"out{tag[0]}"
+        elif s.output is not None:
+            what = "out" if len(node.output_meta) == 1 else f"out{s.output}"
         else:
             what = "const" if isinstance(arr, _SCALARS) else "tmp"
         out.append((what, arr, getattr(arr, "nbytes", 0)))
@@ -318,15 +318,22 @@ def held_bytes(nodes):
     seen = {}
     leaves = set()
     for node in nodes:
-        for e in node._edges:
-            if e is not None and _is_tensor(e[0]):
-                leaves.add(id(_base(e[0].data)))
-        for _, arr, _ in node._saved or ():
-            base = _base(arr)
+        for e in node.edges:
+            if e is not None and isinstance(e.node, AccumulateGrad) and e.node.variable is not None:
+                leaves.add(id(_base(e.node.variable.data)))
+        for s in node.saved or ():
+            base = _base(s.array)
             if hasattr(base, "nbytes"):
                 seen[id(base)] = base.nbytes
     leaf_bytes = sum(n for i, n in seen.items() if i in leaves)
     return sum(seen.values()), len(seen), leaf_bytes
+
+
+def _feeds(edge, t):
+    """Whether ``edge`` carries the gradient of tensor ``t``."""
+    if isinstance(edge.node, AccumulateGrad):
+        return edge.node.variable is t
+    return edge.node is t.grad_fn and edge.index == t._out_idx
 
 
 def _base(arr):

@@ -1,7 +1,7 @@
 """Where the graph sits among the nn.Modules: module paths, parameter names, depth, and
 repeated blocks.
 
-Every node records the innermost module whose forward made it (``node._scope``). A module
+Every node records the innermost module whose forward made it (``node.scope``). A module
 is named by its dotted path in ``model`` (``encoder.layers.0.self_attn``), as in its
 state dict. Without a model, the modules found in the graph are searched for one that
 contains all the others; that one is the root (path ""), and names are paths inside it.

@@ -37,7 +37,7 @@ class View:
 
 def make_view(roots, model=None, depth=None, collapse_repeats=True, backward=False):
     g = build(roots)
-    tree = ModuleTree(model, [n._scope for n in g.ops])
+    tree = ModuleTree(model, [n.scope for n in g.ops])
     if backward:  # constants get no gradient: the backward pass never visits them
         g.items = {k: v for k, v in g.items.items() if v.kind != "const"}
         g.edges = [e for e in g.edges if e.src in g.items]
@@ -98,7 +98,7 @@ def _run_of(path, repeat_of):
 
 
 def _place_op(tree, node, depth):
-    path = tree.path(node._scope)
+    path = tree.path(node.scope)
     folded = tree.collapsed(path, depth)
     if folded is not None:
         return ("mod", folded), tree.parent(folded)
@@ -139,7 +139,7 @@ def _merge_runs(g, tree, depth):
     "rep": key -> the key of block 1's item (None: not drawn)}]."""
     ops_in = {}
     for node in reversed(g.ops):  # recording order
-        path = tree.path(node._scope)
+        path = tree.path(node.scope)
         for p in tree.ancestors(path) if path is not None else ():
             ops_in.setdefault(p, []).append(("op", node))
     params = {}  # (owner path, attribute) -> key
@@ -156,7 +156,7 @@ def _merge_runs(g, tree, depth):
         if tree.collapsed(tree.parent(paths[0]), depth) is not None:
             continue  # inside a module drawn as one node
         blocks = [ops_in.get(p, []) for p in paths]
-        shapes = [[(type(k[1]).__name__, k[1]._out_meta) for k in b] for b in blocks]
+        shapes = [[(type(k[1]).__name__, k[1].output_meta) for k in b] for b in blocks]
         if not blocks[0] or any(s != shapes[0] for s in shapes[1:]):
             continue  # never ran, or the blocks ran differently
         member, rep = {}, {}

@@ -1,0 +1,59 @@
+"""Anomaly mode's checks: the first op whose forward or backward turns finite values into
+NaN/inf raises, naming the op and the line of user code that created it."""
+import math
+import traceback
+
+from .. import backend
+from .grad_mode import STATE
+
+_PACKAGE_DIR = __file__.rsplit("/autograd/", 1)[0]
+_NULL = backend._NULL_CONTEXT
+
+
+def user_frames():
+    """The creation stack, without minigrad's own frames (computed only in anomaly mode)."""
+    return [f for f in traceback.extract_stack()[:-2] if not f.filename.startswith(_PACKAGE_DIR)]
+
+
+def quiet_numpy():
+    """In anomaly mode NumPy's own overflow and invalid-value warnings are silenced: the
+    check that follows reports the op by name instead."""
+    return backend.np.errstate(all="ignore") if STATE.anomaly else _NULL
+
+
+def _where(trace):
+    if not trace:
+        return "(no user frame recorded)"
+    f = trace[-1]
+    return f'File "{f.filename}", line {f.lineno}, in {f.name}: {f.line}'
+
+
+def _all_finite(a):
+    if isinstance(a, float):
+        return math.isfinite(a)
+    xp = backend._XP_BY_TYPE.get(type(a))
+    if xp is None or a.dtype.kind not in "fc":
+        return True
+    return bool(xp.isfinite(a).all())
+
+
+def check_forward(node, arrays, outs):
+    if not all(_all_finite(a) for a in arrays):
+        return  # the NaN/inf came from an input: an earlier op produced it
+    for i, o in enumerate(outs):
+        if not _all_finite(o):
+            raise RuntimeError(
+                f"anomaly: {node.name()} produced NaN/inf in its output {i} from finite inputs "
+                f"in forward. It was called at {_where(node.trace)}")
+
+
+def check_backward(node, grads_in, grads_out):
+    """Raise when ``node``'s backward made NaN/inf gradients out of finite ones."""
+    if not all(g is None or _all_finite(g.data) for g in grads_in):
+        return
+    for i, g in enumerate(grads_out):
+        if g is not None and not _all_finite(g.data):
+            raise RuntimeError(
+                f"anomaly: the backward of {node.name()} produced NaN/inf in the gradient of "
+                f"its input {i} from finite gradients. The op was created at "
+                f"{_where(node.trace)}")

@@ -1,0 +1,226 @@
+"""The pieces of the graph that autograd records: nodes, edges and saved tensors.
+
+Every differentiable op that runs on a tensor that requires grad leaves one **node** (its
+output's ``grad_fn``). A node has one **edge** per input: where that input's gradient goes,
+either the node that made the input or, for a leaf, the leaf's ``AccumulateGrad`` node.
+What forward needed to keep for backward is held as **saved tensors**, each with the
+version of the tensor it came from, so that an in-place change made afterwards is caught.
+
+The names follow PyTorch: ``grad_fn.next_functions`` lists ``(node, output index)`` pairs,
+``AccumulateGrad.variable`` is the leaf, and nodes name themselves ``MulBackward0`` etc.
+"""
+import itertools
+import weakref
+
+SEQUENCE = itertools.count()  # numbers nodes in recording order (see engine.topological_order)
+
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or to read saved tensors after "
+    "they were freed): the saved arrays of {op} were released by the first backward(). "
+    "Pass retain_graph=True to the first backward() (or mg.grad) to keep them.")
+
+
+class Edge:
+    """Where the gradient of one input goes: output ``index`` of ``node``. ``shape`` and
+    ``dtype`` are the input's: its gradient is summed and cast back to them."""
+    __slots__ = ("node", "index", "shape", "dtype")
+
+    def __init__(self, node, index, shape, dtype):
+        self.node, self.index, self.shape, self.dtype = node, index, shape, dtype
+
+    def __repr__(self):
+        return f"Edge({self.node.name()}, {self.index})"
+
+
+def edge_to(t):
+    """The edge that carries a gradient to tensor ``t`` (which requires grad)."""
+    d = t.data
+    node = t.grad_fn
+    if node is None:  # a leaf: its gradient goes to its AccumulateGrad
+        node = t._accumulator
+        if node is None:
+            node = t._accumulator = AccumulateGrad(t)
+    return Edge(node, t._out_idx, d.shape, d.dtype)
+
+
+class Node:
+    """A recorded op: what backward needs to send gradients to the op's inputs.
+
+    Attributes read by the engine and by ``minigrad.viz``:
+      ``edges``            one ``Edge`` per input of forward (None: no gradient goes there)
+      ``saved``            the ``SavedTensor`` records kept for backward (None once freed)
+      ``output_meta``      ``(shape, dtype)`` of each output
+      ``seq``              recording number: a node's inputs were recorded before it
+      ``scope``            the nn.Module whose forward ran the op (for pictures), or None
+      ``params``           the op's keyword arguments
+    """
+    params = {}
+    edges = ()
+    saved = output_meta = scope = trace = None
+    seq = -1
+    released = False  # backward freed what it saved
+    _pre_hooks = _retained = None  # hooks on outputs, and outputs that called retain_grad
+
+    @classmethod
+    def name(cls):
+        return cls.__name__ + "Backward0"
+
+    def __repr__(self):
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+    @property
+    def next_functions(self):
+        """``(node, output index)`` per input, as PyTorch; ``(None, 0)`` where no gradient
+        goes."""
+        return tuple((None, 0) if e is None else (e.node, e.index) for e in self.edges)
+
+    @property
+    def saved_tensors(self):
+        """What forward saved, as tensors; raises if a saved tensor changed since."""
+        saved = self.saved
+        if saved is None:
+            if self.released:
+                raise RuntimeError(FREED_MESSAGE.format(op=self.name()))
+            return ()
+        unpacked = []
+        for s in saved:  # an unchanged input, the common case, without a call
+            t = s.tensor
+            if t is not None and t._vc is None and t.data is s.array:
+                unpacked.append(t)
+            else:
+                unpacked.append(s.unpack(self))
+        return tuple(unpacked)
+
+    def saved_bytes(self):
+        """Bytes of the arrays this node keeps for backward (0 once freed)."""
+        return sum(s.array.nbytes for s in self.saved or () if hasattr(s.array, "nbytes"))
+
+    def release(self):
+        """Free what backward needed; a second backward through this node then raises."""
+        if self.saved is not None:
+            self.saved = None
+            self.released = True
+
+    def register_hook(self, index, hook):
+        """Call ``hook(grad)`` on the gradient of output ``index`` before this node runs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        return append_hook(self._pre_hooks.setdefault(index, []), hook)
+
+
+class AccumulateGrad(Node):
+    """The node at a leaf: backward adds the gradient that arrives into ``variable.grad``.
+
+    A leaf keeps its AccumulateGrad (``t._accumulator``) for as long as it lives, and the
+    node refers back to it weakly, so no reference cycle keeps a leaf's memory alive."""
+
+    def __init__(self, variable):
+        self._variable = weakref.ref(variable)
+        self.output_meta = ((variable.data.shape, variable.data.dtype),)
+        self.seq = next(SEQUENCE)
+
+    @property
+    def variable(self):
+        return self._variable()
+
+    @classmethod
+    def name(cls):
+        return "AccumulateGrad"
+
+
+class SavedTensor:
+    """A tensor that forward kept for backward, with the version it had then.
+
+    ``tensor`` is the input it came from (so higher-order gradients flow into it), or None
+    for one of the node's own outputs (``output``: its index; rebuilt with the node as
+    grad_fn when unpacked) and for constants. ``counter`` is the version counter checked
+    on unpacking, ``version`` the value it must still have.
+    """
+    __slots__ = ("tensor", "array", "output", "counter", "version", "make")
+
+    def __init__(self, tensor, array, output=None, counter=None, version=0, make=None):
+        self.tensor, self.array, self.output = tensor, array, output
+        self.counter, self.version, self.make = counter, version, make
+
+    def unpack(self, node):
+        t = self.tensor
+        if t is not None:
+            if t.data is not self.array:
+                raise RuntimeError(
+                    f"a tensor (shape {tuple(self.array.shape)}) that {node.name()} saved for "
+                    "backward had its .data replaced after it was saved")
+            if t._version != self.version:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified "
+                    f"by an inplace operation: the tensor of shape {list(self.array.shape)} "
+                    f"saved by {node.name()} is at version {t._version}; expected version "
+                    f"{self.version} instead")
+            return t
+        if self.output is not None:
+            if self.counter[0] != self.version:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified "
+                    f"by an inplace operation: output {self.output} of {node.name()} (shape "
+                    f"{list(self.array.shape)}) is at version {self.counter[0]}; expected "
+                    f"version {self.version} instead")
+            return self.make(self.array, True, node, self.output)
+        return self.make(self.array) if hasattr(self.array, "shape") else self.array
+
+
+class RemovableHandle:
+    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
+    __slots__ = ("_hooks", "_hook")
+
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self):
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def append_hook(hooks, hook):
+    if not callable(hook):
+        raise TypeError(f"register_hook expects a callable, got {type(hook).__name__}")
+    hooks.append(hook)
+    return RemovableHandle(hooks, hook)
+
+
+class TensorBase:
+    """What the graph knows of a tensor: its array (``data``) and the attributes below.
+    ``minigrad.Tensor`` adds the maths; ``Function.apply`` and the engine need only this.
+
+    Class-level defaults, shared until a tensor sets its own (most never do)."""
+    data = None
+    requires_grad = False
+    grad_fn = None     # the node that made this tensor (None: a leaf)
+    _out_idx = 0       # which output of grad_fn this tensor is
+    _vc = None         # version counter: a one-element list once needed, shared with views
+    _view_of = None    # for a view: (source tensor, view op, its params, output index)
+    _accumulator = None  # a leaf's AccumulateGrad, once an op has recorded an edge to it
+    _hooks = None      # gradient hooks of a leaf
+
+    @property
+    def _version(self):
+        """How many in-place changes this tensor's memory has seen (shared with its views)."""
+        vc = self._vc
+        return 0 if vc is None else vc[0]
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def _base(self):
+        """The tensor whose memory this view shares (None when not a view), as PyTorch."""
+        t = self
+        while t._view_of is not None:
+            t = t._view_of[0]
+        return None if t is self else t
+
+    def _shared_counter(self):
+        """This tensor's version counter, created on first need."""
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = [0]
+        return vc
