@@ -215,6 +215,20 @@ def test_an_out_that_cannot_be_written_is_refused(tmp_path, capsys, name):
         locked.chmod(0o700)
 
 
+def test_an_out_without_write_permission_is_refused_whoever_runs_the_tests(tmp_path, capsys,
+                                                                           monkeypatch):
+    """As above, with the permission check answered as for a user without access (root
+    has access to every folder)."""
+    real_access, locked = os.access, tmp_path / "locked"
+    locked.mkdir()
+    monkeypatch.setattr(_cli.os, "access",
+                        lambda path, mode: path != str(locked) and real_access(path, mode))
+    for out in (locked, locked / "new" / "deeper"):
+        err = parse_fails("gpt", ["--out", str(out)], capsys)
+        assert_argparse_error(err, "gpt", "argument --out: ",
+                              f"cannot write in {locked} (permission denied)")
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
 def test_a_folder_that_cannot_be_created_stops_with_one_line():
     """What the parser's check cannot know (here: /proc takes no new folder, even from
