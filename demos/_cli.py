@@ -1,9 +1,163 @@
-"""What the training demos share on their command line."""
+"""What the demo programs share on their command line.
+
+Every program builds its parser with ``make_parser`` (named ``python -m demos.<name>``,
+each option's default shown in ``-h``), checks values with the argument types below, so that
+a bad value stops it before any work with one line, ``prog: error: argument --x: ...``,
+and reports a problem found later (a checkpoint that does not fit) with ``fail``: one line,
+``prog: error: ...``, exit status 1.
+"""
+import argparse
+import math
+import os
+import tempfile
+
+import minigrad as mg
+from minigrad import backend
 
 
-def add_run_options(parser, out):
-    """--seed, --out (default ``out``), --device and --no-progress, the same in every demo."""
-    parser.add_argument("--seed", type=int, default=0, help="seeds the data and the weights")
-    parser.add_argument("--out", default=out, help=f"output folder (default {out})")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+class _DefaultsShown(argparse.HelpFormatter):
+    """Adds "(default: X)" to an option's help, unless the help already speaks of its
+    default or the option has none (a flag, or a default worked out later)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or any(action.default is v for v in (None, False, argparse.SUPPRESS)):
+            return text
+        return text + " (default: %(default)s)"
+
+
+def prog(name):
+    """How a demo is run: ``python -m demos.<name>``."""
+    return f"python -m demos.{name}"
+
+
+def make_parser(name, description):
+    """The parser of ``python -m demos.<name>``."""
+    return argparse.ArgumentParser(prog=prog(name), description=description,
+                                   formatter_class=_DefaultsShown)
+
+
+def fail(name, message):
+    """Stop demo ``name`` with one line on stderr, ``python -m demos.<name>: error:
+    <message>``, and exit status 1 (a caller of ``main`` gets SystemExit with that line)."""
+    raise SystemExit(f"{prog(name)}: error: {message}")
+
+
+# --- argument types: each returns the value, or refuses it with one line ----------------------
+
+def _number(kind, text):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def positive_int(text):
+    """An integer > 0: a number of steps, a size, a batch."""
+    value = _number(int, text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def nonneg_int(text):
+    """An integer >= 0: a count that may be zero, a seed."""
+    value = _number(int, text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_float(text):
+    """A finite number > 0: a learning rate."""
+    value = _number(float, text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value:g}")
+    return value
+
+
+def nonneg_float(text):
+    """A finite number >= 0: a clipping norm (0 for none)."""
+    value = _number(float, text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value:g}")
+    return value
+
+
+def probability(text):
+    """A number in [0, 1): a dropout rate, a label smoothing."""
+    value = _number(float, text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {value:g}")
+    return value
+
+
+def fraction(text):
+    """A number in [0, 1]: a share of the steps."""
+    value = _number(float, text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1], got {value:g}")
+    return value
+
+
+def device(text):
+    """``cpu``, ``cuda`` or ``cuda:N``, refused unless the machine has that device; returns
+    the text as given."""
+    try:
+        dev = mg.Device(text)
+    except mg.DeviceError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if dev.type == "cuda":
+        try:
+            count = backend.cupy().cuda.runtime.getDeviceCount()
+        except mg.DeviceError as e:
+            raise argparse.ArgumentTypeError(f"no CUDA device is available ({e})") from None
+        if dev.index >= count:
+            raise argparse.ArgumentTypeError(
+                f"no CUDA device {dev} (this machine has {count}: cuda:0 to cuda:{count - 1})")
+    return text
+
+
+# --- options and checks that several programs share ---------------------------------------------
+
+def add_run_options(parser, out, out_help=None, seed_help="seeds the data and the weights"):
+    """--seed, --out (default ``out``), --device and --no-progress, the same in every
+    training demo."""
+    parser.add_argument("--seed", type=nonneg_int, default=0, help=seed_help)
+    parser.add_argument("--out", default=out, help=out_help or "output folder")
+    add_device_option(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_device_option(parser):
+    parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda or cuda:N")
+
+
+def check_out_dir(parser, path):
+    """Refuse (``parser.error``) an output folder that is a file, or that cannot be created
+    or written in; nothing is created here."""
+    path = os.path.abspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        parser.error(f"argument --out: {path} is a file, not a folder")
+    existing = path
+    while not os.path.exists(existing):  # the nearest existing folder creates the rest
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        parser.error(f"argument --out: cannot create {path}: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        parser.error(f"argument --out: cannot write in {existing} (permission denied)")
+
+
+def make_out_dir(name, path):
+    """Create the output folder ``path`` of demo ``name`` (and its parents) and check that a
+    file can be written in it, before any work; stop with one line naming --out if not."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        fail(name, f"--out: cannot write in {path} ({e.strerror or e})")

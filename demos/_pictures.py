@@ -1,20 +1,27 @@
 """What the viz demos share: their command line, and writing a graph to SVG (and PNG), or
 its DOT text when Graphviz's ``dot`` program is missing."""
-import argparse
 import os
 import shutil
 
 import minigrad as mg
 
+from ._cli import check_out_dir, make_parser
 
-def parse_args(name, doc, argv):
+
+def build_parser(name, doc):
     """``--out DIR`` (default runs/viz/<name>) and ``--png``."""
-    p = argparse.ArgumentParser(prog=f"python -m demos.{name}",
-                                description=" ".join(doc.split("\n\n")[0].split()))
+    p = make_parser(name, " ".join(doc.split("\n\n")[0].split()))
     p.add_argument("--out", default=os.path.join("runs", "viz", name),
-                   help="directory for the pictures (default %(default)s)")
+                   help="directory for the pictures")
     p.add_argument("--png", action="store_true", help="also write PNG files")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(parser, argv):
+    """The command line, ``argv`` (default: sys.argv), parsed by ``parser`` and checked."""
+    args = parser.parse_args(argv)
+    check_out_dir(parser, args.out)
+    return args
 
 
 def save(graph, out, name, png=False):

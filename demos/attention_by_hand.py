@@ -11,13 +11,14 @@ each step as minigrad computes it, the gradient of the output with respect to th
 worked out by hand in plain Python, and draws the graph with the value and gradient of
 every node (``attention_graph.svg`` in --out, with the DOT text beside it).
 """
-import argparse
 import json
 import math
 import os
 import textwrap
 
 import minigrad as mg
+
+from ._cli import add_device_option, check_out_dir, make_out_dir, make_parser
 
 QUERY, KEYS, VALUES = 2.0, [1.0, 2.0, 3.0], [2.0, 4.0, 6.0]
 WORDS = ["I", "love", "NLP"]
@@ -119,11 +120,24 @@ def draw(t, out_dir):
     return svg, dot_path, f"Graph with values and gradients: {svg}"
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="runs/attention_by_hand")
-    parser.add_argument("--device", default="cpu")
+def build_parser():
+    parser = make_parser("attention_by_hand", __doc__.split("\n")[0])
+    parser.add_argument("--out", default="runs/attention_by_hand",
+                        help="output folder of the graph and metrics.json")
+    add_device_option(parser)
+    return parser
+
+
+def parse_args(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
+    check_out_dir(parser, args.out)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    make_out_dir("attention_by_hand", args.out)
     t, hand = attention(device=args.device), by_hand()
     print(report(t, hand))
     svg, _, message = draw(t, args.out)

@@ -8,12 +8,13 @@
 3. gradcheck: the network's analytic gradient against finite differences, in float64.
 4. detect_anomaly: the op that first produces a NaN is named, with the line that made it.
 """
-import argparse
 import math
 
 import numpy as np
 
 import minigrad as mg
+
+from ._cli import add_device_option, make_parser, nonneg_int, positive_float, positive_int
 
 
 def spirals(n, rng):
@@ -64,7 +65,7 @@ def train(args):
                 v.mul_(0.9).add_(p.grad)
                 p.sub_(v, alpha=args.lr)
                 p.grad = None
-        if step % (args.steps // 5) == 0 or step == 1:
+        if step % max(1, args.steps // 5) == 0 or step == 1:
             with mg.no_grad():
                 acc = (forward(params, x).argmax(-1) == y).float().mean().item()
             print(f"   step {step:4d}  loss {loss.item():.4f}  accuracy {acc:.1%}")
@@ -98,13 +99,24 @@ def catch_anomaly():
         print(f"4. detect_anomaly: {e}")
 
 
+def build_parser():
+    parser = make_parser("autograd_tour", __doc__.split("\n")[0])
+    parser.add_argument("--steps", type=positive_int, default=1000,
+                        help="training steps of the MLP")
+    parser.add_argument("--lr", type=positive_float, default=0.05,
+                        help="learning rate of SGD with momentum")
+    add_device_option(parser)
+    parser.add_argument("--seed", type=nonneg_int, default=0,
+                        help="seeds the data and the weights")
+    return parser
+
+
+def parse_args(argv=None):
+    return build_parser().parse_args(argv)
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     mg.manual_seed(args.seed)
     train(args)
     higher_order()

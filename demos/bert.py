@@ -14,7 +14,6 @@ which models.markov computes exactly. Target: within 1 percentage point of it.
 
 Writes metrics.json (masked_accuracy, bayes_accuracy, ...) and bert_curve.png to --out.
 """
-import argparse
 import json
 import math
 import os
@@ -27,7 +26,7 @@ import nn
 from models.bert import BERT, mask_tokens
 from models.markov import MarkovChain
 
-from ._cli import add_run_options
+from ._cli import add_run_options, check_out_dir, make_out_dir, make_parser, positive_int
 
 PAD, MASK, N_SPECIAL = 0, 1, 2                    # symbol s is token N_SPECIAL + s
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 64
@@ -59,14 +58,25 @@ def masked_accuracy(model, inputs, where, answers, device, chunk=2000):
     return float(right / len(inputs))
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=3000)
+def build_parser():
+    parser = make_parser("bert", __doc__.split("\n")[0])
+    parser.add_argument("--steps", type=positive_int, default=3000, help="training steps")
     add_run_options(parser, "runs/bert")
-    parser.add_argument("--eval-size", type=int, default=50000,
+    parser.add_argument("--eval-size", type=positive_int, default=50000,
                         help="held-out masked tokens of the final score")
+    return parser
+
+
+def parse_args(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
+    check_out_dir(parser, args.out)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    make_out_dir("bert", args.out)
     mg.manual_seed(args.seed)
     chain = MarkovChain.random(N_SYMBOLS, order=1, alpha=0.5, seed=args.seed)
     rng, held_rng = np.random.default_rng([args.seed, 1]), np.random.default_rng([args.seed, 2])

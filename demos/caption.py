@@ -17,7 +17,6 @@ curves.png (training loss, held-out exact match) and caption_attention.png: for
 a few held-out pictures, the picture beside one panel per generated word, showing the
 decoder's cross-attention over the patches when it chose that word.
 """
-import argparse
 import json
 import os
 import time
@@ -30,16 +29,18 @@ from demos import shapes
 from demos.gpt import train
 from models.captioner import Captioner
 
-from ._cli import add_run_options
+from ._cli import (add_run_options, check_out_dir, make_out_dir, make_parser, positive_float,
+                   positive_int)
 
 DEFAULTS = dict(steps=2000, batch_size=64, lr=2e-3, d_model=64, layers=2, ff=256)
 TARGET = 0.95
+NHEAD = 4
 MAX_NEW = shapes.MAX_WORDS + 1                    # the words and EOS
 
 
 def build(args):
     return Captioner(len(shapes.VOCAB), image_size=shapes.SIZE, patch_size=4,
-                     d_model=args.d_model, nhead=4, num_encoder_layers=args.layers,
+                     d_model=args.d_model, nhead=NHEAD, num_encoder_layers=args.layers,
                      num_decoder_layers=args.layers, dim_feedforward=args.ff,
                      max_len=MAX_NEW + 1).to(args.device)
 
@@ -145,25 +146,38 @@ def plot_curves(losses, curve, path):
     fig.savefig(path, dpi=110)
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m demos.caption",
-                                description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=DEFAULTS["steps"])
-    p.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
-    p.add_argument("--lr", type=float, default=DEFAULTS["lr"], help="peak learning rate")
-    p.add_argument("--d-model", type=int, default=DEFAULTS["d_model"])
-    p.add_argument("--layers", type=int, default=DEFAULTS["layers"],
+def build_parser():
+    p = make_parser("caption", __doc__.split("\n")[0])
+    p.add_argument("--steps", type=positive_int, default=DEFAULTS["steps"], help="training steps")
+    p.add_argument("--batch-size", type=positive_int, default=DEFAULTS["batch_size"],
+                   help="pictures per training step")
+    p.add_argument("--lr", type=positive_float, default=DEFAULTS["lr"],
+                   help="peak learning rate")
+    p.add_argument("--d-model", type=positive_int, default=DEFAULTS["d_model"],
+                   help=f"model width, a multiple of the {NHEAD} heads")
+    p.add_argument("--layers", type=positive_int, default=DEFAULTS["layers"],
                    help="encoder and decoder layers each")
-    p.add_argument("--ff", type=int, default=DEFAULTS["ff"], help="feed-forward width")
-    p.add_argument("--held-out", type=int, default=1000, help="held-out pictures")
-    p.add_argument("--pictures", type=int, default=4, help="rows of caption_attention.png")
+    p.add_argument("--ff", type=positive_int, default=DEFAULTS["ff"], help="feed-forward width")
+    p.add_argument("--held-out", type=positive_int, default=1000, help="held-out pictures")
+    p.add_argument("--pictures", type=positive_int, default=4,
+                   help="rows of caption_attention.png")
     add_run_options(p, "runs/caption")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None):
+    p = build_parser()
+    args = p.parse_args(argv)
+    if args.d_model % NHEAD:
+        p.error(f"argument --d-model: must be a multiple of the {NHEAD} heads, got "
+                f"{args.d_model}")
+    check_out_dir(p, args.out)
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
+    make_out_dir("caption", args.out)
     mg.manual_seed(args.seed)
     rng, held_rng = np.random.default_rng([args.seed, 1]), np.random.default_rng([args.seed, 2])
     held_images, held_tokens, held_captions = shapes.batch(args.held_out, held_rng)

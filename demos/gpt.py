@@ -19,7 +19,6 @@ recall   associative recall: 8 key-value pairs, then one of the keys; the answer
 Writes metrics.json (heldout_loss, entropy_rate, recall_accuracy, ...), markov_curve.png
 and recall_attention.png to --out.
 """
-import argparse
 import json
 import math
 import os
@@ -33,7 +32,7 @@ import nn.functional as F
 from models.gpt import GPT
 from models.markov import MarkovChain
 
-from ._cli import add_run_options
+from ._cli import add_run_options, check_out_dir, make_out_dir, make_parser, positive_int
 
 N_SYMBOLS, SEQ_LEN = 16, 64                       # the Markov task
 N_KEYS, N_VALUES, N_PAIRS = 16, 16, 8             # the recall task: keys, then values
@@ -59,14 +58,18 @@ def markov_task(args):
             return F.cross_entropy(logits.reshape(-1, N_SYMBOLS),
                                    held_out[:, 2:].reshape(-1)).item()
 
-    curve = train(model, loss_fn, args.steps or DEFAULT_STEPS["markov"], 3e-3, args,
-                  "markov", evaluate)
+    curve = train(model, loss_fn, steps_of(args, "markov"), 3e-3, args, "markov", evaluate)
     loss, rate = evaluate(), chain.entropy_rate()
     plot_curve(curve, rate, os.path.join(args.out, "markov_curve.png"))
     return {"heldout_loss": loss, "entropy_rate": rate, "loss_over_entropy_rate": loss / rate,
             # the true chain's own loss on the same held-out symbols (sampling noise)
             "chain_loss_on_heldout": float(-chain.log_prob(held_seqs).mean()),
-            "markov_steps": args.steps or DEFAULT_STEPS["markov"]}
+            "markov_steps": steps_of(args, "markov")}
+
+
+def steps_of(args, task):
+    """The training steps of ``task``: --steps, or the task's default without it."""
+    return DEFAULT_STEPS[task] if args.steps is None else args.steps
 
 
 def recall_batch(n, rng, n_queries=1):
@@ -109,8 +112,7 @@ def recall_task(args):
             logits = model(mg.tensor(held_tokens, device=args.device))[:, -1]
         return float((logits.argmax(-1).numpy() == held_answers[:, 0]).mean())
 
-    train(model, loss_fn, args.steps or DEFAULT_STEPS["recall"], 1e-3, args, "recall",
-          evaluate)
+    train(model, loss_fn, steps_of(args, "recall"), 1e-3, args, "recall", evaluate)
     accuracy = evaluate()
     maps = last_position_attention(model, mg.tensor(held_tokens, device=args.device))
     rows, where = np.arange(len(held_tokens)), held_where[:, 0]
@@ -118,7 +120,7 @@ def recall_task(args):
     layer, head = np.unravel_index(on_value.argmax(), on_value.shape)
     plot_recall_attention([m[:4] for m in maps], held_tokens[:4], where[:4],
                           os.path.join(args.out, "recall_attention.png"))
-    return {"recall_accuracy": accuracy, "recall_steps": args.steps or DEFAULT_STEPS["recall"],
+    return {"recall_accuracy": accuracy, "recall_steps": steps_of(args, "recall"),
             "recall_lookup_head": {"layer": int(layer), "head": int(head),
                                    "mean_weight_on_matching_value":
                                    float(on_value[layer, head])}}
@@ -205,14 +207,27 @@ def plot_recall_attention(maps, tokens, where, path):
     fig.savefig(path, dpi=110)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default="both", choices=["markov", "recall", "both"])
-    parser.add_argument("--steps", type=int, help="training steps of each task "
-                        f"(default {DEFAULT_STEPS})")
+def build_parser():
+    parser = make_parser("gpt", __doc__.split("\n")[0])
+    parser.add_argument("--task", default="both", choices=["markov", "recall", "both"],
+                        help="which task to train")
+    parser.add_argument("--steps", type=positive_int, help="training steps of each task "
+                        "(default: " + ", ".join(f"{n} for {t}" for t, n in DEFAULT_STEPS.items())
+                        + ")")
     add_run_options(parser, "runs/gpt")
+    return parser
+
+
+def parse_args(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
+    check_out_dir(parser, args.out)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    make_out_dir("gpt", args.out)
     mg.manual_seed(args.seed)
     metrics, started = {"seed": args.seed}, time.perf_counter()
     if args.task in ("markov", "both"):

@@ -33,7 +33,6 @@ Writes metrics.json (per variant: final train loss, held-out loss and accuracy, 
 gradient norms at the recorded steps, wall time) and residuals.png (loss curves; per-layer
 gradient norms at the first step and at the last) to --out.
 """
-import argparse
 import json
 import math
 import os
@@ -46,9 +45,11 @@ import nn
 import nn.functional as F
 from models.markov import MarkovChain
 
-from ._cli import add_run_options
+from ._cli import (add_run_options, check_out_dir, fraction, make_out_dir, make_parser,
+                   positive_float, positive_int)
 
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 32
+NHEAD = 4
 VARIANTS = {"post-LN": dict(norm_first=False, residual="add"),
             "pre-LN": dict(norm_first=True, residual="add"),
             "mHC": dict(norm_first=True, residual="mhc")}
@@ -117,7 +118,7 @@ def train_variant(name, chain, held_out, args):
     from tqdm import tqdm
 
     mg.manual_seed(args.seed)
-    model = CausalLM(N_SYMBOLS, args.d_model, 4, args.layers, 2 * args.d_model,
+    model = CausalLM(N_SYMBOLS, args.d_model, NHEAD, args.layers, 2 * args.d_model,
                      **VARIANTS[name]).to(args.device)
     rng = np.random.default_rng([args.seed, 1])  # the same batches for every variant
     optimizer = mg.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
@@ -210,17 +211,34 @@ def plot(metrics, path):
     fig.savefig(path, dpi=110)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=400, help="training steps per variant")
-    parser.add_argument("--layers", type=int, default=16)
-    parser.add_argument("--d-model", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
-    parser.add_argument("--warmup", type=float, default=0.1,
-                        help="fraction of the steps of linear warm-up (default 0.1)")
+def build_parser():
+    parser = make_parser("residuals", __doc__.split("\n")[0])
+    parser.add_argument("--steps", type=positive_int, default=400,
+                        help="training steps per variant")
+    parser.add_argument("--layers", type=positive_int, default=16, help="transformer layers")
+    parser.add_argument("--d-model", type=positive_int, default=64,
+                        help=f"model width, a multiple of {2 * NHEAD} ({NHEAD} heads of an even "
+                        "size, for the rotary positions)")
+    parser.add_argument("--lr", type=positive_float, default=3e-3, help="peak learning rate")
+    parser.add_argument("--warmup", type=fraction, default=0.1,
+                        help="fraction of the steps of linear warm-up")
     add_run_options(parser, "runs/residuals")
+    return parser
+
+
+def parse_args(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
+    if args.d_model % (2 * NHEAD):
+        parser.error(f"argument --d-model: must be a multiple of {2 * NHEAD} ({NHEAD} heads of "
+                     f"an even size, for the rotary positions), got {args.d_model}")
+    check_out_dir(parser, args.out)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    make_out_dir("residuals", args.out)
     chain = MarkovChain.random(N_SYMBOLS, order=2, alpha=0.5, seed=args.seed)
     held_out = chain.sample(256, SEQ_LEN + 1, np.random.default_rng([args.seed, 2]))
     best = chain.transitions.argmax(-1)[held_out[:, :-2], held_out[:, 1:-1]]

@@ -20,7 +20,6 @@ Every batch is a pure function of (seed, step) and the checkpoint holds the whol
 state, so a run stopped (Ctrl-C) and resumed ends with the same weights, bit for bit, as
 one that never stopped.
 """
-import argparse
 import contextlib
 import json
 import math
@@ -39,6 +38,9 @@ from demos.checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoin
 from demos.tasks import BOS, EOS, PAD, TASKS, Dataset, collate
 from models import Transformer
 
+from ._cli import (add_run_options, check_out_dir, fail, make_out_dir, make_parser, nonneg_float,
+                   nonneg_int, positive_float, positive_int, probability)
+
 # What the defaults were tuned for: each task reaches its target on 2 CPU cores.
 DEFAULTS = dict(d_model=64, nhead=4, layers=2, ff=256, dropout=0.0, batch_size=64, lr=2e-3,
                 warmup=200, schedule="cosine", label_smoothing=0.0, clip=1.0)
@@ -48,40 +50,54 @@ MODEL_ARGS = ("d_model", "nhead", "layers", "ff", "positional")
 CHECKPOINT = "checkpoint.safetensors"
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m demos.seq2seq", description=__doc__.split("\n")[0])
-    p.add_argument("--task", default="reverse", choices=sorted(TASKS))
-    p.add_argument("--steps", type=_count, help="training steps (default: per task, "
+def build_parser():
+    p = make_parser("seq2seq", __doc__.split("\n")[0])
+    p.add_argument("--task", default="reverse", choices=sorted(TASKS), help="the task to learn")
+    p.add_argument("--steps", type=positive_int, help="training steps (default: per task, "
                    + ", ".join(f"{t} {d['steps']}" for t, d in TASK_DEFAULTS.items()) + ")")
-    p.add_argument("--batch-size", type=_positive, help=f"default {DEFAULTS['batch_size']}")
-    p.add_argument("--d-model", type=_positive, help=f"default {DEFAULTS['d_model']}")
-    p.add_argument("--nhead", type=_positive, help=f"default {DEFAULTS['nhead']}")
-    p.add_argument("--layers", type=_positive, help="encoder and decoder layers each "
+    p.add_argument("--batch-size", type=positive_int,
+                   help=f"examples per step (default {DEFAULTS['batch_size']})")
+    p.add_argument("--d-model", type=positive_int,
+                   help=f"model width, a multiple of --nhead (default {DEFAULTS['d_model']})")
+    p.add_argument("--nhead", type=positive_int,
+                   help=f"attention heads (default {DEFAULTS['nhead']})")
+    p.add_argument("--layers", type=positive_int, help="encoder and decoder layers each "
                    f"(default {DEFAULTS['layers']})")
-    p.add_argument("--ff", type=_positive, help=f"feed-forward width (default {DEFAULTS['ff']})")
-    p.add_argument("--dropout", type=float, help=f"default {DEFAULTS['dropout']}")
-    p.add_argument("--positional", default="sinusoidal", choices=["sinusoidal", "learned", "rope"])
-    p.add_argument("--lr", type=float, help="peak learning rate of Adam under every schedule "
-                   f"(default {DEFAULTS['lr']})")
+    p.add_argument("--ff", type=positive_int,
+                   help=f"feed-forward width (default {DEFAULTS['ff']})")
+    p.add_argument("--dropout", type=probability,
+                   help=f"dropout rate, in [0, 1) (default {DEFAULTS['dropout']})")
+    p.add_argument("--positional", default="sinusoidal", choices=["sinusoidal", "learned", "rope"],
+                   help="positions: sinusoidal or learned tables added to the embeddings, or "
+                   "rotary (rope, needs an even head size)")
+    p.add_argument("--lr", type=positive_float, help="peak learning rate of Adam under every "
+                   f"schedule (default {DEFAULTS['lr']})")
     p.add_argument("--schedule", choices=["cosine", "noam", "constant"],
                    help="linear warm-up, then cosine decay to 0 / inverse square root / "
                    f"constant (default {DEFAULTS['schedule']})")
-    p.add_argument("--warmup", type=_count, help=f"warm-up steps (default {DEFAULTS['warmup']}, "
-                   "at most a tenth of --steps)")
-    p.add_argument("--label-smoothing", type=float,
-                   help=f"default {DEFAULTS['label_smoothing']}")
-    p.add_argument("--clip", type=float, help="gradient norm clipping, 0 for none "
+    p.add_argument("--warmup", type=nonneg_int, help="warm-up steps (default "
+                   f"{DEFAULTS['warmup']}, at most a tenth of --steps)")
+    p.add_argument("--label-smoothing", type=probability,
+                   help="label smoothing of the loss, in [0, 1) "
+                   f"(default {DEFAULTS['label_smoothing']})")
+    p.add_argument("--clip", type=nonneg_float, help="gradient norm clipping, 0 for none "
                    f"(default {DEFAULTS['clip']})")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--seed", type=int, default=0, help="seeds the data, the weights, dropout")
-    p.add_argument("--out", help="output folder (default runs/<task>)")
+    add_run_options(p, None, out_help="output folder (default runs/<task>)",
+                    seed_help="seeds the data, the weights, dropout")
     p.add_argument("--resume", nargs="?", const=True, metavar="CHECKPOINT",
                    help=f"continue from CHECKPOINT (default: the output folder's {CHECKPOINT})")
-    p.add_argument("--eval-every", type=_positive, default=500, help="default 500 steps")
-    p.add_argument("--eval-size", type=_positive, default=1000, help="held-out examples")
-    p.add_argument("--beam", type=_positive, default=1, help="beam size of the evaluation")
-    p.add_argument("--examples", type=_count, default=5, help="decoded examples to print")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--eval-every", type=positive_int, default=500,
+                   help="steps between evaluations and checkpoints")
+    p.add_argument("--eval-size", type=positive_int, default=1000, help="held-out examples")
+    p.add_argument("--beam", type=positive_int, default=1, help="beam size of the evaluation")
+    p.add_argument("--examples", type=nonneg_int, default=5, help="decoded examples to print")
+    return p
+
+
+def parse_args(argv=None):
+    """The command line, ``argv`` (default: sys.argv), with the defaults filled in and
+    checked: a bad value stops the program with one line."""
+    p = build_parser()
     args = p.parse_args(argv)
     for key, value in {**DEFAULTS, **TASK_DEFAULTS[args.task]}.items():
         if getattr(args, key) is None:
@@ -90,26 +106,21 @@ def parse_args(argv=None):
         args.warmup = min(DEFAULTS["warmup"], args.steps // 10)
     if args.d_model % args.nhead:
         p.error(f"--d-model ({args.d_model}) must be a multiple of --nhead ({args.nhead})")
-    if args.schedule != "constant" and args.warmup >= max(args.steps, 1):
+    if args.positional == "rope" and args.d_model // args.nhead % 2:
+        p.error(f"--positional rope needs an even head size, but --d-model / --nhead is "
+                f"{args.d_model} / {args.nhead} = {args.d_model // args.nhead}")
+    if args.schedule != "constant" and args.warmup >= args.steps:
         p.error(f"--warmup ({args.warmup}) must be smaller than --steps ({args.steps})")
-    if not 0 <= args.label_smoothing < 1 or not 0 <= args.dropout < 1:
-        p.error("--label-smoothing and --dropout must lie in [0, 1)")
     args.out = Path(args.out or Path("runs") / args.task)
+    check_out_dir(p, args.out)
+    if args.resume is not None and not checkpoint_path(args).is_file():
+        p.error(f"argument --resume: no checkpoint at {checkpoint_path(args)}")
     return args
 
 
-def _count(text):
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive(text):
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
+def checkpoint_path(args):
+    """The checkpoint --resume names: its value, or the output folder's."""
+    return args.out / CHECKPOINT if args.resume is True else Path(args.resume)
 
 
 def build(args, task):
@@ -273,17 +284,19 @@ def _checkpoint(args, model, optimizer, scheduler, run, started):
 def resume(args, model, optimizer, scheduler):
     """Restore the training state from the checkpoint --resume names; returns the run
     record (step, history, train_seconds)."""
-    path = args.out / CHECKPOINT if args.resume is True else Path(args.resume)
+    path = checkpoint_path(args)
     try:
         meta = load_checkpoint(path, model, optimizer, scheduler, device=args.device,
                                restore_rng=True)
     except FileNotFoundError:
-        raise SystemExit(f"error: --resume: no checkpoint at {path}") from None
+        fail("seq2seq", f"--resume: no checkpoint at {path}")
     except (CheckpointMismatch, ValueError) as e:
-        raise SystemExit(f"error: --resume: {e}") from None
+        fail("seq2seq", f"--resume: {e}")
+    except OSError as e:
+        fail("seq2seq", f"--resume: cannot read {path} ({e.strerror or e})")
     saved = meta["extra"].pop("args", {})
     if saved.get("task", args.task) != args.task:
-        raise SystemExit(f"error: --resume: {path} is a {saved['task']} run, not {args.task}")
+        fail("seq2seq", f"--resume: {path} is a {saved['task']} run, not {args.task}")
     for key, value in saved.items():
         if key in ("device", "no_progress", "examples") or str(getattr(args, key)) == str(value):
             continue
@@ -364,15 +377,7 @@ def main(argv=None):
 
 
 def _run(args):
-    try:
-        mg.Device(args.device)
-        if args.device.startswith("cuda") and not mg.cuda_is_available():
-            raise mg.DeviceError("CuPy or a CUDA GPU is not available")
-    except (mg.DeviceError, ValueError) as e:
-        raise SystemExit(f"error: --device {args.device}: {e}") from None
-    if args.resume is not None and args.resume is not True and not Path(args.resume).is_file():
-        raise SystemExit(f"error: --resume: no checkpoint at {args.resume}")
-    args.out.mkdir(parents=True, exist_ok=True)
+    make_out_dir("seq2seq", args.out)
     task = TASKS[args.task]
     mg.manual_seed(args.seed)
     data = Dataset(task, args.seed, args.eval_size)

@@ -31,7 +31,9 @@ import nn
 from minigrad.autograd import engine
 from minigrad.viz.graph import held_bytes, nbytes_text, shape_text
 
-from ._pictures import parse_args, save, report
+from . import _pictures
+from ._cli import make_out_dir
+from ._pictures import save, report
 
 NAME = "viz_attention"
 
@@ -56,8 +58,17 @@ def memory_summary(loss, model):
     return "\n".join(lines)
 
 
+def build_parser():
+    return _pictures.build_parser(NAME, __doc__)
+
+
+def parse_args(argv=None):
+    return _pictures.parse_args(build_parser(), argv)
+
+
 def main(argv=None):
-    args = parse_args(NAME, __doc__, argv)
+    args = parse_args(argv)
+    make_out_dir(NAME, args.out)
     mg.manual_seed(0)
     attn = nn.MultiheadAttention(16, num_heads=4)
     x = mg.randn(2, 5, 16, requires_grad=True)                       # (batch, time, features)

@@ -34,7 +34,8 @@ import minigrad as mg
 import nn
 from minigrad.viz.explain import format_table
 
-from ._pictures import parse_args
+from . import _pictures
+from ._cli import make_out_dir
 
 NAME = "viz_backward_walkthrough"
 
@@ -77,10 +78,18 @@ def write_index(out, steps, fmt):
     return path
 
 
+def build_parser():
+    return _pictures.build_parser(NAME, __doc__)
+
+
+def parse_args(argv=None):
+    return _pictures.parse_args(build_parser(), argv)
+
+
 def main(argv=None):
-    args = parse_args(NAME, __doc__, argv)
+    args = parse_args(argv)
+    make_out_dir(NAME, args.out)
     frames = os.path.join(args.out, "frames")
-    os.makedirs(args.out, exist_ok=True)
     if shutil.which("dot") is None:  # the table needs no Graphviz; the frames do
         model, loss = make_loss()
         mg.viz.explain_backward(loss, model=model)

@@ -27,7 +27,9 @@ n = 0.8814 and o = tanh(n) = 0.7071). Three pictures:
 
 import minigrad as mg
 
-from ._pictures import parse_args, save, report
+from . import _pictures
+from ._cli import make_out_dir
+from ._pictures import save, report
 
 NAME = "viz_neuron"
 
@@ -51,8 +53,17 @@ def neuron():
     return nodes
 
 
+def build_parser():
+    return _pictures.build_parser(NAME, __doc__)
+
+
+def parse_args(argv=None):
+    return _pictures.parse_args(build_parser(), argv)
+
+
 def main(argv=None):
-    args = parse_args(NAME, __doc__, argv)
+    args = parse_args(argv)
+    make_out_dir(NAME, args.out)
     t = neuron()
     o = t["o"]
     paths = save(mg.viz.draw(t, show_values=True, rankdir="LR"), args.out, "neuron_forward",

@@ -37,7 +37,9 @@ import nn.functional as F
 from minigrad.autograd import engine
 from models import Transformer
 
-from ._pictures import parse_args, save, report
+from . import _pictures
+from ._cli import make_out_dir
+from ._pictures import save, report
 
 NAME = "viz_transformer_step"
 PAD, VOCAB = 0, 12
@@ -54,8 +56,17 @@ def batch():
     return src, tgt[:, :-1], tgt[:, 1:]  # source, decoder input, next tokens
 
 
+def build_parser():
+    return _pictures.build_parser(NAME, __doc__)
+
+
+def parse_args(argv=None):
+    return _pictures.parse_args(build_parser(), argv)
+
+
 def main(argv=None):
-    args = parse_args(NAME, __doc__, argv)
+    args = parse_args(argv)
+    make_out_dir(NAME, args.out)
     mg.manual_seed(0)
     model = Transformer(VOCAB, VOCAB, d_model=16, nhead=2, num_encoder_layers=2,
                         num_decoder_layers=2, dim_feedforward=32, dropout=0.0, pad_id=PAD)
