@@ -78,17 +78,17 @@ def _split_index(index, ndim):
     is_array = [hasattr(i, "ndim") and i.ndim > 0 for i in items]
     is_int = [isinstance(i, (builtins.int, np.integer)) and not isinstance(i, builtins.bool)
               for i in items]
-    if not any(is_array) or not any(is_int):
+    if not any(is_array) or not any(is_int) or _adjacent(items, is_array, is_int):
         return index, None
-    used = sum(i.ndim if a else 1 for i, a in zip(items, is_array)
+    used = sum(_dims_used(i, a) for i, a in zip(items, is_array)
                if i is not None and i is not Ellipsis)
     basic, advanced = [], []
     for i, arr, integer in zip(items, is_array, is_int):
         if i is Ellipsis:
             basic.append(Ellipsis)
             advanced.extend([slice(None)] * (ndim - used))
-        elif arr:
-            basic.extend([slice(None)] * i.ndim)
+        elif arr:  # the dims it indexes stay for the second step
+            basic.extend([slice(None)] * _dims_used(i, True))
             advanced.append(i)
         elif integer:
             basic.append(i)
@@ -98,9 +98,26 @@ def _split_index(index, ndim):
     return tuple(basic), tuple(advanced)
 
 
+def _dims_used(i, is_array):
+    """How many dims of the indexed tensor an index item consumes (a bool mask: its own)."""
+    if is_array and i.dtype == np.bool_:
+        return i.ndim
+    return 0 if i is None else 1
+
+
+def _adjacent(items, is_array, is_int):
+    """Whether the ints and arrays of an index form one unbroken run: then NumPy's rule
+    (ints broadcast with the arrays) gives PyTorch's result in one step."""
+    positions = [k for k, (a, n) in enumerate(zip(is_array, is_int)) if a or n]
+    return positions[-1] - positions[0] + 1 == len(positions)
+
+
 def _index_item(i, like):
     if isinstance(i, TensorBase):
         return backend.to_device(i.data, like.device)
     if isinstance(i, (list, np.ndarray)):
-        return backend.to_device(np.asarray(i), like.device)
+        arr = np.asarray(i)
+        if arr.size == 0 and isinstance(i, list):
+            arr = arr.astype(np.int64)  # x[[]] selects nothing, as in PyTorch
+        return backend.to_device(arr, like.device)
     return i

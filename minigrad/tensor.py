@@ -280,8 +280,14 @@ class Tensor(TensorBase):
     def __rmul__(self, other): return Mul.apply(*_operands(self, other, True))
     def __truediv__(self, other): return Div.apply(*_float_operands(self, other))
     def __rtruediv__(self, other): return Div.apply(*_float_operands(self, other, True))
-    def __floordiv__(self, other): return NonDiff.apply(*_operands(self, other), fn="floor_divide")
-    def __mod__(self, other): return NonDiff.apply(*_operands(self, other), fn="remainder")
+    def __floordiv__(self, other): return _int_division("floor_divide", self, other)
+    def __rfloordiv__(self, other): return _int_division("floor_divide", self, other, True)
+    def __mod__(self, other): return _int_division("remainder", self, other)
+    def __rmod__(self, other): return _int_division("remainder", self, other, True)
+    def __ifloordiv__(self, other): return self._update("floor_divide_", lambda t: t // other)
+    def __imod__(self, other): return self._update("remainder_", lambda t: t % other)
+    floor_divide = __floordiv__
+    remainder = __mod__
     def __neg__(self): return Neg.apply(self)
     def __pos__(self): return self
     def __abs__(self): return Abs.apply(self)
@@ -421,19 +427,29 @@ class Tensor(TensorBase):
         return Where.apply(as_tensor(mask, like=self), value, self)
 
     # --- reductions --------------------------------------------------------------------------
+    # float16 is reduced in float32 and the result rounded once, as PyTorch does on the CPU
+    # (summed in float16, 40000 + 40000 is already inf)
+
     def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
         x = self if dtype is None else self.to(dtype)
+        if x.data.dtype == np.float16:
+            return x.float().sum(dim, keepdim, axis=axis, keepdims=keepdims).half()
         return Sum.apply(x, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
 
     def mean(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         if self.dtype.kind != "f":
             raise TypeError(f"mean: input dtype must be floating point, got {self.dtype}")
+        if self.data.dtype == np.float16:
+            return self.float().mean(dim, keepdim, axis=axis, keepdims=keepdims).half()
         dims = _dims(self, dim, axis)
         return self.sum(dims, _kd(keepdim, keepdims)) / _count(self, dims)
 
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
             keepdims=None):
         """Variance with Bessel's correction by default (``correction=1``), as PyTorch."""
+        if self.data.dtype == np.float16:
+            return self.float().var(dim, unbiased, keepdim, correction=correction, axis=axis,
+                                    keepdims=keepdims).half()
         if correction is None:
             correction = 1 if unbiased is None else builtins.int(unbiased)
         dims = _dims(self, dim, axis)
@@ -443,6 +459,9 @@ class Tensor(TensorBase):
 
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
             keepdims=None):
+        if self.data.dtype == np.float16:
+            return self.float().std(dim, unbiased, keepdim, correction=correction, axis=axis,
+                                    keepdims=keepdims).half()
         return StdSqrt.apply(self.var(dim, unbiased, keepdim, correction=correction, axis=axis,
                                       keepdims=keepdims))
 
@@ -461,13 +480,19 @@ class Tensor(TensorBase):
         return Amin.apply(self, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
 
     def logsumexp(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        if self.data.dtype == np.float16:
+            return self.float().logsumexp(dim, keepdim, axis=axis, keepdims=keepdims).half()
         return LogSumExp.apply(_floating(self), dims=_dims(self, dim, axis),
                                keepdim=_kd(keepdim, keepdims))
 
     def softmax(self, dim=None, *, axis=None):
+        if self.data.dtype == np.float16:
+            return self.float().softmax(dim, axis=axis).half()
         return Softmax.apply(_floating(self), dim=_dim(self, _required_dim("softmax", dim, axis)))
 
     def log_softmax(self, dim=None, *, axis=None):
+        if self.data.dtype == np.float16:
+            return self.float().log_softmax(dim, axis=axis).half()
         dim = _dim(self, _required_dim("log_softmax", dim, axis))
         return LogSoftmax.apply(_floating(self), dim=dim)
 
@@ -714,6 +739,17 @@ def _float_operands(x, y, reflected=False):
     if not any(isinstance(t, Tensor) and t.data.dtype.kind == "f" for t in (x, y)):
         x, y = (t.to(dtypes.get_default_dtype()) if isinstance(t, Tensor) else t for t in (x, y))
     return x, y
+
+
+def _int_division(fn, x, y, reflected=False):
+    """``//`` and ``%``: integers divided by zero raise, as in PyTorch (NumPy gives 0)."""
+    x, y = _operands(x, y, reflected)
+    divisor = y.data if isinstance(y, Tensor) else y
+    if x.dtype.kind in "biu" if isinstance(x, Tensor) else divisor.dtype.kind in "biu":
+        if builtins.bool((backend.xp_of(x.data if isinstance(x, Tensor) else divisor)
+                          .asarray(divisor) == 0).any()):
+            raise RuntimeError(f"{fn}: ZeroDivisionError (integer division by zero)")
+    return NonDiff.apply(x, y, fn=fn)
 
 
 def _check_not_leaf(t, op):

@@ -10,7 +10,7 @@ class MatMul(Primitive):
     @staticmethod
     def forward(ctx, x, y):
         if x.dtype != y.dtype:
-            raise ShapeError(f"matmul: expected both operands to have the same dtype, "
+            raise RuntimeError(f"matmul: expected both operands to have the same dtype, "
                              f"got {x.dtype} and {y.dtype}")
         if x.shape[-1] != y.shape[-2]:
             raise ShapeError(f"matmul: shapes {tuple(x.shape)} and {tuple(y.shape)} "
@@ -42,7 +42,7 @@ class Linear(Primitive):
                              f"shape {tuple(weight.shape)}, which should be (out, in){expected}")
         if x.dtype != weight.dtype or (bias is not None and bias.dtype != x.dtype):
             dtypes = [str(a.dtype) for a in (x, weight, bias) if a is not None]
-            raise ShapeError(f"linear: expected input, weight and bias of one dtype, got "
+            raise RuntimeError(f"linear: expected input, weight and bias of one dtype, got "
                              f"{', '.join(dtypes)}")
         if bias is not None and bias.shape != weight.shape[:1]:
             raise ShapeError(f"linear: bias of shape {tuple(bias.shape)} does not fit a weight "
