@@ -678,8 +678,6 @@ class Tensor(TensorBase):
         return self
 
 
-
-
 # --- helpers --------------------------------------------------------------------------------
 
 def as_array(data, dtype=None, device=None):

@@ -24,6 +24,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         grad_outputs = [None] * len(outputs)
     elif isinstance(grad_outputs, TensorBase):
         grad_outputs = [grad_outputs]
+    if not inputs:
+        raise RuntimeError("mg.grad: the 'inputs' argument cannot be empty (grad requires "
+                           "non-empty inputs)")
     for i, t in enumerate(inputs):
         if not t.requires_grad:
             raise RuntimeError(f"mg.grad: input {i} (shape {t.shape}) does not require grad")

@@ -55,9 +55,21 @@ class Function(Node):
     def backward(ctx, *grads):
         raise NotImplementedError
 
-    @classmethod
-    def name(cls):
-        return cls.__name__ + ("Backward0" if cls._raw else "Backward")
+    node_name = None  # the name of the op's nodes where it is not PyTorch's usual one
+
+    def __init_subclass__(cls, **kwargs):
+        """Each op records nodes of its own node class, named as PyTorch names them
+        (``Mul`` records ``MulBackward0`` nodes, a user's ``MyOp`` ``MyOpBackward``): a
+        subclass of the op with nothing of its own, so ``type(y.grad_fn).__name__`` reads
+        as in PyTorch."""
+        super().__init_subclass__(**kwargs)
+        if "op" in cls.__dict__:  # this is a node class
+            return
+        cls.op = cls
+        name = cls.__dict__.get("node_name") or \
+            cls.__name__ + ("Backward0" if cls._raw else "Backward")
+        cls.node_type = type(name, (cls,), {"op": cls, "__doc__": cls.__doc__,
+                                            "__module__": cls.__module__})
 
     # --- called from forward ---------------------------------------------------------------
     def save_for_backward(self, *tensors):
@@ -73,7 +85,7 @@ class Function(Node):
 
         This is the hot path of the whole engine: plain loops, no helper calls on the way.
         """
-        node = _new(cls)
+        node = _new(cls.node_type)
         if params:
             node.params = params
         arrays = []
@@ -161,8 +173,9 @@ class Function(Node):
             anomaly.check_forward(node, arrays, out if isinstance(out, tuple) else (out,))
         return out
 
-    _STRUCTURE = frozenset(("params", "needs_input_grad", "edges", "seq", "output_meta", "scope",
-                            "trace", "xp", "saved", "released", "_pre_hooks", "_retained"))
+    _STRUCTURE = frozenset(("_to_save", "_non_diff", "params", "needs_input_grad", "edges",
+                            "seq", "output_meta", "scope", "trace", "xp", "saved", "released",
+                            "_pre_hooks", "_retained"))
 
     def release(self):
         """Free the saved tensors and, for a user Function, any array or tensor its forward
@@ -217,11 +230,13 @@ def _save(items, args, raw, results, make):
     saved = []  # (on the hot path of every op that saves: plain loops, no helpers)
     for item in items:
         arr = item.data if isinstance(item, TensorBase) else item
+        k = 0
         for a in args:
             if isinstance(a, TensorBase) and a.data is arr:
                 vc = a._vc
-                saved.append(SavedTensor(a, arr, version=0 if vc is None else vc[0]))
+                saved.append(SavedTensor(a, arr, version=0 if vc is None else vc[0], input=k))
                 break
+            k += 1
         else:
             i = 0
             for o in raw:
@@ -233,5 +248,9 @@ def _save(items, args, raw, results, make):
             else:
                 if isinstance(arr, _generic):
                     arr = backend.np.asarray(arr)  # a NumPy scalar would upcast float32 math
-                saved.append(SavedTensor(None, arr, make=make))
+                position = None
+                for k, a in enumerate(args):
+                    if a is item:  # a plain value passed to forward (a scalar exponent)
+                        position = k
+                saved.append(SavedTensor(None, arr, make=make, input=position))
     return tuple(saved)

@@ -61,9 +61,9 @@ class Node:
     released = False  # backward freed what it saved
     _pre_hooks = _retained = None  # hooks on outputs, and outputs that called retain_grad
 
-    @classmethod
-    def name(cls):
-        return cls.__name__ + "Backward0"
+    def name(self):
+        """The node's name, as PyTorch's: ``MulBackward0``, ``AccumulateGrad``, ..."""
+        return type(self).__name__
 
     def __repr__(self):
         return f"<{self.name()} object at {hex(id(self))}>"
@@ -90,6 +90,26 @@ class Node:
             else:
                 unpacked.append(s.unpack(self))
         return tuple(unpacked)
+
+    # PyTorch's names for what a node saved: its first input is ``self``, its second
+    # ``other`` (``exponent`` for pow), its output ``result``
+    _SAVED_NAMES = {"self": ("input", 0), "other": ("input", 1), "exponent": ("input", 1),
+                    "result": ("output", 0)}
+
+    def __getattr__(self, name):
+        """``node._saved_self``, ``_saved_other``, ``_saved_result``: a saved value, read as
+        in PyTorch (None when this node did not save it)."""
+        where = self._SAVED_NAMES.get(name[7:]) if name.startswith("_saved_") else None
+        if where is None:
+            raise AttributeError(f"'{self.name()}' object has no attribute '{name}'")
+        saved = self.saved
+        if saved is None and self.released:
+            raise RuntimeError(FREED_MESSAGE.format(op=self.name()))
+        for s, value in zip(saved or (), self.saved_tensors):
+            if (where[0] == "input" and s.input == where[1]) or \
+                    (where[0] == "output" and s.output == where[1]):
+                return value
+        return None
 
     def saved_bytes(self):
         """Bytes of the arrays this node keeps for backward (0 once freed)."""
@@ -123,24 +143,23 @@ class AccumulateGrad(Node):
     def variable(self):
         return self._variable()
 
-    @classmethod
-    def name(cls):
-        return "AccumulateGrad"
-
 
 class SavedTensor:
     """A tensor that forward kept for backward, with the version it had then.
 
-    ``tensor`` is the input it came from (so higher-order gradients flow into it), or None
+    ``tensor`` is the input it came from (argument number ``input`` of forward, so that
+    higher-order gradients flow into it), or None
     for one of the node's own outputs (``output``: its index; rebuilt with the node as
     grad_fn when unpacked) and for constants. ``counter`` is the version counter checked
     on unpacking, ``version`` the value it must still have.
     """
-    __slots__ = ("tensor", "array", "output", "counter", "version", "make")
+    __slots__ = ("tensor", "array", "output", "counter", "version", "make", "input")
 
-    def __init__(self, tensor, array, output=None, counter=None, version=0, make=None):
+    def __init__(self, tensor, array, output=None, counter=None, version=0, make=None,
+                 input=None):
         self.tensor, self.array, self.output = tensor, array, output
         self.counter, self.version, self.make = counter, version, make
+        self.input = input  # which argument of forward it was (None: not an input)
 
     def unpack(self, node):
         t = self.tensor

@@ -299,6 +299,8 @@ class Cos(Primitive):
 class Clamp(Primitive):
     """out = min(max(x, min), max);  dx = grad where min <= x <= max, else 0 (the gradient
     passes at the bounds)"""
+    node_name = "ClampBackward1"
+
     @staticmethod
     def forward(ctx, x, min=None, max=None):
         ctx.save_for_backward(x)
@@ -371,6 +373,8 @@ class Where(Primitive):
 
 class Cast(Primitive):
     """out = x as dtype;  dx = grad (the engine casts it back to x's dtype)"""
+    node_name = "ToCopyBackward0"
+
     @staticmethod
     def forward(ctx, x, dtype):
         return x.astype(dtype)

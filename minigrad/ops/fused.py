@@ -118,6 +118,8 @@ class GeluTanh(Primitive):
     hangs on that ulp, and NumPy's float32 tanh is not always correctly rounded there
     (PyTorch's is): t is computed in float64 and rounded once (see _tanh).
     """
+    node_name = "GeluBackward0"
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)

@@ -7,11 +7,13 @@ from ..autograd.function import Primitive, ShapeError
 
 class MatMul(Primitive):
     """out = x @ y;  dx = grad @ y^T,  dy = x^T @ grad  (batch dims summed by the engine)"""
+    node_name = "MatmulBackward0"
+
     @staticmethod
     def forward(ctx, x, y):
         if x.dtype != y.dtype:
             raise RuntimeError(f"matmul: expected both operands to have the same dtype, "
-                             f"got {x.dtype} and {y.dtype}")
+                               f"got {x.dtype} and {y.dtype}")
         if x.shape[-1] != y.shape[-2]:
             raise ShapeError(f"matmul: shapes {tuple(x.shape)} and {tuple(y.shape)} "
                              "are not aligned")
@@ -34,6 +36,8 @@ class Linear(Primitive):
     (B, T, in) @ (in, out), the weight's gradient would be B products (in, T) @ (T, out)
     summed afterwards: B times the memory, and several times slower.
     """
+    node_name = "AddmmBackward0"
+
     @staticmethod
     def forward(ctx, x, weight, bias=None):
         if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
@@ -43,7 +47,7 @@ class Linear(Primitive):
         if x.dtype != weight.dtype or (bias is not None and bias.dtype != x.dtype):
             dtypes = [str(a.dtype) for a in (x, weight, bias) if a is not None]
             raise RuntimeError(f"linear: expected input, weight and bias of one dtype, got "
-                             f"{', '.join(dtypes)}")
+                               f"{', '.join(dtypes)}")
         if bias is not None and bias.shape != weight.shape[:1]:
             raise ShapeError(f"linear: bias of shape {tuple(bias.shape)} does not fit a weight "
                              f"of shape {tuple(weight.shape)}")

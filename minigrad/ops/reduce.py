@@ -82,6 +82,8 @@ class MinDim(MaxDim):
 
 class LogSumExp(Primitive):
     """out = log(sum(exp(x), dims)), computed around the max;  dx = grad * exp(x - out)"""
+    node_name = "LogsumexpBackward0"
+
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         xp = ctx.xp

@@ -15,9 +15,7 @@ class Reshape(Primitive):
     def aliases(x, out, shape):  # a view unless the layout forced a copy
         return out.base is not None and backend.xp_of(x).may_share_memory(x, out)
 
-    @classmethod
-    def name(cls):
-        return "ViewBackward0"
+    node_name = "ViewBackward0"
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -82,9 +80,7 @@ class GetItem(Primitive):
     def aliases(x, out, index):  # basic indexing makes a view, index arrays a copy
         return is_basic_index(index)
 
-    @classmethod
-    def name(cls):
-        return "IndexBackward0"
+    node_name = "IndexBackward0"
 
     @staticmethod
     def forward(ctx, x, index):
@@ -128,9 +124,7 @@ class Split(Primitive):
     """outs = x split into pieces of sizes along dim (views);  dx = cat(grads, dim)"""
     view = True
 
-    @classmethod
-    def name(cls):
-        return "SplitWithSizesBackward0"
+    node_name = "SplitBackward0"
 
     @staticmethod
     def forward(ctx, x, sizes, dim):
@@ -178,9 +172,7 @@ class SetItem(Primitive):
                 dvalue = GetItem.apply(dvalue, index=then)
         return dx, dvalue
 
-    @classmethod
-    def name(cls):
-        return "IndexPutBackward0"
+    node_name = "IndexPutBackward0"
 
 
 class CopySlices(Primitive):
@@ -204,9 +196,7 @@ class CopySlices(Primitive):
             dvalue = replay_view(grad, chain)
         return dbase, dvalue
 
-    @classmethod
-    def name(cls):
-        return "CopySlices"
+    node_name = "CopySlices"
 
 
 def replay_view(t, chain):

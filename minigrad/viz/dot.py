@@ -122,7 +122,7 @@ def _op_lines(d, ctx):
     node = d.items[0].node
     if ctx["backward"]:
         steps = ", ".join(str(k) for k in sorted(ctx["steps"][i.node] for i in d.items))
-        lines = [_html(f"{steps}. {type(node).__name__}Backward", bold=True),
+        lines = [_html(f"{steps}. {node.name()}", bold=True),
                  _small(_clip(grad_rule(node), 64))] + _saved_lines(node)
         total = held_bytes([i.node for i in d.items])[0]
         if len(d.items) > 1 and total:  # the lines above are block 1's

@@ -175,7 +175,7 @@ def _constants(node):
 def op_name(node):
     """``softmax``, ``matmul``, ``log_softmax``: the class name in snake case (the function
     name for NonDiff, which wraps one)."""
-    cls = type(node).__name__
+    cls = node.op.__name__
     if cls == "NonDiff":
         return str(node.params.get("fn", "nondiff"))
     special = {"MatMul": "matmul", "GetItem": "getitem", "LogSumExp": "logsumexp",
@@ -191,7 +191,7 @@ def op_name(node):
 def op_call(node):
     """``softmax(dim=-1)``: the op's name and its keyword arguments."""
     params = {k: v for k, v in node.params.items()
-              if not (type(node).__name__ == "NonDiff" and k == "fn")}
+              if not (node.op.__name__ == "NonDiff" and k == "fn")}
     args = ", ".join(f"{k}={format_arg(v)}" for k, v in params.items())
     return f"{op_name(node)}({args})" if args else op_name(node)
 

@@ -1,0 +1,1077 @@
+"""Edge cases of the core, each compared with PyTorch: float16 reductions that must
+accumulate in float32, grad mode per thread, grad-mode decorators on generators,
+gradgradcheck of non-differentiable backwards, integer division by zero, advanced indexing
+that mixes integers with index tensors, ``mg.grad`` with repeated inputs, error messages
+that must not mislead, and NumPy warnings that must not leak out."""
+import queue
+import re
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+import nn
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+MF = nn.functional
+
+
+@pytest.fixture(autouse=True)
+def _grad_mode_restored():
+    """A test that leaves grad mode off (a failure of the thread tests) must not break the
+    tests after it."""
+    yield
+    mg.set_grad_enabled(True)
+    torch.set_grad_enabled(True)
+
+
+def assert_no_runtime_warning(caught):
+    """No NumPy RuntimeWarning (divide by zero, overflow, invalid value) among ``caught``."""
+    leaked = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert not leaked, f"NumPy's warnings reached the user: {leaked}"
+
+
+# --- float16 reductions accumulate in float32, as PyTorch's CPU kernels do -------------------
+# Results are compared element by element with two PyTorch references on the same float16
+# inputs (and the same float16 output gradient): torch's float16 result, and torch's float32
+# result rounded to float16. Each is a float32 computation rounded to float16, but torch's
+# float16 kernels round some intermediates to float16 as well, and lose digits doing so (its
+# float16 gradient of std([40000, 40032, 39968, 40064]) is 0; its float16 log_softmax can be
+# 10 ulps from the float32 one). minigrad must be within one ulp of either reference (two
+# ulps, plus one ulp of the largest element, for gradients); infinities and NaNs must sit at
+# the same places.
+
+_RNG = np.random.default_rng(1234)
+F16_DATA = {
+    # the sum of a row overflows float16 (max 65504), the mean does not
+    "sum_overflows": [[40000., 40032., 39968., 40064.], [-40000., -39968., -40032., 40000.]],
+    # 2048 values in [0, 1): a float16 running sum loses the low bits
+    "long_rows": _RNG.uniform(0, 1, (2, 2048)),
+    "moderate": _RNG.standard_normal((3, 5)) * 3,
+    # squared deviations overflow float16 while the std itself fits
+    "huge_spread": [[60000., -60000., 1., 2.], [65504., 65504., -65504., 0.5]],
+}
+
+# each entry: f(F, x) with F the functional module (torch.nn.functional or nn.functional)
+F16_OPS = {
+    "mean": lambda F, x: x.mean(),
+    "mean_dim1": lambda F, x: x.mean(1),
+    "mean_dim0_keepdim": lambda F, x: x.mean(0, keepdim=True),
+    "sum": lambda F, x: x.sum(),
+    "sum_dim1_keepdim": lambda F, x: x.sum(1, keepdim=True),
+    "var": lambda F, x: x.var(),
+    "var_dim1": lambda F, x: x.var(1),
+    "var_dim0_keepdim_correction0": lambda F, x: x.var(0, keepdim=True, correction=0),
+    "var_dim1_unbiased_false": lambda F, x: x.var(1, unbiased=False),
+    "std": lambda F, x: x.std(),
+    "std_dim0_keepdim": lambda F, x: x.std(0, keepdim=True),
+    "softmax_last": lambda F, x: F.softmax(x, dim=-1),
+    "softmax_dim0": lambda F, x: x.softmax(0),
+    "log_softmax_last": lambda F, x: F.log_softmax(x, dim=-1),
+    "logsumexp_last": lambda F, x: x.logsumexp(-1),
+    "logsumexp_dims01_keepdim": lambda F, x: x.logsumexp((0, 1), keepdim=True),
+    "layer_norm": lambda F, x: F.layer_norm(x, x.shape[-1:]),
+}
+
+
+def _f16_values(name):
+    return np.asarray(F16_DATA[name], dtype=np.float16)
+
+
+def _f16_seed(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(tuple(shape)).astype(np.float16)
+
+
+def _close_f16(a, e, ulps, atol):
+    """None if float16 arrays ``a`` and ``e`` agree, else what differs."""
+    if a.shape != e.shape:
+        return f"shape {a.shape} vs {e.shape}"
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        if not np.array_equal(test(a), test(e)):
+            return f"non-finite values differ:\n{a}\nvs\n{e}"
+    finite = np.isfinite(e)
+    diff = np.abs(a[finite].astype(np.float64) - e[finite].astype(np.float64))
+    tol = ulps * np.spacing(np.abs(e[finite])).astype(np.float64) + atol
+    return None if (diff <= tol).all() else f"values differ:\n{a}\nvs\n{e}"
+
+
+def assert_f16_matches(actual, references, ulps=1, gradient=False):
+    """minigrad float16 ``actual`` agrees with one of the torch float16 ``references``;
+    for gradients, up to ``ulps`` ulps plus one ulp of the reference's largest element."""
+    assert actual is not None, "no gradient"
+    assert actual.dtype == mg.float16, f"result dtype is {actual.dtype}, not float16"
+    a = np.asarray(actual.numpy())
+    problems = []
+    for ref in references:
+        e = ref.detach().numpy()
+        finite = e[np.isfinite(e)]
+        atol = float(np.spacing(np.abs(finite).max())) if gradient and finite.size else 0.0
+        problem = _close_f16(a, e, ulps, atol)
+        if problem is None:
+            return
+        problems.append(problem)
+    raise AssertionError("float16 result matches no PyTorch reference:\n" + "\n".join(problems))
+
+
+def _torch_op_results(op, data, dtype, backward=False):
+    """torch's output (and input gradient) of F16_OPS[op], computed in ``dtype``, as float16."""
+    x = torch.tensor(_f16_values(data)).to(dtype).requires_grad_(backward)
+    out = F16_OPS[op](TF, x)
+    if not backward:
+        return out.detach().half()
+    out.backward(torch.tensor(_f16_seed(out.shape)).to(dtype))
+    return out.detach().half(), x.grad.half()
+
+
+def test_float16_mean_of_two_large_values_is_not_inf():
+    mean = mg.tensor([40000., 40000.], dtype=mg.float16).mean()
+    assert mean.dtype == mg.float16
+    assert mean.item() == torch.tensor([40000., 40000.], dtype=torch.float16).mean().item()
+
+
+F16_VALUE_CASES = [(op, data) for op in F16_OPS
+                   for data in ("sum_overflows", "long_rows", "huge_spread")] + [
+    (op, "moderate") for op in ("var_dim1", "softmax_dim0", "log_softmax_last", "layer_norm")]
+
+
+@pytest.mark.parametrize("op, data", F16_VALUE_CASES)
+def test_float16_reduction_values_match_torch(op, data):
+    out = F16_OPS[op](MF, mg.tensor(_f16_values(data)))
+    assert_f16_matches(out, [_torch_op_results(op, data, dtype)
+                             for dtype in (torch.float16, torch.float32)])
+
+
+F16_GRAD_CASES = [(op, "sum_overflows") for op in F16_OPS] + [
+    (op, data) for op in ("var_dim1", "softmax_dim0", "log_softmax_last", "layer_norm")
+    for data in ("long_rows", "moderate")]
+
+
+@pytest.mark.parametrize("op, data", F16_GRAD_CASES)
+def test_float16_reduction_gradients_match_torch(op, data):
+    x = mg.tensor(_f16_values(data), requires_grad=True)
+    out = F16_OPS[op](MF, x)
+    out.backward(mg.tensor(_f16_seed(out.shape)))
+    refs = [_torch_op_results(op, data, dtype, backward=True)
+            for dtype in (torch.float16, torch.float32)]
+    assert_f16_matches(x.grad, [grad for _, grad in refs], ulps=2, gradient=True)
+
+
+def _torch_layer_norm_module_results(data, dtype):
+    x = torch.tensor(_f16_values(data)).to(dtype).requires_grad_()
+    layer = torch.nn.LayerNorm(x.shape[-1], dtype=dtype)
+    out = layer(x)
+    out.backward(torch.tensor(_f16_seed(out.shape, seed=1)).to(dtype))
+    return [t.detach().half() for t in (out, x.grad, layer.weight.grad, layer.bias.grad)]
+
+
+@pytest.mark.parametrize("data", list(F16_DATA))
+def test_float16_layer_norm_module_matches_torch(data):
+    x = mg.tensor(_f16_values(data), requires_grad=True)
+    layer = nn.LayerNorm(x.shape[-1], dtype=mg.float16)
+    out = layer(x)
+    out.backward(mg.tensor(_f16_seed(out.shape, seed=1)))
+    refs = [_torch_layer_norm_module_results(data, dtype)
+            for dtype in (torch.float16, torch.float32)]
+    assert_f16_matches(out, [r[0] for r in refs])
+    for k, mine in enumerate([x.grad, layer.weight.grad, layer.bias.grad], start=1):
+        assert_f16_matches(mine, [r[k] for r in refs], ulps=2, gradient=True)
+
+
+@pytest.mark.skipif(not hasattr(mg.Tensor, "cumsum"), reason="minigrad has no cumsum")
+@pytest.mark.parametrize("data", ["sum_overflows", "long_rows"])
+def test_float16_cumsum_matches_torch(data):
+    x = torch.tensor(_f16_values(data))
+    refs = [x.cumsum(-1), x.float().cumsum(-1).half()]
+    assert_f16_matches(mg.tensor(_f16_values(data)).cumsum(-1), refs)
+
+
+# --- grad mode is per thread ----------------------------------------------------------------
+# In PyTorch grad mode is thread-local and a new thread starts with grad enabled; anomaly mode
+# is global in PyTorch, so only grad mode is tested here.
+
+def _disablers(lib):
+    """Ways to turn grad mode off for a block, each a context manager factory."""
+    return {
+        "no_grad": lambda: lib.no_grad(),
+        "set_grad_enabled_false": lambda: lib.set_grad_enabled(False),
+    }
+
+
+class _Worker:
+    """A thread that runs one command at a time when told, and reports its grad mode after
+    each: the interleaving of several workers is then fully deterministic."""
+
+    def __init__(self, lib, make_mode):
+        self.lib, self.make_mode = lib, make_mode
+        self.commands, self.results = queue.Queue(), queue.Queue()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        modes = []
+        while True:
+            cmd = self.commands.get()
+            if cmd == "stop":
+                return
+            if cmd == "enter":
+                modes.append(self.make_mode())
+                modes[-1].__enter__()
+            elif cmd == "exit":
+                modes.pop().__exit__(None, None, None)
+            self.results.put(self.lib.is_grad_enabled())
+
+    def do(self, cmd):
+        self.commands.put(cmd)
+        return self.results.get(timeout=10)
+
+    def stop(self):
+        self.commands.put("stop")
+        self.thread.join(timeout=10)
+
+
+INTERLEAVINGS = {
+    "a_in_b_in_a_out_b_out": ["a:enter", "b:enter", "a:exit", "b:exit"],
+    "a_in_b_in_b_out_a_out": ["a:enter", "b:enter", "b:exit", "a:exit"],
+    "nested_in_a_with_b_between": ["a:enter", "b:enter", "a:enter", "b:exit", "a:exit",
+                                   "a:exit"],
+}
+
+
+def _run_interleaving(lib, make_mode, steps):
+    workers = {"a": _Worker(lib, make_mode), "b": _Worker(lib, make_mode)}
+    try:
+        seen = [(step, workers[step[0]].do(step[2:])) for step in steps]
+        after = [workers[w].do("check") for w in "ab"]
+    finally:
+        for w in workers.values():
+            w.stop()
+    fresh = []
+    t = threading.Thread(target=lambda: fresh.append(lib.is_grad_enabled()))
+    t.start()
+    t.join()
+    return seen, after, lib.is_grad_enabled(), fresh[0]
+
+
+@pytest.mark.parametrize("form", ["no_grad", "set_grad_enabled_false"])
+@pytest.mark.parametrize("steps", list(INTERLEAVINGS))
+def test_interleaved_grad_modes_in_two_threads_match_torch(steps, form):
+    mine = _run_interleaving(mg, _disablers(mg)[form], INTERLEAVINGS[steps])
+    theirs = _run_interleaving(torch, _disablers(torch)[form], INTERLEAVINGS[steps])
+    assert mine == theirs
+    seen, after, main, fresh = mine
+    assert after == [True, True] and main and fresh
+
+
+@pytest.mark.parametrize("form", ["no_grad", "set_grad_enabled_false", "set_grad_enabled_call",
+                                  "decorated_function"])
+def test_no_grad_in_another_thread_leaves_this_thread_recording(form):
+    entered, checked = threading.Event(), threading.Event()
+    seen_in_worker = []
+
+    def block():
+        seen_in_worker.append(mg.is_grad_enabled())
+        entered.set()
+        checked.wait(timeout=10)
+
+    def worker():
+        if form == "no_grad":
+            with mg.no_grad():
+                block()
+        elif form == "set_grad_enabled_false":
+            with mg.set_grad_enabled(False):
+                block()
+        elif form == "set_grad_enabled_call":
+            mg.set_grad_enabled(False)
+            block()
+        else:
+            mg.no_grad()(block)()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        assert entered.wait(timeout=10)
+        x = mg.ones(2, requires_grad=True)
+        assert mg.is_grad_enabled()
+        assert (x * 2).requires_grad
+    finally:
+        checked.set()
+        t.join(timeout=10)
+    assert seen_in_worker == [False]
+    assert mg.is_grad_enabled()
+
+
+def _seen_by_new_thread(lib, form):
+    seen = []
+
+    def worker():
+        x = lib.ones(2, requires_grad=True)
+        seen.append((lib.is_grad_enabled(), (x * 2).requires_grad))
+
+    with _disablers(lib)[form]():
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join(timeout=10)
+        seen.append(lib.is_grad_enabled())
+    return seen
+
+
+@pytest.mark.parametrize("form", ["no_grad", "set_grad_enabled_false"])
+def test_new_thread_starts_with_grad_enabled(form):
+    assert _seen_by_new_thread(mg, form) == _seen_by_new_thread(torch, form) == [(True, True),
+                                                                                 False]
+
+
+def test_enable_grad_in_another_thread_leaves_no_grad_here():
+    entered, checked = threading.Event(), threading.Event()
+
+    def worker():
+        with mg.enable_grad():
+            entered.set()
+            checked.wait(timeout=10)
+
+    with mg.no_grad():
+        t = threading.Thread(target=worker)
+        t.start()
+        try:
+            assert entered.wait(timeout=10)
+            assert not mg.is_grad_enabled()
+            assert not (mg.ones(2, requires_grad=True) * 2).requires_grad
+        finally:
+            checked.set()
+            t.join(timeout=10)
+    assert mg.is_grad_enabled()
+
+
+# --- grad-mode decorators: generators, bare decorators ----------------------------------------
+# torch wraps a generator function so that the mode holds inside the generator at every
+# resume while the caller's code between next() calls runs in its own mode.
+
+def _decorators(lib):
+    """Each decorator built only when asked for: set_grad_enabled(False) changes the mode as
+    soon as it is constructed, until it is applied to a function."""
+    d = {
+        "no_grad()": lambda: lib.no_grad(),
+        "no_grad_bare": lambda: lib.no_grad,
+        "enable_grad()": lambda: lib.enable_grad(),
+        "enable_grad_bare": lambda: lib.enable_grad,
+        "set_grad_enabled(False)": lambda: lib.set_grad_enabled(False),
+        "set_grad_enabled(True)": lambda: lib.set_grad_enabled(True),
+    }
+    if hasattr(lib, "inference_mode"):
+        d["inference_mode()"] = lambda: lib.inference_mode()
+        d["inference_mode_bare"] = lambda: lib.inference_mode
+    return d
+
+
+DECORATORS = ["no_grad()", "no_grad_bare", "enable_grad()", "enable_grad_bare",
+              "set_grad_enabled(False)", "set_grad_enabled(True)", "inference_mode()",
+              "inference_mode_bare"]
+
+
+def _decorator(lib, name):
+    if name.startswith("inference_mode") and not hasattr(mg, "inference_mode"):
+        pytest.skip("minigrad has no inference_mode")
+    return _decorators(lib)[name]()
+
+
+def _generator_trace(lib, name, caller_mode):
+    """Grad mode inside a decorated generator at each resume, and in the caller between."""
+    trace = []
+
+    def gen(n):
+        for i in range(n):
+            trace.append(("inside", lib.is_grad_enabled()))
+            got = yield i
+            trace.append(("sent", got))
+        return "done"
+
+    wrapped = _decorator(lib, name)(gen)
+    with lib.set_grad_enabled(caller_mode):
+        g = wrapped(2)
+        trace.append(("caller", lib.is_grad_enabled()))
+        trace.append(("yielded", next(g)))
+        trace.append(("caller", lib.is_grad_enabled()))
+        trace.append(("yielded", g.send("a")))
+        trace.append(("caller", lib.is_grad_enabled()))
+        with pytest.raises(StopIteration) as stop:
+            g.send("b")
+        trace.append(("returned", stop.value.value))
+        trace.append(("caller", lib.is_grad_enabled()))
+    trace.append(("after", lib.is_grad_enabled()))
+    return trace
+
+
+@pytest.mark.parametrize("caller_mode", [True, False], ids=["caller_grad", "caller_no_grad"])
+@pytest.mark.parametrize("name", DECORATORS)
+def test_decorated_generator_keeps_mode_inside_across_yields(name, caller_mode):
+    mine = _generator_trace(mg, name, caller_mode)
+    theirs = _generator_trace(torch, name, caller_mode)
+    assert mine == theirs
+    inside = [v for k, v in mine if k == "inside"]
+    wanted = name.startswith("enable") or name == "set_grad_enabled(True)"
+    assert inside == [wanted, wanted]
+    assert all(v == caller_mode for k, v in mine if k == "caller")
+
+
+@pytest.mark.parametrize("name", DECORATORS)
+def test_decorated_function_runs_in_mode_and_restores(name):
+    caller_mode = not (name.startswith("enable") or name == "set_grad_enabled(True)")
+
+    def run(lib):
+        def f(a, b=1):
+            """doc"""
+            return lib.is_grad_enabled(), a + b
+
+        with lib.set_grad_enabled(caller_mode):
+            wrapped = _decorator(lib, name)(f)
+            decorated_now = lib.is_grad_enabled()  # decorating does not change the mode
+            result = wrapped(2, b=3)
+            return decorated_now, result, lib.is_grad_enabled(), wrapped.__name__
+    assert run(mg) == run(torch)
+    assert run(mg)[0] == caller_mode and run(mg)[3] == "f"
+
+
+@pytest.mark.parametrize("name", ["no_grad()", "no_grad_bare", "set_grad_enabled(False)"])
+def test_decorated_generator_that_raises_restores_callers_mode(name):
+    def run(lib):
+        @_decorator(lib, name)
+        def gen():
+            yield lib.is_grad_enabled()
+            raise KeyError("boom")
+
+        g = gen()
+        first = next(g)
+        with pytest.raises(KeyError):
+            next(g)
+        return first, lib.is_grad_enabled()
+    assert run(mg) == run(torch) == (False, True)
+
+
+# --- gradgradcheck of user Functions whose backward is not differentiable --------------------
+# Each backward is right to first order (gradcheck passes) but cuts the graph, so the second
+# derivative it yields is zero; torch.autograd.gradgradcheck reports that.
+
+def _user_functions(lib):
+    class SquareDetached(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * x.detach() * g.detach()
+
+    class SquareInputDetached(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * x.detach() * g
+
+    class SquareThroughNumpy(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return lib.tensor(2 * np.asarray(x.detach().numpy()) * g.detach().numpy())
+
+    class ExpThroughData(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            y, = ctx.saved_tensors
+            return g * lib.tensor(np.asarray(y.data))
+
+    class SquareCorrect(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * x * g
+
+    return {f.__name__: f for f in (SquareDetached, SquareInputDetached, SquareThroughNumpy,
+                                    ExpThroughData, SquareCorrect)}
+
+
+BROKEN_BACKWARDS = ["SquareDetached", "SquareInputDetached", "SquareThroughNumpy",
+                    "ExpThroughData"]
+
+
+def _f64_input(lib, shape=(3,)):
+    values = np.random.default_rng(3).standard_normal(shape)
+    return lib.tensor(values, dtype=lib.float64, requires_grad=True)
+
+
+@pytest.mark.parametrize("name", BROKEN_BACKWARDS)
+def test_gradgradcheck_raises_for_non_differentiable_backward(name):
+    fn_t = _user_functions(torch)[name].apply
+    with pytest.raises(RuntimeError) as info_t:
+        torch.autograd.gradgradcheck(fn_t, (_f64_input(torch),))
+    assert type(info_t.value).__name__ == "GradcheckError"
+    fn = _user_functions(mg)[name].apply
+    with pytest.raises(mg.autograd.GradcheckError) as info:
+        mg.autograd.gradgradcheck(fn, (_f64_input(mg),))
+    assert isinstance(info.value, RuntimeError)
+
+
+@pytest.mark.parametrize("name", BROKEN_BACKWARDS)
+def test_gradgradcheck_returns_false_for_non_differentiable_backward(name):
+    fn_t = _user_functions(torch)[name].apply
+    assert torch.autograd.gradgradcheck(fn_t, (_f64_input(torch),),
+                                        raise_exception=False) is False
+    fn = _user_functions(mg)[name].apply
+    assert mg.autograd.gradgradcheck(fn, (_f64_input(mg),), raise_exception=False) is False
+
+
+@pytest.mark.parametrize("name", BROKEN_BACKWARDS + ["SquareCorrect"])
+def test_gradcheck_passes_for_right_first_derivatives(name):
+    assert torch.autograd.gradcheck(_user_functions(torch)[name].apply, (_f64_input(torch),))
+    assert mg.autograd.gradcheck(_user_functions(mg)[name].apply, (_f64_input(mg),))
+
+
+CORRECT_SECOND_ORDER = {
+    "user_square": (lambda x: _user_functions(mg)["SquareCorrect"].apply(x), [(3,)]),
+    "mul": (lambda x, y: x * y, [(2, 3), (2, 3)]),
+    "exp": (lambda x: x.exp(), [(2, 3)]),
+    "tanh": (lambda x: x.tanh(), [(2, 3)]),
+    "matmul": (lambda x, y: x @ y, [(2, 3), (3, 2)]),
+    "softmax": (lambda x: x.softmax(-1), [(2, 3)]),
+    "layer_norm": (lambda x, w, b: MF.layer_norm(x, (3,), w, b), [(2, 3), (3,), (3,)]),
+}
+
+
+@pytest.mark.parametrize("name", list(CORRECT_SECOND_ORDER))
+def test_gradgradcheck_passes_for_differentiable_ops(name):
+    fn, shapes = CORRECT_SECOND_ORDER[name]
+    inputs = tuple(_f64_input(mg, s) for s in shapes)
+    assert mg.autograd.gradgradcheck(fn, inputs)
+    assert mg.autograd.gradgradcheck(fn, inputs, raise_exception=False) is True
+
+
+# --- integer division by zero ----------------------------------------------------------------
+# torch raises RuntimeError("ZeroDivisionError") for integer // 0 and % 0; true division of
+# integers gives float inf/nan; float // and % by zero give inf/nan.
+
+INT_DTYPES = ["int32", "int64", "uint8"]
+INT_ZERO_DIVISIONS = {
+    "floordiv_scalar": (lambda lib, x: x // 0, "//"),
+    "mod_scalar": (lambda lib, x: x % 0, "%"),
+    "floordiv_tensor": (lambda lib, x: x // lib.zeros_like(x), "//"),
+    "mod_tensor": (lambda lib, x: x % lib.zeros_like(x), "%"),
+    "floordiv_one_zero_broadcast": (
+        lambda lib, x: x.reshape(2, 1) // lib.tensor([1, 0], dtype=x.dtype), "//"),
+    "mod_one_zero_broadcast": (
+        lambda lib, x: x.reshape(2, 1) % lib.tensor([1, 0], dtype=x.dtype), "%"),
+    "rfloordiv": (lambda lib, x: 3 // lib.zeros_like(x), "//"),
+    "rmod": (lambda lib, x: 3 % lib.zeros_like(x), "%"),
+    "ifloordiv": (lambda lib, x: x.__ifloordiv__(0) if hasattr(x, "__ifloordiv__")
+                  else x.__floordiv__(0), "//"),
+}
+OP_WORDS = {"//": ("//", "floor_divide", "floordiv", "floor divide", "floor division"),
+            "%": ("%", "remainder", "mod", "fmod")}
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+@pytest.mark.parametrize("case", list(INT_ZERO_DIVISIONS))
+def test_integer_division_by_zero_raises_as_torch(case, dtype):
+    fn, op = INT_ZERO_DIVISIONS[case]
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(torch, torch.tensor([1, 2], dtype=getattr(torch, dtype)))
+    x = mg.tensor([1, 2], dtype=getattr(mg, dtype))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError) as info:
+            fn(mg, x)
+    msg = str(info.value).lower()
+    assert "zero" in msg, msg
+    assert any(w in msg for w in OP_WORDS[op]), msg
+    assert_no_runtime_warning(caught)
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+@pytest.mark.parametrize("divisor", ["scalar", "tensor"])
+def test_integer_true_division_by_zero_gives_inf_and_nan(dtype, divisor):
+    values = [1, 0, 2] if dtype == "uint8" else [1, 0, -2]
+    x = mg.tensor(values, dtype=getattr(mg, dtype))
+    xt = torch.tensor(values, dtype=getattr(torch, dtype))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = x / 0 if divisor == "scalar" else x / mg.zeros_like(x)
+    out_t = xt / 0 if divisor == "scalar" else xt / torch.zeros_like(xt)
+    assert str(out.dtype) == str(out_t.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(out.numpy(), out_t.numpy())
+    assert_no_runtime_warning(caught)
+
+
+FLOAT_ZERO_DIVISIONS = {
+    "floordiv_zero": lambda x: x // 0,
+    "floordiv_neg_zero": lambda x: x // -0.0,
+    "mod_zero": lambda x: x % 0,
+    "mod_neg_zero": lambda x: x % -0.0,
+    "floordiv_tensor_with_zero": lambda x: x // (x * 0 + 1).masked_fill(x > 0, 0.0),
+    "mod_tensor_with_zero": lambda x: x % (x * 0 + 1).masked_fill(x > 0, 0.0),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("case", list(FLOAT_ZERO_DIVISIONS))
+def test_float_floor_division_and_remainder_by_zero_match_torch(case, dtype):
+    values = [1.0, -1.0, 0.0, 2.5, -3.0]
+    x = mg.tensor(values, dtype=getattr(mg, dtype))
+    xt = torch.tensor(values, dtype=getattr(torch, dtype))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = FLOAT_ZERO_DIVISIONS[case](x)
+    out_t = FLOAT_ZERO_DIVISIONS[case](xt)
+    assert str(out.dtype) == str(out_t.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(out.numpy(), out_t.numpy())
+    assert_no_runtime_warning(caught)
+
+
+@pytest.mark.parametrize("op", ["//", "%"])
+def test_integer_tensor_by_float_zero_is_float_as_torch(op):
+    fn = (lambda x: x // 0.0) if op == "//" else (lambda x: x % 0.0)
+    out, out_t = fn(mg.tensor([1, -2, 0])), fn(torch.tensor([1, -2, 0]))
+    assert str(out.dtype) == str(out_t.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(out.numpy(), out_t.numpy())
+
+
+# --- advanced indexing that mixes integers, slices, None and index tensors -------------------
+# x has shape (3, 4, 5, 6). Each index is built by a function of (make index tensor, make
+# bool tensor), so the same index is given to minigrad and torch. Values and gradients (of
+# sum(x[index] * weights)) are compared; repeated indices accumulate.
+
+def _index_cases():
+    s = slice
+    return {
+        "int_tensor_tensor": lambda T, B: (1, T([0, 2]), T([1, 3])),
+        "tensor_tensor_int_tensor": lambda T, B: (T([0, 2]), T([1, 3]), 3, T([5, 0])),
+        "ellipsis_int_tensor_none": lambda T, B: (Ellipsis, 1, T([0, 2]), None),
+        "tensor_slice_tensor": lambda T, B: (T([0, 2]), s(1, 3), T([1, 3])),
+        "none_tensor_int": lambda T, B: (None, T([0, 2]), 0),
+        "int_slice_tensor": lambda T, B: (0, s(None), T([4, 1])),
+        "tensor_int_tensor": lambda T, B: (T([0, 2]), 1, T([1, 3])),
+        "tensor_slice_int": lambda T, B: (T([0, 2]), s(None), 1),
+        "int_slice_tensor_tensor": lambda T, B: (1, s(None), T([0, 2]), T([5, 1])),
+        "tensor_2d_int": lambda T, B: (T([[0, 1], [2, 2]]), 1),
+        "broadcast_tensors_int": lambda T, B: (T([[0], [2]]), T([1, 3, 0]), 2),
+        "negative_tensor": lambda T, B: (T([-1, -3, 0]),),
+        "int_negative_tensor": lambda T, B: (1, T([-1, -4])),
+        "negative_int_tensor": lambda T, B: (-1, s(None), T([-5, 2])),
+        "repeated_tensor": lambda T, B: (T([0, 0, 2, 0]),),
+        "repeated_pairs": lambda T, B: (1, T([2, 2, 2]), T([3, 3, 0])),
+        "repeated_int_slice": lambda T, B: (T([1, 1]), s(0, 2), 4),
+        "mask_int": lambda T, B: (B([True, False, True]), 1),
+        "mask_slice_int": lambda T, B: (B([True, False, True]), s(None), 1),
+        "int_slice_mask": lambda T, B: (1, s(None), B([True, False, False, True, True])),
+        "int_mask": lambda T, B: (2, B([False, True, True, False])),
+        "mask_2d_int": lambda T, B: (B([[True, False, True, False]] * 3), 3),
+        "list_index": lambda T, B: ([0, 2, 2],),
+        "list_int": lambda T, B: ([2, 0], 3),
+        "empty_list": lambda T, B: [],
+        "empty_tensor": lambda T, B: (T([]),),
+        "int_empty_tensor": lambda T, B: (1, T([])),
+        "empty_tensor_slice_int": lambda T, B: (T([]), s(None), 2),
+        "all_false_mask_int": lambda T, B: (B([False, False, False]), 0),
+    }
+
+
+INDEX_CASES = _index_cases()
+X_SHAPE = (3, 4, 5, 6)
+
+
+def _index_makers(lib, index_dtype):
+    def T(values):
+        return lib.tensor(values, dtype=getattr(lib, index_dtype))
+
+    def B(values):
+        return lib.tensor(values, dtype=lib.bool)
+    return T, B
+
+
+def _index_pair(case, index_dtype="int64"):
+    return (INDEX_CASES[case](*_index_makers(mg, index_dtype)),
+            INDEX_CASES[case](*_index_makers(torch, index_dtype)))
+
+
+def _x_pair():
+    values = np.random.default_rng(5).standard_normal(X_SHAPE)
+    return (mg.tensor(values, requires_grad=True), torch.tensor(values, requires_grad=True))
+
+
+@pytest.mark.parametrize("case", list(INDEX_CASES))
+def test_mixed_advanced_indexing_values_and_gradients_match_torch(case):
+    x, xt = _x_pair()
+    index, index_t = _index_pair(case)
+    out, out_t = x[index], xt[index_t]
+    assert out.shape == tuple(out_t.shape)
+    np.testing.assert_array_equal(out.numpy(), out_t.detach().numpy())
+    w = np.random.default_rng(6).standard_normal(tuple(out_t.shape))
+    (out * mg.tensor(w)).sum().backward()
+    (out_t * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=0)
+
+
+# int32 index tensors index as int64 ones do (uint8 ones are read as masks by torch)
+@pytest.mark.parametrize("case", ["int_tensor_tensor", "tensor_slice_tensor", "none_tensor_int",
+                                  "negative_tensor", "tensor_2d_int", "empty_tensor"])
+def test_mixed_indexing_with_int32_index_tensors_matches_torch(case):
+    x, xt = _x_pair()
+    index, index_t = _index_pair(case, "int32")
+    out, out_t = x[index], xt[index_t]
+    assert out.shape == tuple(out_t.shape)
+    np.testing.assert_array_equal(out.numpy(), out_t.detach().numpy())
+
+
+def test_empty_list_index_gives_an_empty_leading_dim():
+    x = mg.zeros(3, 4)
+    assert x[[]].shape == (0, 4)
+    assert x[mg.tensor([], dtype=mg.int64)].shape == (0, 4)
+
+
+# (index, the bad value, the size of the dimension it indexes)
+OUT_OF_RANGE = {
+    "tensor_past_end": (lambda T: (T([3]),), 3, 3),
+    "tensor_after_int": (lambda T: (1, T([7])), 7, 4),
+    "tensor_too_negative": (lambda T: (T([-4]),), -4, 3),
+    "tensor_after_int_slice": (lambda T: (0, slice(None), T([9])), 9, 5),
+    "second_of_two_tensors": (lambda T: (T([0, 1]), T([1, 8])), 8, 4),
+    "last_dim_after_ellipsis": (lambda T: (Ellipsis, T([6])), 6, 6),
+    "plain_int": (lambda T: (3,), 3, 3),
+    "plain_negative_int": (lambda T: (0, -5), -5, 4),
+    "list": (lambda T: ([0, 5],), 5, 3),
+}
+
+
+@pytest.mark.parametrize("case", list(OUT_OF_RANGE))
+def test_out_of_range_index_raises_index_error_naming_index_and_size(case):
+    make, bad, size = OUT_OF_RANGE[case]
+    x, xt = _x_pair()
+    with pytest.raises(IndexError):
+        xt[make(lambda v: torch.tensor(v))]
+    with pytest.raises(IndexError) as info:
+        x[make(lambda v: mg.tensor(v))]
+    msg = str(info.value)
+    numbers = [int(n) for n in re.findall(r"-?\d+", msg)]
+    assert "index" in msg.lower() and bad in numbers and size in numbers, msg
+
+
+# --- mg.grad with the same input twice, and double backward through attention -----------------
+
+def _leaves(n=2, shape=(2, 3)):
+    rng = np.random.default_rng(7)
+    values = [rng.standard_normal(shape) for _ in range(n)]
+    return ([mg.tensor(v, requires_grad=True) for v in values],
+            [torch.tensor(v, requires_grad=True) for v in values])
+
+
+GRAD_INPUTS = {
+    "x_x": lambda x, y, z: (x, x),
+    "x_y_x": lambda x, y, z: (x, y, x),
+    "list_x_x": lambda x, y, z: [x, x],
+    "z_z_nonleaf": lambda x, y, z: (z, z),
+    "x_z_x_z": lambda x, y, z: (x, z, x, z),
+}
+
+
+def _grad_setup(lib, x, y):
+    z = x * y
+    return z, (z * z.tanh() + y).sum()
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("case", list(GRAD_INPUTS))
+def test_grad_with_repeated_inputs_matches_torch(case, create_graph):
+    (x, y), (xt, yt) = _leaves()
+    z, out = _grad_setup(mg, x, y)
+    zt, out_t = _grad_setup(torch, xt, yt)
+    grads = mg.grad(out, GRAD_INPUTS[case](x, y, z), create_graph=create_graph)
+    grads_t = torch.autograd.grad(out_t, GRAD_INPUTS[case](xt, yt, zt), create_graph=create_graph)
+    assert len(grads) == len(grads_t)
+    for g, gt in zip(grads, grads_t):
+        np.testing.assert_allclose(g.numpy(), gt.detach().numpy(), rtol=1e-12, atol=1e-15)
+    if create_graph:  # the repeated gradients are differentiable again
+        second = sum(((g * g).sum() for g in grads), mg.tensor(0.0, dtype=mg.float64))
+        second_t = sum((g * g).sum() for g in grads_t)
+        np.testing.assert_allclose(mg.grad(second, x)[0].numpy(),
+                                   torch.autograd.grad(second_t, xt)[0].numpy(), rtol=1e-10)
+
+
+def _sdpa_second_order(lib, F, x, kwargs, qkv):
+    q, k, v = qkv(x)
+    out = F.scaled_dot_product_attention(q, k, v, **kwargs)
+    w = lib.tensor(np.random.default_rng(8).standard_normal(tuple(out.shape)))
+    g, = (mg.grad if lib is mg else torch.autograd.grad)((out * w).sum(), x, create_graph=True)
+    return g, (g * g.tanh()).sum()
+
+
+SDPA_FORMS = {
+    "x_x_x": (lambda x: (x, x, x), {}),
+    "x_x_x_causal": (lambda x: (x, x, x), {"is_causal": True}),
+    "x_2x_x_scale": (lambda x: (x, x * 2, x), {"scale": 0.3}),
+}
+
+
+@pytest.mark.parametrize("form", list(SDPA_FORMS))
+def test_double_backward_through_attention_of_x_with_itself_matches_torch(form):
+    qkv, kwargs = SDPA_FORMS[form]
+    values = np.random.default_rng(9).standard_normal((1, 2, 3, 4))
+    x = mg.tensor(values, requires_grad=True)
+    xt = torch.tensor(values, requires_grad=True)
+    g, loss = _sdpa_second_order(mg, MF, x, kwargs, qkv)
+    gt, loss_t = _sdpa_second_order(torch, TF, xt, kwargs, qkv)
+    np.testing.assert_allclose(g.numpy(), gt.detach().numpy(), rtol=1e-9, atol=1e-12)
+    loss.backward()
+    loss_t.backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+# --- messages that must not mislead ----------------------------------------------------------
+
+# Reassigning .data of a tensor saved for backward: torch raises nothing and differentiates
+# with the NEW values (x * x then x.data = v gives the gradient 2 * v: its saved variable is
+# the tensor itself). minigrad saved the old array. Either it follows torch (same gradient),
+# or it refuses with a RuntimeError that says the data was replaced; it must never claim
+# "version is 0, expected 0", which contradicts itself and hides the cause.
+DATA_REPLACED = {
+    "mul_self": lambda x: x * x,
+    "exp_then_mul": lambda x: x.exp() * x,
+    "matmul": lambda x: x.reshape(1, 2) @ x.reshape(2, 1),
+    "pow": lambda x: x ** 3,
+}
+
+
+@pytest.mark.parametrize("case", list(DATA_REPLACED))
+def test_backward_after_data_replaced_is_torchs_gradient_or_a_clear_error(case):
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    xt = torch.tensor([1.0, 2.0], requires_grad=True)
+    out, out_t = DATA_REPLACED[case](x), DATA_REPLACED[case](xt)
+    x.data = mg.tensor([5.0, 7.0]).data
+    xt.data = torch.tensor([5.0, 7.0])
+    out_t.sum().backward()
+    try:
+        out.sum().backward()
+    except RuntimeError as e:
+        msg = str(e)
+        assert "version is 0, expected 0" not in msg, msg
+        assert ".data" in msg and re.search(r"replac|reassign|assign", msg), msg
+    else:
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+
+
+def test_output_data_replaced_keeps_the_saved_output_as_torch():
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    xt = torch.tensor([1.0, 2.0], requires_grad=True)
+    y, yt = x.exp(), xt.exp()
+    y.data = mg.tensor([5.0, 7.0]).data
+    yt.data = torch.tensor([5.0, 7.0])
+    y.sum().backward()
+    yt.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+
+
+DTYPE_WORDS = {
+    "float16": r"float16|half",
+    "float32": r"float32|\bfloat\b",
+    "float64": r"float64|double",
+    "int32": r"int32|\bint\b",
+    "int64": r"int64|long",
+}
+# (left shape, left dtype, right shape, right dtype)
+MATMUL_MIXED = {
+    "vec_f32_f64": ((2,), "float32", (2,), "float64"),
+    "mat_f32_f64": ((2, 2), "float32", (2, 2), "float64"),
+    "mat_vec_f64_f32": ((2, 3), "float64", (3,), "float32"),
+    "batched_f16_f32": ((2, 2, 3), "float16", (3, 2), "float32"),
+    "vec_i64_f32": ((2,), "int64", (2,), "float32"),
+    "mat_i32_f32": ((2, 3), "int32", (3, 2), "float32"),
+    "mat_f32_i64": ((2, 3), "float32", (3, 2), "int64"),
+}
+
+
+@pytest.mark.parametrize("case", list(MATMUL_MIXED))
+def test_matmul_of_mixed_dtypes_is_a_dtype_error_not_a_shape_error(case):
+    s1, d1, s2, d2 = MATMUL_MIXED[case]
+    with pytest.raises(RuntimeError) as info_t:
+        torch.ones(s1, dtype=getattr(torch, d1)) @ torch.ones(s2, dtype=getattr(torch, d2))
+    with pytest.raises((RuntimeError, TypeError)) as info:
+        mg.ones(*s1, dtype=getattr(mg, d1)) @ mg.ones(*s2, dtype=getattr(mg, d2))
+    assert isinstance(info.value, type(info_t.value))
+    assert not isinstance(info.value, mg.ShapeError)
+    msg = str(info.value)
+    assert "matmul" in msg.lower(), msg
+    for d in (d1, d2):
+        assert re.search(DTYPE_WORDS[d], msg, re.IGNORECASE), msg
+
+
+# torch.cat and torch.stack promote mixed dtypes (no error): minigrad must do the same
+@pytest.mark.parametrize("fn", ["cat", "stack"])
+@pytest.mark.parametrize("dtypes", [("float32", "float64"), ("int64", "float32"),
+                                    ("float16", "float32")])
+def test_cat_and_stack_promote_mixed_dtypes_as_torch(fn, dtypes):
+    d1, d2 = dtypes
+    a, b = mg.ones(2, dtype=getattr(mg, d1)), mg.full((2,), 3, dtype=getattr(mg, d2))
+    at, bt = torch.ones(2, dtype=getattr(torch, d1)), torch.full((2,), 3, dtype=getattr(torch, d2))
+    out, out_t = getattr(mg, fn)([a, b]), getattr(torch, fn)([at, bt])
+    assert str(out.dtype) == str(out_t.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(out.numpy(), out_t.numpy())
+
+
+# In-place ops whose result dtype cannot be stored in the tensor: torch raises RuntimeError
+# ("result type Float can't be cast to the desired output type Long").
+@pytest.mark.parametrize("op", ["add_", "sub_", "mul_", "div_"])
+@pytest.mark.parametrize("dtype", ["int64"])
+def test_inplace_op_that_cannot_cast_back_raises_runtime_error(op, dtype):
+    with pytest.raises(RuntimeError):
+        getattr(torch.tensor([1, 2], dtype=getattr(torch, dtype)), op)(torch.tensor([1.5, 2.0]))
+    x = mg.tensor([1, 2], dtype=getattr(mg, dtype))
+    with pytest.raises(RuntimeError) as info:
+        getattr(x, op)(mg.tensor([1.5, 2.0]))
+    msg = str(info.value)
+    assert not isinstance(info.value, mg.ShapeError)
+    assert op in msg, msg
+    assert re.search(DTYPE_WORDS["float32"], msg, re.I), msg
+    assert re.search(DTYPE_WORDS[dtype], msg, re.I), msg
+
+
+@pytest.mark.parametrize("op", ["add_", "sub_", "mul_", "div_"])
+def test_inplace_op_into_a_narrower_float_matches_torch(op):
+    x, xt = mg.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])
+    getattr(x, op)(mg.tensor([1.5, 2.5], dtype=mg.float64))
+    getattr(xt, op)(torch.tensor([1.5, 2.5], dtype=torch.float64))
+    assert x.dtype == mg.float32
+    np.testing.assert_array_equal(x.numpy(), xt.numpy())
+
+
+@pytest.mark.parametrize("empty", [[], ()], ids=["list", "tuple"])
+def test_backward_with_empty_inputs_raises_as_torch(empty):
+    xt = torch.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="cannot be empty"):
+        (xt * 2).sum().backward(inputs=empty)
+    x = mg.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError) as info:
+        (x * 2).sum().backward(inputs=empty)
+    msg = str(info.value)
+    assert "inputs" in msg and "empty" in msg and "backward" in msg, msg
+    assert x.grad is None
+
+
+@pytest.mark.parametrize("empty", [[], ()], ids=["list", "tuple"])
+def test_grad_with_empty_inputs_raises_as_torch(empty):
+    xt = torch.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="cannot be empty"):
+        torch.autograd.grad((xt * 2).sum(), empty)
+    x = mg.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError) as info:
+        mg.grad((x * 2).sum(), empty)
+    msg = str(info.value)
+    assert "inputs" in msg and "empty" in msg, msg
+
+
+# --- no NumPy RuntimeWarning reaches the user ------------------------------------------------
+# Inside detect_anomaly minigrad raises its own RuntimeError on the first op whose forward
+# (or backward) turns finite values into NaN/inf; NumPy's "divide by zero encountered" and
+# similar warnings must not be emitted on the way. Outside anomaly mode torch returns inf/nan
+# silently, and so must minigrad.
+
+ANOMALOUS_FORWARD = {
+    "log_zero": lambda: mg.log(mg.tensor([0.0])),
+    "log_negative": lambda: mg.tensor([-1.0]).log(),
+    "div_by_zero": lambda: mg.tensor([1.0]) / 0,
+    "mul_overflow": lambda: mg.tensor([1e38]) * 10,
+    "exp_overflow": lambda: mg.tensor([100.0]).exp(),
+    "sqrt_negative": lambda: mg.tensor([-1.0]).sqrt(),
+    "float16_add_overflow": lambda: mg.tensor([60000.0], dtype=mg.float16) * 2,
+    "int_true_div_by_zero": lambda: mg.tensor([1]) / 0,
+    "float_floordiv_zero": lambda: mg.tensor([1.0]) // 0,
+}
+
+
+@pytest.mark.parametrize("case", list(ANOMALOUS_FORWARD))
+def test_anomaly_in_forward_raises_without_numpy_warning(case):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with mg.autograd.detect_anomaly():
+            with pytest.raises(RuntimeError):
+                ANOMALOUS_FORWARD[case]()
+    assert_no_runtime_warning(caught)
+
+
+ANOMALOUS_BACKWARD = {
+    "sqrt_at_zero": lambda x: x.sqrt(),
+    "pow_half_at_zero": lambda x: x ** 0.5,
+    "div_by_tiny_square": lambda x: 1.0 / (x + 1e-30),
+}
+
+
+@pytest.mark.parametrize("case", list(ANOMALOUS_BACKWARD))
+def test_anomaly_in_backward_raises_without_numpy_warning(case):
+    x = mg.tensor([0.0, 1.0], requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with mg.autograd.detect_anomaly():
+            out = ANOMALOUS_BACKWARD[case](x)
+            with pytest.raises(RuntimeError):
+                out.sum().backward()
+    assert_no_runtime_warning(caught)
+
+
+SILENT_OUTSIDE_ANOMALY = {
+    "log_zero": lambda lib: lib.tensor([0.0]).log(),
+    "log_negative": lambda lib: lib.tensor([-1.0]).log(),
+    "div_by_zero": lambda lib: lib.tensor([1.0]) / 0,
+    "zero_by_zero": lambda lib: lib.tensor([0.0]) / lib.tensor([0.0]),
+    "mul_overflow": lambda lib: lib.tensor([1e38]) * 10,
+    "exp_overflow": lambda lib: lib.tensor([100.0]).exp(),
+    "float16_mul_overflow": lambda lib: lib.tensor([60000.0], dtype=lib.float16) * 2,
+    "cast_to_float16_overflow": lambda lib: lib.tensor([1e5]).half(),
+    "int_true_div_by_zero": lambda lib: lib.tensor([1, 0]) / 0,
+    "float_floordiv_zero": lambda lib: lib.tensor([1.0, 0.0]) // 0,
+    "float_mod_zero": lambda lib: lib.tensor([1.0]) % 0,
+    "float16_sum_of_large": lambda lib: lib.tensor([60000.0, 60000.0], dtype=lib.float16).sum(),
+}
+
+
+@pytest.mark.parametrize("case", list(SILENT_OUTSIDE_ANOMALY))
+def test_no_numpy_warning_outside_anomaly_mode_and_torchs_values(case):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = SILENT_OUTSIDE_ANOMALY[case](mg)
+    out_t = SILENT_OUTSIDE_ANOMALY[case](torch)
+    assert str(out.dtype) == str(out_t.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(out.numpy(), out_t.numpy())
+    assert_no_runtime_warning(caught)
+
+
+@pytest.mark.parametrize("case", list(ANOMALOUS_BACKWARD))
+def test_no_numpy_warning_in_backward_outside_anomaly_mode(case):
+    x = mg.tensor([0.0, 1.0], requires_grad=True)
+    xt = torch.tensor([0.0, 1.0], requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ANOMALOUS_BACKWARD[case](x).sum().backward()
+    ANOMALOUS_BACKWARD[case](xt).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+    assert_no_runtime_warning(caught)
