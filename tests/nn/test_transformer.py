@@ -319,3 +319,19 @@ def test_unbatched_shape_errors_as_torch(case):
         with pytest.raises(AssertionError) as got:
             ours(*[mg.tensor(a) for a in args], **{k: mg.tensor(v) for k, v in kw.items()})
         assert str(got.value).startswith(str(expected.value).split(" but ")[0])
+
+
+def test_state_dict_keys_are_stable():
+    """Checkpoints written before keep loading: the layers' keys, mHC's included."""
+    def keys(layer):
+        return sorted({k.rsplit(".", 1)[0] for k in layer.state_dict()})
+
+    attn = ["self_attn.k_proj", "self_attn.out_proj", "self_attn.q_proj", "self_attn.v_proj"]
+    ffn = ["ffn.linear1", "ffn.linear2"]
+    cross = [k.replace("self_attn", "cross_attn") for k in attn]
+    assert keys(nn.TransformerEncoderLayer(8, 2, 16)) == sorted(attn + ffn + ["norm1", "norm2"])
+    assert keys(nn.TransformerDecoderLayer(8, 2, 16)) == sorted(
+        attn + cross + ffn + ["norm1", "norm2", "norm3"])
+    mhc = nn.TransformerDecoderLayer(8, 2, 16, residual="mhc")
+    assert [k for k in mhc.state_dict() if k.startswith("hc")] == [
+        f"hc{i}.{p}" for i in (1, 2, 3) for p in ("pre", "post", "res_logits")]
