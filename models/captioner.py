@@ -11,8 +11,8 @@ import numpy as np
 
 import minigrad as mg
 import nn
+from models import decoding
 from models.inspect import collect_attention
-from models.transformer import Transformer
 
 
 def patchify(images, patch_size):
@@ -106,8 +106,8 @@ class Captioner(nn.Module):
 
     def decode(self, tgt, memory, memory_key_padding_mask=None, cache=None):
         """Next-token logits at every position of ``tgt``, attending causally to it and to
-        every patch (the signature of models.Transformer.decode, whose greedy search runs
-        on it).
+        every patch (the signature of models.Transformer.decode, which the decoding loops of
+        models.decoding run on).
 
         Args:
             cache: an nn.DecoderCache: tgt then holds only the positions after
@@ -126,28 +126,28 @@ class Captioner(nn.Module):
                          tgt_is_causal=True, cache=cache)                    # (B, T, E)
         return self.generator(x)                                             # (B, T, V)
 
-    # greedy decoding over a DecoderCache needs only decode, pad_id and decoder.layers
-    greedy_search = Transformer.greedy_search
-    _log_probs = Transformer._log_probs
+    def greedy_search(self, memory, memory_key_padding_mask, max_new_tokens, bos_id, eos_id):
+        """The most likely next token at each step, until every row has produced EOS
+        (models.decoding.greedy_search, as models.Transformer's).
+
+        Shape:
+            memory (B, S, E) -> ndarray (B, L) int64, padded with pad_id after EOS
+        """
+        return decoding.greedy_search(self, memory, memory_key_padding_mask, max_new_tokens,
+                                      bos_id, eos_id)
 
     def generate(self, images, max_new_tokens):
         """Greedy captions, from BOS, one token at a time over a key/value cache (see
-        models.Transformer.greedy_search); pad and BOS are never produced. Runs without
-        gradients and in eval mode (the training flag is restored after).
+        ``greedy_search``); pad and BOS are never produced. Runs without gradients and in
+        eval mode (see nn.utils.evaluating).
 
         Shape:
             images (B, C, H, W) -> LongTensor (B, L) of generated ids without BOS,
             L <= max_new_tokens, each row padded with pad_id after its EOS.
         """
-        was_training = self.training
-        self.eval()
-        try:
-            with mg.no_grad():
-                memory = self.encode(images)
-                out = self.greedy_search(memory, None, max_new_tokens, self.bos_id,
-                                         self.eos_id)
-        finally:
-            self.train(was_training)
+        with nn.utils.evaluating(self):
+            memory = self.encode(images)
+            out = self.greedy_search(memory, None, max_new_tokens, self.bos_id, self.eos_id)
         return mg.tensor(out, dtype=mg.int64, device=images.device)
 
     def caption_with_attention(self, images, max_new_tokens, layer=-1):

@@ -10,24 +10,24 @@ import numpy as np
 
 import minigrad as mg
 import nn
+from models import decoding
+from nn.hyper import collapse_streams, expand_streams
 
 
 class Block(nn.TransformerEncoderLayer):
     """A transformer layer whose self-attention is causal and can run over a KVCache: the
-    encoder layer's submodules (``self_attn ffn norm1 norm2``) and residual rule (pre-LN
-    when norm_first), with ``is_causal=True`` always.
+    encoder layer itself (``self_attn ffn norm1 norm2``, its residual lines, pre-LN when
+    norm_first, mHC with residual="mhc"), with ``is_causal=True`` always.
 
     Args: as nn.TransformerEncoderLayer.
     Shape:
-        x (B, T, E) -> (B, T, E). With a ``cache`` (an nn.KVCache), x holds only the
-        positions after ``cache.position`` and attends to the cached ones too.
+        x (B, T, E) -> (B, T, E) (with residual="mhc" also streams (B, T, n, E) -> same).
+        With a ``cache`` (an nn.KVCache), x holds only the positions after
+        ``cache.position`` and attends to the cached ones too.
     """
 
     def forward(self, x, cache=None):
-        def attend(h):
-            return self.self_attn(h, h, h, need_weights=False, is_causal=True, cache=cache)[0]
-        x = self._sublayer(1, x, attend)
-        return self._sublayer(2, x, self.ffn)
+        return super().forward(x, is_causal=True, cache=cache)
 
 
 class GPT(nn.Module):
@@ -41,6 +41,8 @@ class GPT(nn.Module):
         positional: "learned" (a position table added to the embeddings, as GPT-2) or
             "rope" (rotary embeddings of every attention's queries and keys).
         norm_first: pre-LN blocks and a final LayerNorm (True, as GPT-2), or post-LN.
+        residual: "add" (ordinary residuals) or "mhc" (manifold-constrained
+            hyper-connections with ``n_streams`` streams, carried from block to block).
         tie_embeddings: lm_head shares its weight with the token embedding (as GPT-2; the
             demos untie it, which learned both of their tasks markedly faster).
     Shape:
@@ -49,11 +51,12 @@ class GPT(nn.Module):
 
     def __init__(self, vocab_size, d_model=128, nhead=4, num_layers=4, dim_feedforward=512,
                  dropout=0.0, max_len=256, positional="learned", norm_first=True,
-                 tie_embeddings=True):
+                 tie_embeddings=True, residual="add", n_streams=4):
         super().__init__()
         if positional not in ("learned", "rope"):
             raise ValueError(f"positional must be 'learned' or 'rope', got {positional!r}")
         self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
+        self.residual, self.n_streams = residual, n_streams
         self.tok_emb = nn.Embedding(vocab_size, d_model)
         learned = positional == "learned"
         self.pos_emb = nn.LearnedPositionalEmbedding(max_len, d_model) if learned else None
@@ -61,7 +64,8 @@ class GPT(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList([
             Block(d_model, nhead, dim_feedforward, dropout, activation="gelu",
-                  norm_first=norm_first, rotary=rotary) for _ in range(num_layers)])
+                  norm_first=norm_first, residual=residual, n_streams=n_streams,
+                  rotary=rotary) for _ in range(num_layers)])
         self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         # N(0, 1/d), scaled by sqrt(d) in forward, as models.Transformer: unit-variance
@@ -82,8 +86,12 @@ class GPT(nn.Module):
         start = 0 if cache is None else cache[0].position
         caches = [None] * len(self.blocks) if cache is None else cache
         x = self.embed(idx, start)                                           # (B, T, E)
+        if self.residual == "mhc":  # the blocks pass the streams on: widened once
+            x = expand_streams(x, self.n_streams)                            # (B, T, n, E)
         for block, kv in zip(self.blocks, caches):
-            x = block(x, kv)                                                 # (B, T, E)
+            x = block(x, kv)
+        if self.residual == "mhc":
+            x = collapse_streams(x)                                          # (B, T, E)
         return self.lm_head(self.norm(x))                                    # (B, T, V)
 
     def embed(self, idx, start=0):
@@ -112,29 +120,30 @@ class GPT(nn.Module):
         the cached keys and values; without it the whole context is re-run (the same
         logits, to rounding). The context is the last max_len tokens: when it is full, the
         window slides and the cache is rebuilt from it. Runs without gradients, in eval mode
-        (the training flag is restored after).
+        (see nn.utils.evaluating); the loop is models.decoding.token_by_token, choosing
+        with sample_next.
 
         Shape:
             idx (B, T) integer -> (B, T + max_new_tokens) int64: the prompt and its
             continuation.
         """
-        was_training = self.training
-        self.eval()
-        try:
-            with mg.no_grad():
-                cache = None
-                for _ in range(max_new_tokens):
-                    if cache is not None and cache[0].position < self.max_len:
-                        logits = self(idx[:, -1:], cache)  # only the newest token
-                    else:  # the whole context, which fills a new cache
-                        cache = self.new_cache() if use_cache else None
-                        logits = self(idx[:, -self.max_len:], cache)
-                    next_id = sample_next(logits[:, -1], temperature, top_k)  # (B,)
-                    next_id = mg.tensor(next_id[:, None], dtype=idx.dtype, device=idx.device)
-                    idx = mg.cat([idx, next_id], dim=1)                      # (B, T + 1)
-        finally:
-            self.train(was_training)
-        return idx
+        context = {"cache": None}
+
+        def step(tokens):  # the logits of the next token after each row of tokens
+            cache = context["cache"]
+            if cache is not None and cache[0].position < self.max_len:
+                x = tokens[:, -1:]                               # only the newest token
+            else:  # the whole context, which fills a new cache
+                cache = context["cache"] = self.new_cache() if use_cache else None
+                x = tokens[:, -self.max_len:]
+            return self(mg.tensor(x, dtype=idx.dtype, device=idx.device), cache)[:, -1]
+
+        def choose(logits):
+            return sample_next(logits, temperature, top_k)
+
+        with nn.utils.evaluating(self):
+            tokens = decoding.token_by_token(step, idx.numpy(), max_new_tokens, choose)
+        return mg.tensor(tokens, dtype=idx.dtype, device=idx.device)
 
 
 def sample_next(logits, temperature=1.0, top_k=None):

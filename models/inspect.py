@@ -14,7 +14,7 @@ import inspect
 
 import numpy as np
 
-import minigrad as mg
+import nn
 
 KINDS = ("encoder_self", "decoder_self", "cross")
 TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
@@ -46,15 +46,10 @@ def collect_attention(model, src, tgt):
     maps = {kind: [] for kind in KINDS}
     for kind, _, _ in attention_modules(model):
         maps[kind].append(None)
-    was_training = model.training
-    model.eval()
-    try:
-        with contextlib.ExitStack() as stack, mg.no_grad():
-            for kind, i, attn in attention_modules(model):
-                stack.enter_context(_recording(attn, maps[kind], i))
-            model(src, tgt)
-    finally:
-        model.train(was_training)
+    with contextlib.ExitStack() as stack, nn.utils.evaluating(model):
+        for kind, i, attn in attention_modules(model):
+            stack.enter_context(_recording(attn, maps[kind], i))
+        model(src, tgt)
     return maps
 
 

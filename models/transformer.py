@@ -10,7 +10,7 @@ import numpy as np
 
 import minigrad as mg
 import nn
-import nn.functional as F
+from models import decoding
 
 
 class Transformer(nn.Module):
@@ -109,9 +109,9 @@ class Transformer(nn.Module):
         """Decode from BOS: greedily (beam_size=1) or by beam search, over a key/value cache
         (so each new token attends to the cached prefix instead of re-running it).
 
-        Runs without gradients and in eval mode (the training flag is restored after). The
-        tokens pad_id and bos_id are never produced. Beam search (see ``beam_search``)
-        ranks finished hypotheses by their summed log-probability divided by
+        Runs without gradients and in eval mode (see nn.utils.evaluating). The tokens
+        pad_id and bos_id are never produced. Beam search (see ``beam_search``) ranks
+        finished hypotheses by their summed log-probability divided by
         length ** length_penalty, the length counting the EOS: 1.0 gives the mean
         log-probability per token (the simple average, not GNMT's ((5 + length) / 6) ** a),
         0.0 the plain sum. Decoding stops when every row (every batch element's beam_size
@@ -121,107 +121,41 @@ class Transformer(nn.Module):
             src (B, S) -> LongTensor (B, L) of generated ids without BOS, L <= max_new_tokens,
             each row padded with pad_id after its EOS.
         """
-        was_training = self.training
-        self.eval()
-        try:
-            with mg.no_grad():
-                memory, memory_key_padding_mask = self.encode(src)
-                args = (memory, memory_key_padding_mask, max_new_tokens, bos_id, eos_id)
-                if beam_size == 1:
-                    out = self.greedy_search(*args)
-                else:
-                    out = self.beam_search(*args, beam_size, length_penalty)
-        finally:
-            self.train(was_training)
+        with nn.utils.evaluating(self):
+            memory, memory_key_padding_mask = self.encode(src)
+            args = (memory, memory_key_padding_mask, max_new_tokens, bos_id, eos_id)
+            if beam_size == 1:
+                out = self.greedy_search(*args)
+            else:
+                out = self.beam_search(*args, beam_size, length_penalty)
         return mg.tensor(out, dtype=mg.int64, device=src.device)
 
-    def _log_probs(self, tokens, memory, memory_key_padding_mask, cache, bos_id):
-        """Log-probabilities of the next token after ``tokens`` (B, 1) on the host, as
-        float64, with pad and BOS ruled out: (B, V)."""
-        tokens = mg.tensor(tokens, dtype=mg.int64, device=memory.device)
-        logits = self.decode(tokens, memory, memory_key_padding_mask, cache)[:, -1]
-        logp = F.log_softmax(logits, -1).numpy().astype(np.float64)         # (B, V)
-        logp[:, [self.pad_id, bos_id]] = -np.inf
-        return logp
-
     def greedy_search(self, memory, memory_key_padding_mask, max_new_tokens, bos_id, eos_id):
-        """The most likely next token at each step, until every row has produced EOS.
+        """The most likely next token at each step, until every row has produced EOS
+        (models.decoding.greedy_search).
+
+        Shape:
+            memory (B, S, E) -> ndarray (B, L) int64, padded with pad_id after EOS
+        """
+        return decoding.greedy_search(self, memory, memory_key_padding_mask, max_new_tokens,
+                                      bos_id, eos_id)
+
+    def beam_search(self, memory, memory_key_padding_mask, max_new_tokens, bos_id, eos_id,
+                    beam_size=4, length_penalty=1.0):
+        """Batched beam search with length normalisation, as fairseq's (see
+        models.decoding.beam_search): each batch element keeps beam_size hypotheses, each
+        of them a row of the decoder's cache.
 
         Shape:
             memory (B, S, E) -> ndarray (B, L) int64, padded with pad_id after EOS
         """
         B = memory.shape[0]
-        cache = nn.DecoderCache(len(self.decoder.layers))
-        tokens, done, out = np.full((B, 1), bos_id), np.zeros(B, bool), []
-        for _ in range(max_new_tokens):
-            logp = self._log_probs(tokens, memory, memory_key_padding_mask, cache, bos_id)
-            tokens = np.where(done, self.pad_id, logp.argmax(-1))[:, None]   # (B, 1)
-            out.append(tokens)
-            done |= tokens[:, 0] == eos_id
-            if done.all():
-                break
-        return np.concatenate(out, axis=1) if out else np.zeros((B, 0), np.int64)
-
-    def beam_search(self, memory, memory_key_padding_mask, max_new_tokens, bos_id, eos_id,
-                    beam_size=4, length_penalty=1.0):
-        """Batched beam search with length normalisation, as fairseq's.
-
-        Each step ranks the extensions of a batch element's K live beams by their summed
-        log-probability. An EOS among the K best closes a hypothesis, scored by its sum
-        divided by length ** length_penalty; the K best extensions by other tokens become
-        the live beams. A batch element is done once it has K closed hypotheses; at
-        max_new_tokens its live beams are scored too (at that length, without an EOS).
-        With K = 1 this is greedy search, whatever the length penalty.
-
-        Shape:
-            memory (B, S, E) -> ndarray (B, L) int64, padded with pad_id after EOS
-        """
-        B, K, L, alpha = memory.shape[0], beam_size, max_new_tokens, length_penalty
-        rows = mg.tensor(np.repeat(np.arange(B), K), device=memory.device)
+        rows = mg.tensor(np.repeat(np.arange(B), beam_size), device=memory.device)
         memory, memory_key_padding_mask = memory[rows], memory_key_padding_mask[rows]
-        cache = nn.DecoderCache(len(self.decoder.layers))
-        scores = np.full((B, K), -np.inf)                # summed log-probs of the live beams
-        scores[:, 0] = 0.0                               # (the K copies of BOS count once)
-        beams = np.full((B, K, L), self.pad_id)          # their tokens so far
-        best = np.full((B, K), -np.inf)                  # normalised scores of closed ones
-        best_seqs = np.full((B, K, L), self.pad_id)
-        done = np.zeros(B, bool)
-        tokens = np.full((B * K, 1), bos_id)
-        for t in range(1, L + 1):
-            logp = self._log_probs(tokens, memory, memory_key_padding_mask, cache, bos_id)
-            ext = (scores[:, :, None] + logp.reshape(B, K, -1)).reshape(B, -1)  # (B, K*V)
-            top = np.argsort(-ext, axis=1, kind="stable")[:, :2 * K]  # >= K are not EOS
-            top_scores = np.take_along_axis(ext, top, axis=1)                # (B, 2K)
-            origin, token = np.divmod(top, ext.shape[1] // K)                # (B, 2K)
-            seqs = np.take_along_axis(beams, origin[:, :, None], axis=1)     # (B, 2K, L)
-            seqs[:, :, t - 1] = token
-            closed = (token[:, :K] == eos_id) & ~done[:, None]
-            closed_scores = np.where(closed, top_scores[:, :K] / t ** alpha, -np.inf)
-            best, best_seqs = _keep_best(best, best_seqs, closed_scores, seqs[:, :K])
-            done |= np.isfinite(best).all(1)
-            live = np.argsort(token == eos_id, axis=1, kind="stable")[:, :K]  # (B, K)
-            scores = np.take_along_axis(top_scores, live, axis=1)
-            beams = np.take_along_axis(seqs, live[:, :, None], axis=1)
-            if t == L:  # the beams still open compete at this length
-                open_scores = np.where(done[:, None], -np.inf, scores / L ** alpha)
-                best, best_seqs = _keep_best(best, best_seqs, open_scores, beams)
-            if t == L or done.all():
-                break
-            origin = np.take_along_axis(origin, live, axis=1)
-            cache.reorder(mg.tensor((np.arange(B)[:, None] * K + origin).reshape(-1),
-                                    device=memory.device))
-            tokens = np.take_along_axis(token, live, axis=1).reshape(B * K, 1)
-        out = best_seqs[np.arange(B), best.argmax(1)]                        # (B, L)
-        return out[:, :(out != self.pad_id).sum(1).max(initial=0)]  # pad is never generated
-
-
-def _keep_best(best, seqs, new, new_seqs):
-    """The K best by score of the finished hypotheses ``best`` (B, K) and ``new`` (B, K),
-    with their sequences (B, K, L)."""
-    scores = np.concatenate([best, new], axis=1)                             # (B, 2K)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :best.shape[1]]
-    seqs = np.take_along_axis(np.concatenate([seqs, new_seqs], axis=1), order[:, :, None], 1)
-    return np.take_along_axis(scores, order, axis=1), seqs
+        step, reorder = decoding.encoder_decoder_step(self, memory, memory_key_padding_mask,
+                                                      banned=(self.pad_id, bos_id))
+        return decoding.beam_search(step, reorder, B, beam_size, bos_id, eos_id, self.pad_id,
+                                    max_new_tokens, length_penalty)
 
 
 def _positions(kind, d_model, nhead, max_len):

@@ -36,6 +36,10 @@ class HyperConnection(Module):
         sinkhorn_iters: Sinkhorn-Knopp steps for H_res (default 20).
     Shape:
         streams (B, T, n, E) and a sublayer (B, T, E) -> (B, T, E) give (B, T, n, E).
+
+    A layer that writes its residual lines out (as nn.TransformerEncoderLayer does) calls
+    the two halves itself; where an ordinary pre-LN layer has
+    ``x = x + f(norm(x))``, the mHC layer has ``x = hc.write(x, f(norm(hc.read(x))))``.
     """
 
     def __init__(self, n_streams=4, sinkhorn_iters=20):
@@ -57,11 +61,27 @@ class HyperConnection(Module):
     def h_res(self):
         return sinkhorn(self.res_logits, self.sinkhorn_iters)
 
-    def forward(self, streams, sublayer):
-        x = (self.h_pre().unsqueeze(-1) * streams).sum(-2)          # (B, T, E)
-        out = sublayer(x)                                           # (B, T, E)
+    def read(self, streams):
+        """The sublayer's input H_pre X: a non-negative mixture of the streams.
+
+        Shape:
+            streams (B, T, n, E) -> (B, T, E)
+        """
+        return (self.h_pre().unsqueeze(-1) * streams).sum(-2)
+
+    def write(self, streams, out):
+        """The streams after the sublayer: H_res X + H_post^T out, where ``out`` is what the
+        sublayer made of ``read(streams)``.
+
+        Shape:
+            streams (B, T, n, E), out (B, T, E) -> (B, T, n, E)
+        """
         mixed = self.h_res() @ streams                              # (B, T, n, E)
         return mixed + self.h_post().unsqueeze(-1) * out.unsqueeze(-2)
+
+    def forward(self, streams, sublayer):
+        """The residual around ``sublayer``: ``write(streams, sublayer(read(streams)))``."""
+        return self.write(streams, sublayer(self.read(streams)))
 
     def extra_repr(self):
         return f"n_streams={self.n_streams}, sinkhorn_iters={self.sinkhorn_iters}"

@@ -232,6 +232,11 @@ class Module:
     def load_state_dict(self, state_dict, strict=True):
         """Copy ``state_dict``'s tensors into this module's parameters and buffers in place.
 
+        Each is written as ``tensor.copy_(value)`` under no_grad, as PyTorch does: the
+        Parameter objects stay the same, their versions go up, and a graph that saved one
+        of them before the load refuses to backpropagate through the old values. Values
+        may be Tensors or NumPy or CuPy arrays (moved to the tensor's device).
+
         Returns (missing_keys, unexpected_keys); with ``strict`` any of them, and always a
         shape mismatch, raises an error that names the key (and both shapes). Nothing is
         copied unless every key fits, so a failed load leaves the module unchanged.
@@ -239,14 +244,13 @@ class Module:
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
+        values = {key: _array_of(state_dict[key]) for key in own if key in state_dict}
         errors = []
-        for key, target in own.items():
-            if key in state_dict:
-                value = state_dict[key]
-                shape = tuple(np.shape(value.data if isinstance(value, mg.Tensor) else value))
-                if shape != target.shape:
-                    errors.append(f"size mismatch for {key}: copying a tensor of shape {shape} "
-                                  f"from the checkpoint, the shape in the model is {target.shape}")
+        for key, value in values.items():
+            shape, target = tuple(value.shape), own[key]
+            if shape != target.shape:
+                errors.append(f"size mismatch for {key}: copying a tensor of shape {shape} "
+                              f"from the checkpoint, the shape in the model is {target.shape}")
         if strict and (missing or unexpected):
             if missing:
                 errors.append("missing keys: " + ", ".join(repr(k) for k in missing))
@@ -256,11 +260,8 @@ class Module:
             raise RuntimeError(f"error(s) loading the state_dict of {type(self).__name__}:\n  "
                                + "\n  ".join(errors))
         with mg.no_grad():
-            for key, target in own.items():
-                if key in state_dict:
-                    value = state_dict[key]
-                    data = value.data if isinstance(value, mg.Tensor) else np.asarray(value)
-                    target.data[...] = backend.to_device(data, target.device)
+            for key, value in values.items():
+                own[key].copy_(backend.to_device(value, own[key].device))
         return IncompatibleKeys(missing, unexpected)
 
     # --- modes and moves --------------------------------------------------------------------
@@ -330,6 +331,18 @@ class Module:
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
                       | set(self._modules))
+
+
+def _array_of(value):
+    """The array behind a state-dict value: a Tensor's own array, a NumPy or CuPy array as
+    it is (on its device), anything else (a list, a number) through NumPy."""
+    if isinstance(value, mg.Tensor):
+        return value.data
+    if type(value).__module__.startswith("cupy"):
+        backend.cupy()  # registers cupy.ndarray as a backend array type
+    if type(value) in backend._XP_BY_TYPE:
+        return value
+    return np.asarray(value)
 
 
 def _is_dtype(a):

@@ -23,6 +23,7 @@ state) can travel in the same file as ``metadata``: a flat dict of str -> str, w
 what the safetensors header allows (store structured values as JSON text).
 ``load(path, with_metadata=True)`` gives it back.
 """
+import errno
 import json
 import os
 import secrets
@@ -135,10 +136,27 @@ def _saved_order(header, metadata, arrays):
     return sorted(header, key=lambda name: header[name]["data_offsets"][0])
 
 
+class MissingDirectoryError(FileNotFoundError, RuntimeError):
+    """``save`` to a path whose folder does not exist: a FileNotFoundError, as Python's
+    ``open`` raises, and a RuntimeError, as ``torch.save`` raises."""
+
+
+class PathIsDirectoryError(IsADirectoryError, RuntimeError):
+    """``save`` to a path that is a folder: an IsADirectoryError, as Python's ``open``
+    raises, and a RuntimeError, as ``torch.save`` raises."""
+
+
 def _write_atomic(path, payload):
     """Write ``payload`` to a temporary file beside ``path``, fsync it, then rename it onto
     ``path``: readers see the old file or the new one, never half of one."""
     directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        problem = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise MissingDirectoryError(errno.ENOENT, f"save: the parent directory {directory!r} "
+                                    f"{problem}", path)
+    if os.path.isdir(path):
+        raise PathIsDirectoryError(errno.EISDIR, "save: the path is a directory, not a file",
+                                   path)
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     try:

@@ -1,9 +1,17 @@
 """Transformer encoder and decoder layers and stacks (Vaswani et al., 2017), post-LN or
 pre-LN, with ordinary residuals or manifold-constrained hyper-connections (``residual="mhc"``).
 
-Submodule names follow the API contract (``self_attn``, ``cross_attn``, ``ffn``,
-``norm1``...); the numerics and mask conventions are PyTorch's ``nn.TransformerEncoderLayer``
-and ``nn.TransformerDecoderLayer`` with ``batch_first=True``.
+Each layer's forward is written out as its residual lines, as in PyTorch's source:
+
+    pre-LN:   x = x + self._sa_block(self.norm1(x), ...)
+    post-LN:  x = self.norm1(x + self._sa_block(x, ...))
+    mHC:      x = self.hc1.write(x, self._sa_block(self.norm1(self.hc1.read(x)), ...))
+
+Submodule names are ``self_attn``, ``cross_attn`` (PyTorch's ``multihead_attn``), ``ffn``
+(holding PyTorch's ``linear1``, ``activation``, ``linear2``), ``norm1``..., ``dropout1``...;
+the numerics and mask conventions are PyTorch's ``nn.TransformerEncoderLayer`` and
+``nn.TransformerDecoderLayer`` with ``batch_first=True``; an unbatched (T, E) input is one
+sequence, as in PyTorch.
 """
 import copy
 
@@ -17,41 +25,7 @@ from .module import Module, ModuleList
 from .norm import LayerNorm
 
 
-class _Layer(Module):
-    """What encoder and decoder layers share: norms, dropouts and the residual rule."""
-
-    def _setup(self, d_model, n_sublayers, dropout, norm_first, residual, n_streams,
-               layer_norm_eps):
-        if residual not in ("add", "mhc"):
-            raise ValueError(f"residual must be 'add' or 'mhc', got {residual!r}")
-        self.norm_first, self.residual = norm_first, residual
-        for i in range(1, n_sublayers + 1):
-            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps))
-            setattr(self, f"dropout{i}", Dropout(dropout))
-            if residual == "mhc":
-                setattr(self, f"hc{i}", HyperConnection(n_streams))
-
-    def _sublayer(self, i, x, fn):
-        """x + dropout(fn(norm(x))) (pre-LN), norm(x + dropout(fn(x))) (post-LN), or the same
-        around hyper-connection streams (x of shape (B, T, n, E))."""
-        norm, drop = getattr(self, f"norm{i}"), getattr(self, f"dropout{i}")
-        if self.residual == "mhc":
-            inner = (lambda h: drop(fn(norm(h)))) if self.norm_first else (lambda h: drop(fn(h)))
-            x = getattr(self, f"hc{i}")(x, inner)
-            return x if self.norm_first else norm(x)
-        if self.norm_first:
-            return x + drop(fn(norm(x)))
-        return norm(x + drop(fn(x)))
-
-    def _run(self, x, body):
-        """Widen a (B, T, E) input to streams for mHC, run ``body``, and narrow it back."""
-        if self.residual == "mhc" and x.ndim == 3:
-            n = self.hc1.n_streams
-            return collapse_streams(body(expand_streams(x, n)))
-        return body(x)
-
-
-class TransformerEncoderLayer(_Layer):
+class TransformerEncoderLayer(Module):
     """Self-attention then a feed-forward block, each with a residual connection and norm.
 
     Args:
@@ -59,10 +33,15 @@ class TransformerEncoderLayer(_Layer):
         dim_feedforward, dropout, activation: the feed-forward block ("relu" or "gelu").
         norm_first: pre-LN (True) or the paper's post-LN (False, the default).
         residual: "add" (ordinary) or "mhc" (manifold-constrained hyper-connections with
-            ``n_streams`` residual streams).
+            ``n_streams`` residual streams, one nn.HyperConnection per sublayer: ``hc1``,
+            ``hc2``).
         rotary: an optional nn.RotaryEmbedding used by the self-attention.
     Shape:
-        src (B, T, E) -> (B, T, E); with residual="mhc" also streams (B, T, n, E) -> same.
+        src (B, T, E) -> (B, T, E), or unbatched (T, E) -> (T, E) with a
+        src_key_padding_mask of shape (T,). With residual="mhc" also streams
+        (B, T, n, E) -> (B, T, n, E), as a stack of mHC layers passes them on.
+        With a ``cache`` (an nn.KVCache, for incremental decoding), src holds only the
+        positions after ``cache.position`` and the self-attention sees the cached ones too.
     """
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
@@ -71,29 +50,52 @@ class TransformerEncoderLayer(_Layer):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, rotary=rotary)
         self.ffn = FeedForward(d_model, dim_feedforward, dropout, activation)
-        self._setup(d_model, 2, dropout, norm_first, residual, n_streams, layer_norm_eps)
+        _add_residual_parts(self, 2, d_model, dropout, norm_first, residual, n_streams,
+                            layer_norm_eps)
 
-    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
-        def attend(h):
-            return self.self_attn(h, h, h, attn_mask=src_mask, need_weights=False,
-                                  key_padding_mask=src_key_padding_mask,
-                                  is_causal=is_causal)[0]
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False,
+                cache=None):
+        unbatched = _is_unbatched(src, src_key_padding_mask=src_key_padding_mask)
+        if unbatched:
+            src, src_key_padding_mask = _batch_of_one(src, src_key_padding_mask)
+        x = _widen(self, src)
+        attend = dict(attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
+                      is_causal=is_causal, cache=cache)
+        if self.residual == "mhc" and self.norm_first:
+            x = self.hc1.write(x, self._sa_block(self.norm1(self.hc1.read(x)), **attend))
+            x = self.hc2.write(x, self._ff_block(self.norm2(self.hc2.read(x))))
+        elif self.residual == "mhc":
+            x = self.norm1(self.hc1.write(x, self._sa_block(self.hc1.read(x), **attend)))
+            x = self.norm2(self.hc2.write(x, self._ff_block(self.hc2.read(x))))
+        elif self.norm_first:
+            x = x + self._sa_block(self.norm1(x), **attend)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, **attend))
+            x = self.norm2(x + self._ff_block(x))
+        x = _narrow(self, src, x)
+        return x.squeeze(0) if unbatched else x
 
-        def body(x):
-            x = self._sublayer(1, x, attend)
-            return self._sublayer(2, x, self.ffn)
-        return self._run(src, body)
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal, cache=None):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal, cache=cache)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        return self.dropout2(self.ffn(x))
 
 
-class TransformerDecoderLayer(_Layer):
+class TransformerDecoderLayer(Module):
     """Masked self-attention, cross-attention over the encoder's memory, then feed-forward,
     each with a residual connection and norm.
 
-    Args: as TransformerEncoderLayer.
+    Args: as TransformerEncoderLayer (with residual="mhc", ``hc1``, ``hc2`` and ``hc3``).
     Shape:
-        tgt (B, T, E), memory (B, S, E) -> (B, T, E). With a ``cache`` (a dict of KVCaches
-        under "self_attn" and "cross_attn", see DecoderCache), tgt holds only the new
-        positions and tgt_mask / tgt_key_padding_mask cover the cached positions too.
+        tgt (B, T, E), memory (B, S, E) -> (B, T, E), or unbatched tgt (T, E), memory
+        (S, E) -> (T, E) with key padding masks of shapes (T,) and (S,). With a ``cache``
+        (a dict of KVCaches under "self_attn" and "cross_attn", see DecoderCache), tgt
+        holds only the new positions and tgt_mask / tgt_key_padding_mask cover the cached
+        positions too.
     """
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
@@ -103,29 +105,115 @@ class TransformerDecoderLayer(_Layer):
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, rotary=rotary)
         self.cross_attn = MultiheadAttention(d_model, nhead, dropout=dropout)
         self.ffn = FeedForward(d_model, dim_feedforward, dropout, activation)
-        self._setup(d_model, 3, dropout, norm_first, residual, n_streams, layer_norm_eps)
+        _add_residual_parts(self, 3, d_model, dropout, norm_first, residual, n_streams,
+                            layer_norm_eps)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False,
                 cache=None):
+        unbatched = _is_unbatched(tgt, memory, tgt_key_padding_mask=tgt_key_padding_mask,
+                                  memory_key_padding_mask=memory_key_padding_mask)
+        if unbatched:
+            tgt, memory, tgt_key_padding_mask, memory_key_padding_mask = _batch_of_one(
+                tgt, memory, tgt_key_padding_mask, memory_key_padding_mask)
         caches = cache or {}
+        attend_self = dict(attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
+                           is_causal=tgt_is_causal, cache=caches.get("self_attn"))
+        attend_memory = dict(attn_mask=memory_mask, key_padding_mask=memory_key_padding_mask,
+                             is_causal=memory_is_causal, cache=caches.get("cross_attn"))
+        x = _widen(self, tgt)
+        if self.residual == "mhc" and self.norm_first:
+            x = self.hc1.write(x, self._sa_block(self.norm1(self.hc1.read(x)), **attend_self))
+            x = self.hc2.write(x, self._mha_block(self.norm2(self.hc2.read(x)), memory,
+                                                  **attend_memory))
+            x = self.hc3.write(x, self._ff_block(self.norm3(self.hc3.read(x))))
+        elif self.residual == "mhc":
+            x = self.norm1(self.hc1.write(x, self._sa_block(self.hc1.read(x), **attend_self)))
+            x = self.norm2(self.hc2.write(x, self._mha_block(self.hc2.read(x), memory,
+                                                             **attend_memory)))
+            x = self.norm3(self.hc3.write(x, self._ff_block(self.hc3.read(x))))
+        elif self.norm_first:
+            x = x + self._sa_block(self.norm1(x), **attend_self)
+            x = x + self._mha_block(self.norm2(x), memory, **attend_memory)
+            x = x + self._ff_block(self.norm3(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, **attend_self))
+            x = self.norm2(x + self._mha_block(x, memory, **attend_memory))
+            x = self.norm3(x + self._ff_block(x))
+        x = _narrow(self, tgt, x)
+        return x.squeeze(0) if unbatched else x
 
-        def attend_self(h):
-            return self.self_attn(h, h, h, attn_mask=tgt_mask, need_weights=False,
-                                  key_padding_mask=tgt_key_padding_mask,
-                                  is_causal=tgt_is_causal, cache=caches.get("self_attn"))[0]
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal, cache=None):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal, cache=cache)[0]
+        return self.dropout1(x)
 
-        def attend_memory(h):
-            return self.cross_attn(h, memory, memory, attn_mask=memory_mask,
-                                   key_padding_mask=memory_key_padding_mask,
-                                   need_weights=False, is_causal=memory_is_causal,
-                                   cache=caches.get("cross_attn"))[0]
+    def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal, cache=None):
+        x = self.cross_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                            need_weights=False, is_causal=is_causal, cache=cache)[0]
+        return self.dropout2(x)
 
-        def body(x):
-            x = self._sublayer(1, x, attend_self)
-            x = self._sublayer(2, x, attend_memory)
-            return self._sublayer(3, x, self.ffn)
-        return self._run(tgt, body)
+    def _ff_block(self, x):
+        return self.dropout3(self.ffn(x))
+
+
+def _add_residual_parts(layer, n_sublayers, d_model, dropout, norm_first, residual, n_streams,
+                        layer_norm_eps):
+    """Register ``norm1``, ``dropout1`` (and ``hc1`` with residual="mhc"), ... for each
+    sublayer of ``layer``, and its residual settings."""
+    if residual not in ("add", "mhc"):
+        raise ValueError(f"residual must be 'add' or 'mhc', got {residual!r}")
+    layer.norm_first, layer.residual = norm_first, residual
+    layer.n_streams = n_streams if residual == "mhc" else None
+    for i in range(1, n_sublayers + 1):
+        setattr(layer, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps))
+        setattr(layer, f"dropout{i}", Dropout(dropout))
+        if residual == "mhc":
+            setattr(layer, f"hc{i}", HyperConnection(n_streams))
+
+
+def _widen(layer, x):
+    """An mHC layer's streams: a (B, T, E) input widened to (B, T, n, E); streams given by
+    the layer before in a stack (and any input of an ordinary layer) as they are."""
+    if layer.residual == "mhc" and x.ndim == 3:
+        return expand_streams(x, layer.n_streams)
+    return x
+
+
+def _narrow(layer, given, x):
+    """An mHC layer's output in the form of its input ``given``: streams narrowed back to
+    (B, T, E) when it was given (B, T, E)."""
+    if layer.residual == "mhc" and given.ndim == 3:
+        return collapse_streams(x)
+    return x
+
+
+def _is_unbatched(query, memory=None, **key_padding_masks):
+    """Whether ``query`` is one unbatched sequence (T, E), as PyTorch's layers accept; then
+    ``memory`` must be unbatched (S, E) and each key padding mask 1-D, and a batched query
+    needs a batched memory (PyTorch's AssertionErrors)."""
+    if query.ndim != 2:
+        if memory is not None and memory.ndim == 2:
+            raise AssertionError(f"For batched ({query.ndim}-D) `query`, expected `key` and "
+                                 f"`value` to be {query.ndim}-D but found 2-D and 2-D "
+                                 "tensors respectively")
+        return False
+    if memory is not None and memory.ndim != 2:
+        raise AssertionError(f"For unbatched (2-D) `query`, expected `key` and `value` to be "
+                             f"2-D but found {memory.ndim}-D and {memory.ndim}-D tensors "
+                             "respectively")
+    for name, mask in key_padding_masks.items():
+        if mask is not None and mask.ndim != 1:
+            raise AssertionError(f"For unbatched (2-D) `query`, expected `key_padding_mask` "
+                                 f"to be `None` or 1-D but found {mask.ndim}-D tensor instead "
+                                 f"({name} of shape {tuple(mask.shape)})")
+    return True
+
+
+def _batch_of_one(*tensors):
+    """Each tensor with a leading batch dimension of 1 (None stays None)."""
+    out = tuple(None if t is None else t.unsqueeze(0) for t in tensors)
+    return out if len(out) > 1 else out[0]
 
 
 def _layers(layer_or_factory, num_layers):
@@ -144,7 +232,7 @@ class TransformerEncoder(Module):
         num_layers: how many layers; they are ``layers.0``, ``layers.1``, ...
         norm: an optional final LayerNorm (needed after pre-LN layers).
     Shape:
-        src (B, T, E) -> (B, T, E)
+        src (B, T, E) -> (B, T, E), or unbatched (T, E) -> (T, E)
     """
 
     def __init__(self, layer_or_factory, num_layers, norm=None):
@@ -153,11 +241,16 @@ class TransformerEncoder(Module):
         self.norm = norm
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=False):
-        x = _widen(self.layers, src)
+        unbatched = _is_unbatched(src, src_key_padding_mask=src_key_padding_mask)
+        if unbatched:
+            src, src_key_padding_mask = _batch_of_one(src, src_key_padding_mask)
+        x = _widen_stack(self.layers, src)
         for layer in self.layers:
             x = layer(x, mask, src_key_padding_mask, is_causal)
-        x = _narrow(self.layers, x)
-        return x if self.norm is None else self.norm(x)
+        x = _narrow_stack(self.layers, x)
+        if self.norm is not None:
+            x = self.norm(x)
+        return x.squeeze(0) if unbatched else x
 
 
 class TransformerDecoder(Module):
@@ -165,8 +258,9 @@ class TransformerDecoder(Module):
 
     Args: as TransformerEncoder, with TransformerDecoderLayer.
     Shape:
-        tgt (B, T, E), memory (B, S, E) -> (B, T, E). With a ``cache`` (a DecoderCache),
-        tgt holds only the positions after ``cache.position`` (see TransformerDecoderLayer).
+        tgt (B, T, E), memory (B, S, E) -> (B, T, E), or unbatched tgt (T, E), memory (S, E)
+        -> (T, E). With a ``cache`` (a DecoderCache), tgt holds only the positions after
+        ``cache.position`` (see TransformerDecoderLayer).
     """
 
     def __init__(self, layer_or_factory, num_layers, norm=None):
@@ -177,13 +271,20 @@ class TransformerDecoder(Module):
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False,
                 cache=None):
+        unbatched = _is_unbatched(tgt, memory, tgt_key_padding_mask=tgt_key_padding_mask,
+                                  memory_key_padding_mask=memory_key_padding_mask)
+        if unbatched:
+            tgt, memory, tgt_key_padding_mask, memory_key_padding_mask = _batch_of_one(
+                tgt, memory, tgt_key_padding_mask, memory_key_padding_mask)
         caches = [None] * len(self.layers) if cache is None else cache.advance(tgt.shape[1])
-        x = _widen(self.layers, tgt)
+        x = _widen_stack(self.layers, tgt)
         for layer, layer_cache in zip(self.layers, caches):
             x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
                       memory_key_padding_mask, tgt_is_causal, memory_is_causal, layer_cache)
-        x = _narrow(self.layers, x)
-        return x if self.norm is None else self.norm(x)
+        x = _narrow_stack(self.layers, x)
+        if self.norm is not None:
+            x = self.norm(x)
+        return x.squeeze(0) if unbatched else x
 
 
 class DecoderCache:
@@ -227,14 +328,10 @@ class DecoderCache:
                 kv.reorder(index)
 
 
-def _widen(layers, x):
+def _widen_stack(layers, x):
     """A stack of mHC layers carries the streams from layer to layer (widened once)."""
-    if len(layers) and layers[0].residual == "mhc":
-        return expand_streams(x, layers[0].hc1.n_streams)
-    return x
+    return _widen(layers[0], x) if len(layers) else x
 
 
-def _narrow(layers, x):
-    if len(layers) and layers[0].residual == "mhc":
-        return collapse_streams(x)
-    return x
+def _narrow_stack(layers, x):
+    return collapse_streams(x) if len(layers) and layers[0].residual == "mhc" else x

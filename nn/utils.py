@@ -1,17 +1,39 @@
-"""Gradient clipping, as ``torch.nn.utils``: ``clip_grad_norm_`` and ``clip_grad_value_``.
+"""Gradient clipping, as ``torch.nn.utils``: ``clip_grad_norm_`` and ``clip_grad_value_``;
+and ``evaluating(module)``, a context for evaluation in eval mode without gradients.
 
-Both change ``p.grad.data`` in place on the array's own device and in its own dtype (a
-float32 gradient stays float32), and skip parameters whose ``.grad`` is None. They are
-updates to data, not differentiable ops, so no graph is recorded.
+The clipping functions change ``p.grad.data`` in place on the array's own device and in its
+own dtype (a float32 gradient stays float32), and skip parameters whose ``.grad`` is None.
+They are updates to data, not differentiable ops, so no graph is recorded.
 """
+import contextlib
 import math
 import types
 import warnings
 
-import numpy as np
-
-from minigrad import backend
+from minigrad import backend, no_grad
 from minigrad.tensor import Tensor
+
+
+@contextlib.contextmanager
+def evaluating(module):
+    """Evaluate ``module`` in eval mode without recording gradients, then put back the
+    training flag each of its submodules had (and the grad mode)::
+
+        with nn.utils.evaluating(model):
+            logits = model(x)
+
+    It stands for ``model.eval()``; ``with torch.no_grad(): ...``; ``model.train(was)``,
+    except that a submodule left in eval mode inside a training model stays so. The flags
+    are restored even when the block raises. Yields ``module``.
+    """
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        with no_grad():
+            yield module
+    finally:
+        for m, training in modes:
+            m.training = training
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
@@ -49,10 +71,25 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     # the same way. Multiplying by a coefficient clamped to 1 changes nothing, but a nan
     # norm must still reach the gradients, as it does in PyTorch.
     coef = xp.asarray(xp.minimum(xp.reciprocal(total + 1e-6) * max_norm, 1.0))
-    with np.errstate(invalid="ignore"):  # an inf norm makes inf * 0 = nan, silently as PyTorch
-        for g in grads:
-            g *= backend.to_device(coef, backend.device_of(g)).astype(g.dtype)
+    plain = bool(xp.isfinite(coef) & (coef != 0))  # else inf * 0 could happen
+    for g in grads:
+        g_coef = backend.to_device(coef, backend.device_of(g)).astype(g.dtype)
+        if plain:
+            g *= g_coef
+        else:
+            _scale_by_zero_or_nan(g, g_coef)
     return Tensor(total)
+
+
+def _scale_by_zero_or_nan(g, coef):
+    """``g *= coef`` in place for a coef of 0 (an inf norm, or max_norm=0) or nan, with
+    PyTorch's results: an inf or nan element becomes nan (inf * 0), the others g * coef.
+    The non-finite elements are never multiplied, so no backend has an invalid operation
+    to warn of (NumPy would, and its error state does not reach CuPy)."""
+    xp = backend.xp_of(g)
+    finite = xp.isfinite(g)
+    g[...] = xp.where(finite, g, 0) * coef
+    g[~finite] = xp.nan
 
 
 def clip_grad_value_(parameters, clip_value):

@@ -181,3 +181,56 @@ def test_tiny_gpt_learns_a_repeated_motif(positional, device):
     # and generation continues the motif
     out = model.generate(x[:8, :P], T - P, top_k=1).numpy()
     np.testing.assert_array_equal(out, x[:8].numpy())
+
+
+# --- residual="mhc": hyper-connection streams carried from block to block ------------------
+
+def test_mhc_gpt_at_initialisation_is_the_pre_ln_gpt(device):
+    """With the weights of a pre-LN GPT and its mHC parameters at their start, an mHC GPT
+    gives the same logits, up to Sinkhorn's convergence (cf. tests/nn/test_hyper.py)."""
+    add = tiny(device)
+    mhc = tiny(device, residual="mhc", n_streams=3)
+    missing, unexpected = mhc.load_state_dict(add.state_dict(), strict=False)
+    assert not unexpected and sorted(missing) == sorted(
+        f"blocks.{i}.hc{j}.{p}" for i in range(2) for j in (1, 2)
+        for p in ("pre", "post", "res_logits"))
+    x = ids(IDX, device)
+    np.testing.assert_allclose(mhc(x).numpy(), add(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_mhc_gpt_trains_a_step(device, norm_first):
+    """Every parameter, the hyper-connections' too, gets a finite gradient, and one AdamW
+    step lowers the loss on the batch."""
+    model = tiny(device, mg.float32, residual="mhc", norm_first=norm_first).train()
+    x = ids(IDX, device)
+    optimizer = mg.optim.AdamW(model.parameters(), lr=1e-2)
+
+    def loss():
+        return F.cross_entropy(model(x[:, :-1]).reshape(-1, V), x[:, 1:].reshape(-1))
+
+    before = loss()
+    before.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and np.isfinite(p.grad.numpy()).all(), name
+    assert np.abs(model.blocks[0].hc1.res_logits.grad.numpy()).max() > 0
+    optimizer.step()
+    assert loss().item() < before.item()
+
+
+def test_mhc_gpt_cache_and_generate(device):
+    """The key/value cache gives the full recompute with streams too, and so generation
+    with and without it agrees."""
+    model = tiny(device, residual="mhc")
+    with mg.no_grad():  # away from the start, where mHC is the ordinary residual
+        for block in model.blocks:
+            block.hc1.res_logits.copy_(mg.randn(4, 4))
+            block.hc2.pre.copy_(mg.rand(4))
+    x = ids(IDX, device)
+    full = model(x).numpy()
+    cache = model.new_cache()
+    chunks = [model(x[:, :5], cache).numpy(), model(x[:, 5:], cache).numpy()]
+    np.testing.assert_allclose(np.concatenate(chunks, axis=1), full, atol=1e-10, rtol=0)
+    prompt = x[:, :3]
+    np.testing.assert_array_equal(model.generate(prompt, 25, top_k=1).numpy(),
+                                  model.generate(prompt, 25, top_k=1, use_cache=False).numpy())

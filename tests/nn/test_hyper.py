@@ -77,3 +77,53 @@ def test_hyper_connection_gradcheck(device):
         return hc(s, f)
 
     assert gradcheck(fn, [streams] + params)
+
+
+def _add_and_mhc(cls, norm_first, device, n_streams=4):
+    """An ordinary layer and an mHC one with its weights (the mHC parameters at their start)."""
+    kw = dict(dim_feedforward=16, dropout=0.0, norm_first=norm_first)
+    add = cls(8, 2, **kw).double().to(device)
+    mhc = cls(8, 2, residual="mhc", n_streams=n_streams, **kw).double().to(device)
+    missing, unexpected = mhc.load_state_dict(add.state_dict(), strict=False)
+    assert not unexpected and missing and all(k.startswith("hc") for k in missing)
+    return add, mhc
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("n_streams", [1, 4])
+def test_mhc_layers_at_initialisation_are_the_ordinary_ones(device, norm_first, n_streams):
+    """At its start H_pre averages identical streams, H_res (doubly stochastic) mixes them
+    into themselves and H_post writes the sublayer's output to each: the ordinary residual,
+    up to Sinkhorn's convergence."""
+    x = mg.randn(2, 5, 8, dtype=mg.float64, device=device)
+    m = mg.randn(2, 3, 8, dtype=mg.float64, device=device)
+    add, mhc = _add_and_mhc(nn.TransformerEncoderLayer, norm_first, device, n_streams)
+    np.testing.assert_allclose(mhc(x, is_causal=True).numpy(), add(x, is_causal=True).numpy(),
+                               rtol=1e-6, atol=1e-6)
+    add, mhc = _add_and_mhc(nn.TransformerDecoderLayer, norm_first, device, n_streams)
+    np.testing.assert_allclose(mhc(x, m, tgt_is_causal=True).numpy(),
+                               add(x, m, tgt_is_causal=True).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_mhc_stack_at_initialisation_is_the_ordinary_one(device):
+    """A stack passes the streams from layer to layer, and still starts as pre-LN."""
+    add, mhc = _add_and_mhc(nn.TransformerEncoderLayer, True, device)
+    add_stack, mhc_stack = nn.TransformerEncoder(add, 3), nn.TransformerEncoder(mhc, 3)
+    x = mg.randn(2, 5, 8, dtype=mg.float64, device=device)
+    np.testing.assert_allclose(mhc_stack(x).numpy(), add_stack(x).numpy(),
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_read_and_write_are_the_two_halves_of_forward(device):
+    hc = HyperConnection(3).to(device)
+    with mg.no_grad():
+        hc.pre.copy_(mg.tensor([0.2, -0.3, 0.5]))   # |.|: read with 0.3
+        hc.res_logits.copy_(mg.randn(3, 3))
+    streams = mg.randn(2, 4, 3, 5, device=device)
+    f = nn.Linear(5, 5).to(device)
+    read = hc.read(streams).numpy()
+    s = streams.numpy()
+    np.testing.assert_allclose(read, 0.2 * s[:, :, 0] + 0.3 * s[:, :, 1] + 0.5 * s[:, :, 2],
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(hc(streams, f).numpy(),
+                                  hc.write(streams, f(hc.read(streams))).numpy())

@@ -283,6 +283,84 @@ def test_failed_load_leaves_module_unchanged(device, problem):
         np.testing.assert_array_equal(value.numpy(), before[key], err_msg=key)
 
 
+@needs_torch
+def test_load_state_dict_is_an_in_place_change_as_torch(device):
+    """Every parameter and buffer loaded gets one version more, as torch's (which copies
+    with ``copy_`` under no_grad); non-persistent buffers are not touched."""
+    ours, theirs = mg_net(device), torch_net()
+
+    def versions(net):
+        return {k: v._version for k, v in net.state_dict(keep_vars=True).items()}
+
+    ours_before, theirs_before = versions(ours), versions(theirs)
+    cache_before = ours.cache._version
+    ours.load_state_dict(ours.state_dict())
+    theirs.load_state_dict(theirs.state_dict())
+    ours_after, theirs_after = versions(ours), versions(theirs)
+    assert list(ours_after) == list(theirs_after)
+    for key in ours_after:
+        assert ours_after[key] - ours_before[key] == theirs_after[key] - theirs_before[key] == 1
+    assert ours.cache._version == cache_before
+
+
+@needs_torch
+def test_backward_through_a_graph_saved_before_a_load_raises_as_torch(device):
+    ours = nn.Linear(4, 3).to(device)
+    theirs = torch.nn.Linear(4, 3)
+    x = mg.randn(2, 4, device=device, requires_grad=True)
+    tx = torch.randn(2, 4, requires_grad=True)
+    loss, tloss = (ours(x) ** 2).sum(), (theirs(tx) ** 2).sum()
+    ours.load_state_dict(ours.state_dict())
+    theirs.load_state_dict(theirs.state_dict())
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        tloss.backward()
+    with pytest.raises(RuntimeError, match="modified after it was saved"):
+        loss.backward()
+    (ours(x) ** 2).sum().backward()  # a graph made after the load is fine
+    assert x.grad is not None
+
+
+def test_failed_load_changes_no_version(device):
+    net = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 2)).to(device)
+    before = [p._version for p in net.parameters()]
+    sd = net.state_dict()
+    sd["1.weight"] = mg.zeros(2, 3, device=device)
+    with pytest.raises(RuntimeError, match=r"1\.weight.*\(2, 3\).*\(2, 2\)"):
+        net.load_state_dict(sd)
+    assert [p._version for p in net.parameters()] == before
+
+
+def test_load_state_dict_takes_tensors_on_any_device_and_casts(device):
+    """A Tensor value is copied from its own array (moved to the parameter's device, cast to
+    its dtype as copy_ does); lists and 0-d values go through NumPy."""
+    net = nn.Linear(2, 2).to(device)
+    weight = mg.tensor([[1.5, 2.0], [3.0, 4.0]], dtype=mg.float64)          # on the CPU
+    net.load_state_dict({"weight": weight, "bias": [0.25, -1.0]})
+    assert net.weight.dtype == mg.float32 and net.weight.device == mg.Device(device)
+    np.testing.assert_array_equal(net.weight.numpy(), weight.numpy().astype(np.float32))
+    np.testing.assert_array_equal(net.bias.numpy(), [0.25, -1.0])
+    scalar = nn.Module()
+    scalar.t = nn.Parameter(mg.zeros(()))
+    scalar.load_state_dict({"t": 2.5})
+    assert scalar.t.item() == 2.5
+
+
+def test_load_state_dict_takes_cupy_arrays(device):
+    """A CuPy array is taken as it is (NumPy cannot convert it), and moved to the tensor's
+    device, whichever that is."""
+    if not mg.cuda_is_available():
+        pytest.skip("needs CuPy and a CUDA GPU")
+    cp = mg.backend.cupy()
+    net = nn.Linear(2, 2).to(device)
+    w = cp.arange(4, dtype=cp.float32).reshape(2, 2)
+    net.load_state_dict({"weight": w, "bias": cp.ones(2, cp.float64)})
+    np.testing.assert_array_equal(net.weight.numpy(), cp.asnumpy(w))
+    np.testing.assert_array_equal(net.bias.numpy(), [1.0, 1.0])
+    bad = {"weight": cp.zeros((3, 2), cp.float32), "bias": cp.ones(2, cp.float32)}
+    with pytest.raises(RuntimeError, match=r"weight.*\(3, 2\)"):
+        net.load_state_dict(bad)
+
+
 def test_load_state_dict_accepts_numpy_arrays(device):
     net = nn.Linear(2, 2).to(device)
     w = np.arange(4, dtype=np.float32).reshape(2, 2)

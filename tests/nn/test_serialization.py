@@ -197,9 +197,35 @@ def test_invalid_state_dict_writes_nothing(tmp_path):
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["c"]
 
 
-def test_missing_directory(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        save({"w": mg.ones(2)}, tmp_path / "no" / "c")
+@pytest.mark.parametrize("where", ["missing folder", "file as folder", "relative"])
+def test_missing_directory_names_the_path(tmp_path, monkeypatch, where):
+    """A FileNotFoundError (as open()) that is also torch.save's RuntimeError, naming the
+    path asked for, not the temporary file."""
+    (tmp_path / "file").write_bytes(b"x")
+    monkeypatch.chdir(tmp_path)
+    path = {"missing folder": tmp_path / "no" / "c", "file as folder": tmp_path / "file" / "c",
+            "relative": os.path.join("no", "c")}[where]
+    with pytest.raises(FileNotFoundError) as info:
+        save({"w": mg.ones(2)}, path)
+    assert isinstance(info.value, RuntimeError)
+    assert info.value.filename == os.fspath(path) and os.fspath(path) in str(info.value)
+    assert ".tmp" not in str(info.value)
+    assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+def test_missing_directory_is_a_runtime_error_in_torch_too(tmp_path):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError):
+        torch.save({"w": torch.ones(2)}, tmp_path / "no" / "c")
+
+
+def test_saving_onto_a_directory_names_it_and_writes_nothing(tmp_path):
+    target = tmp_path / "folder"
+    target.mkdir()
+    with pytest.raises(IsADirectoryError) as info:
+        save({"w": mg.ones(2)}, target)
+    assert isinstance(info.value, RuntimeError) and info.value.filename == os.fspath(target)
+    assert sorted(os.listdir(tmp_path)) == ["folder"] and os.listdir(target) == []
 
 
 # --- errors -------------------------------------------------------------------------------

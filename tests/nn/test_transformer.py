@@ -190,3 +190,148 @@ def test_mhc_encoder_layer_trains_and_keeps_shapes(device, norm_first):
     out.sum().backward()
     assert x.grad is not None and np.isfinite(x.grad.numpy()).all()
     assert layer.hc1.res_logits.grad is not None
+
+
+# --- unbatched input (T, E), as PyTorch's layers and stacks accept -------------------------
+
+def _kw(kind, rng, masks, T, S):
+    """The same masks for our layer and torch's, for an unbatched input of T (and S)."""
+    name = "src" if kind == "enc" else "tgt"
+    kw, tkw = {}, {}
+    if masks in ("padding", "all"):
+        pad = np.array([False] * (T - 1) + [True])
+        kw[f"{name}_key_padding_mask"] = mg.tensor(pad)
+        tkw[f"{name}_key_padding_mask"] = torch.tensor(pad)
+        if kind == "dec":
+            mpad = np.array([False] * (S - 2) + [True, True])
+            kw["memory_key_padding_mask"] = mg.tensor(mpad)
+            tkw["memory_key_padding_mask"] = torch.tensor(mpad)
+    if masks in ("causal", "all"):
+        causal = torch.ones(T, T, dtype=torch.bool).triu(1)
+        flag = "is_causal" if kind == "enc" else "tgt_is_causal"
+        kw[flag] = tkw[flag] = True
+        tkw["src_mask" if kind == "enc" else "tgt_mask"] = causal
+    if masks == "float":
+        m = rng.standard_normal((T, T))
+        key = "src_mask" if kind == "enc" else "tgt_mask"
+        kw[key], tkw[key] = mg.tensor(m), torch.tensor(m)
+    return kw, tkw
+
+
+@needs_torch
+@pytest.mark.parametrize("kind", ["enc", "dec"])
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("masks", ["none", "padding", "causal", "float", "all"])
+def test_unbatched_layer_matches_torch(kind, norm_first, masks):
+    ours, theirs = pair(kind, norm_first)
+    rng = np.random.default_rng(3)
+    x, tx = both(rng.standard_normal((5, 8)))
+    m, tm = both(rng.standard_normal((6, 8)))
+    kw, tkw = _kw(kind, rng, masks, 5, 6)
+    out = ours(x, **kw) if kind == "enc" else ours(x, m, **kw)
+    tout = theirs(tx, **tkw) if kind == "enc" else theirs(tx, tm, **tkw)
+    assert out.shape == tuple(tout.shape) == (5, 8)
+    close(out, tout)
+    w = rng.standard_normal(out.shape)
+    (out * mg.tensor(w)).sum().backward()
+    (tout * torch.tensor(w)).sum().backward()
+    close(x.grad, tx.grad)
+    if kind == "dec":
+        close(m.grad, tm.grad)
+    close(ours.norm1.weight.grad, dict(theirs.named_parameters())["norm1.weight"].grad)
+
+
+@needs_torch
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_unbatched_stacks_match_torch(norm_first):
+    rng = np.random.default_rng(4)
+    layer, tlayer = pair("enc", norm_first)
+    enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8).double())
+    tenc = torch.nn.TransformerEncoder(tlayer, 2, norm=torch.nn.LayerNorm(8).double(),
+                                       enable_nested_tensor=False)
+    dlayer, tdlayer = pair("dec", norm_first)
+    dec = nn.TransformerDecoder(dlayer, 2, norm=nn.LayerNorm(8).double())
+    tdec = torch.nn.TransformerDecoder(tdlayer, 2, norm=torch.nn.LayerNorm(8).double())
+    for ours, theirs in ((enc, tenc), (dec, tdec)):
+        tsd = {}
+        for i in range(2):
+            sub = {k[len(f"layers.{i}."):]: v for k, v in ours.state_dict().items()
+                   if k.startswith(f"layers.{i}.")}
+            tsd.update({f"layers.{i}.{k}": v for k, v in torch_state(sub).items()})
+        tsd.update({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()
+                    if k.startswith("norm.")})
+        theirs.load_state_dict(tsd)
+    x, tx = both(rng.standard_normal((5, 8)))
+    m, tm = both(rng.standard_normal((6, 8)))
+    kw, tkw = _kw("enc", rng, "all", 5, 6)
+    tkw["mask"] = tkw.pop("src_mask")  # the stack's name of it
+    close(enc(x, **kw), tenc(tx, **tkw))
+    kw, tkw = _kw("dec", rng, "all", 5, 6)
+    close(dec(x, m, **kw), tdec(tx, tm, **tkw))
+
+
+@pytest.mark.parametrize("residual", ["add", "mhc"])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_unbatched_is_a_batch_of_one(device, residual, norm_first):
+    """(T, E) gives the row of (1, T, E): for mHC too, whose streams PyTorch does not have."""
+    kw = dict(dim_feedforward=16, dropout=0.0, norm_first=norm_first, residual=residual,
+              n_streams=3)
+    enc = nn.TransformerEncoder(lambda: nn.TransformerEncoderLayer(8, 2, **kw), 2).to(device)
+    dec = nn.TransformerDecoder(lambda: nn.TransformerDecoderLayer(8, 2, **kw), 2).to(device)
+    x, m = mg.randn(5, 8, device=device), mg.randn(4, 8, device=device)
+    pad = mg.tensor([False, False, False, True], device=device)
+    src_pad = mg.tensor([False] * 4 + [True], device=device)
+    for module, args, kwargs in (
+            (enc, (x,), dict(src_key_padding_mask=src_pad)),
+            (enc.layers[0], (x,), dict(is_causal=True)),
+            (dec, (x, m), dict(memory_key_padding_mask=pad, tgt_is_causal=True)),
+            (dec.layers[1], (x, m), dict(memory_key_padding_mask=pad))):
+        out = module(*args, **kwargs)
+        batched = module(*[a.unsqueeze(0) for a in args],
+                         **{k: v.unsqueeze(0) if isinstance(v, mg.Tensor) else v
+                            for k, v in kwargs.items()})
+        assert out.shape == (5, 8) and batched.shape == (1, 5, 8)
+        np.testing.assert_array_equal(out.numpy(), batched.numpy()[0])
+
+
+@needs_torch
+@pytest.mark.parametrize("case", ["2-D padding of unbatched", "batched memory",
+                                  "unbatched memory", "2-D memory padding"])
+def test_unbatched_shape_errors_as_torch(case):
+    """PyTorch's layers raise AssertionError for mixed batched and unbatched arguments."""
+    for kind in ("enc", "dec"):
+        if kind == "enc" and case != "2-D padding of unbatched":
+            continue
+        ours, theirs = pair(kind, False)
+        x, m = np.zeros((5, 8)), np.zeros((6, 8))
+        kw = {}
+        if case == "2-D padding of unbatched":
+            kw = {f"{'src' if kind == 'enc' else 'tgt'}_key_padding_mask": np.zeros((1, 5), bool)}
+        elif case == "batched memory":
+            m = np.zeros((1, 6, 8))
+        elif case == "unbatched memory":
+            x = np.zeros((1, 5, 8))
+        else:
+            kw = {"memory_key_padding_mask": np.zeros((1, 6), bool)}
+        args = (x,) if kind == "enc" else (x, m)
+        with pytest.raises(AssertionError) as expected:
+            theirs(*[torch.tensor(a) for a in args], **{k: torch.tensor(v) for k, v in kw.items()})
+        with pytest.raises(AssertionError) as got:
+            ours(*[mg.tensor(a) for a in args], **{k: mg.tensor(v) for k, v in kw.items()})
+        assert str(got.value).startswith(str(expected.value).split(" but ")[0])
+
+
+def test_state_dict_keys_are_stable():
+    """Checkpoints written before keep loading: the layers' keys, mHC's included."""
+    def keys(layer):
+        return sorted({k.rsplit(".", 1)[0] for k in layer.state_dict()})
+
+    attn = ["self_attn.k_proj", "self_attn.out_proj", "self_attn.q_proj", "self_attn.v_proj"]
+    ffn = ["ffn.linear1", "ffn.linear2"]
+    cross = [k.replace("self_attn", "cross_attn") for k in attn]
+    assert keys(nn.TransformerEncoderLayer(8, 2, 16)) == sorted(attn + ffn + ["norm1", "norm2"])
+    assert keys(nn.TransformerDecoderLayer(8, 2, 16)) == sorted(
+        attn + cross + ffn + ["norm1", "norm2", "norm3"])
+    mhc = nn.TransformerDecoderLayer(8, 2, 16, residual="mhc")
+    assert [k for k in mhc.state_dict() if k.startswith("hc")] == [
+        f"hc{i}.{p}" for i in (1, 2, 3) for p in ("pre", "post", "res_logits")]

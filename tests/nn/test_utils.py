@@ -1,7 +1,7 @@
 """nn.utils.clip_grad_norm_ and clip_grad_value_ against torch.nn.utils: the total norm
 (its value and dtype), the clipped gradients, inf and other p-norms, None gradients,
 the no-op below max_norm and error_if_nonfinite. "Parameters" are plain leaf tensors with
-``.grad`` set by hand."""
+``.grad`` set by hand. And nn.utils.evaluating: eval mode without grad, flags restored."""
 import math
 import warnings
 
@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import minigrad as mg
-from nn.utils import clip_grad_norm_, clip_grad_value_
+import nn
+from nn.utils import clip_grad_norm_, clip_grad_value_, evaluating
 from tests.torch_ref import needs_torch, torch
 
 F32, F64 = np.float32, np.float64
@@ -175,12 +176,27 @@ def test_error_if_nonfinite(device, name, bad, norm_type):
         np.testing.assert_array_equal(p.grad.numpy(), b)
 
 
+ZERO_OR_NAN_COEF = NONFINITE + [
+    # the coefficient is 0 though the norm is finite: inf * 0 must still give nan
+    ("max_norm 0", np.array([1.0, np.inf, -2.0], F32), 2.0, 0.0),
+    ("0-norm with inf, max_norm 0", np.array([np.inf, 0.0, -3.0], F32), 0.0, 0.0),
+    ("-inf norm with inf, max_norm 0", np.array([np.inf, 0.5], F32), -math.inf, 0.0),
+    ("-inf norm with inf", np.array([np.inf, 0.5], F32), -math.inf, 0.1),
+]
+
+
 @needs_torch
-@pytest.mark.parametrize("name, bad, norm_type", NONFINITE, ids=[c[0] for c in NONFINITE])
-def test_nonfinite_norm_scales_as_torch_without_the_flag(device, name, bad, norm_type):
+@pytest.mark.parametrize("name, bad, norm_type, max_norm",
+                         [c + (1.0,) if len(c) == 3 else c for c in ZERO_OR_NAN_COEF],
+                         ids=[c[0] for c in ZERO_OR_NAN_COEF])
+def test_nonfinite_norm_scales_as_torch_without_the_flag(device, name, bad, norm_type,
+                                                         max_norm):
+    """torch's results (nan for inf * 0), with no warning from any backend."""
     ours, theirs = make_params([randn(3), bad], device)
-    total = clip_grad_norm_(ours, 1.0, norm_type=norm_type)
-    expected = torch.nn.utils.clip_grad_norm_(theirs, 1.0, norm_type=norm_type)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        total = clip_grad_norm_(ours, max_norm, norm_type=norm_type)
+    expected = torch.nn.utils.clip_grad_norm_(theirs, max_norm, norm_type=norm_type)
     np.testing.assert_array_equal(total.numpy(), expected.numpy())
     for p, q in zip(ours, theirs):  # nan norm: all nan; inf norm: zeros and nan
         np.testing.assert_array_equal(p.grad.numpy(), q.grad.numpy())
@@ -231,3 +247,45 @@ def test_clip_grad_value_single_tensor_and_generator(device):
     ps, _ = make_params([np.array([5.0], F32)], device)
     clip_grad_value_((q for q in ps), 2.0)
     np.testing.assert_array_equal(ps[0].grad.numpy(), [2.0])
+
+
+# --- evaluating ------------------------------------------------------------------------------
+
+def _net():
+    net = nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.5), nn.Sequential(nn.Dropout(0.5)))
+    net[2].eval()  # a submodule kept in eval mode inside a training model
+    return net
+
+
+def _flags(net):
+    return [m.training for m in net.modules()]
+
+
+def test_evaluating_runs_in_eval_mode_without_grad_and_restores_each_flag():
+    net = _net()
+    before = _flags(net)
+    assert before == [True, True, True, False, False]
+    x = mg.randn(5, 3)
+    with evaluating(net) as model:
+        assert model is net and not any(_flags(net)) and not mg.is_grad_enabled()
+        out = net(x)
+        np.testing.assert_array_equal(out.numpy(), net[0](x).numpy())  # no dropout
+        assert not out.requires_grad
+    assert _flags(net) == before and mg.is_grad_enabled()
+
+
+def test_evaluating_restores_after_an_error_and_keeps_an_outer_no_grad():
+    net = _net()
+    before = _flags(net)
+    with pytest.raises(ValueError, match="inside"):
+        with evaluating(net):
+            raise ValueError("inside")
+    assert _flags(net) == before and mg.is_grad_enabled()
+    with mg.no_grad():
+        with evaluating(net):
+            pass
+        assert not mg.is_grad_enabled()
+    net.eval()
+    with evaluating(net):
+        pass
+    assert not any(_flags(net))
