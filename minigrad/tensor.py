@@ -498,8 +498,9 @@ class Tensor(TensorBase):
 
     # --- shape ------------------------------------------------------------------------------
     def reshape(self, *shape):
-        shape = _shape_arg(shape)
-        return self if shape == self.shape else Reshape.apply(self, shape=shape)
+        """A tensor of the given shape with these values: a view when the memory allows
+        it (always a new tensor, as in PyTorch, even for the same shape)."""
+        return Reshape.apply(self, shape=_shape_arg(shape))
 
     view = reshape
 
@@ -509,7 +510,9 @@ class Tensor(TensorBase):
     reshape_as = view_as
 
     def contiguous(self):
-        return self
+        """This tensor if its memory is in row-major order, else a copy that is."""
+        flags = self.data.flags
+        return self if flags.c_contiguous else self.clone()
 
     def permute(self, *dims):
         dims = tuple(_dim(self, d) for d in _shape_arg(dims))

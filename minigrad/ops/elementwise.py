@@ -38,7 +38,8 @@ class Mul(Primitive):
     """out = x * y;  dx = grad * y,  dy = grad * x"""
     @staticmethod
     def forward(ctx, x, y):
-        ctx.save_for_backward(x, y)
+        needs = _needs(ctx)  # keep only what a gradient needs, as PyTorch
+        ctx.save_for_backward(x if needs[1] else None, y if needs[0] else None)
         return x * y
 
     @staticmethod
@@ -53,7 +54,7 @@ class Div(Primitive):
     """out = x / y;  dx = grad / y,  dy = -grad * ((x / y) / y)"""
     @staticmethod
     def forward(ctx, x, y):
-        ctx.save_for_backward(x, y)
+        ctx.save_for_backward(x if _needs(ctx)[1] else None, y)
         return x / y
 
     @staticmethod
@@ -62,6 +63,11 @@ class Div(Primitive):
         dx = grad / y if ctx.needs_input_grad[0] else None
         dy = -grad * ((x / y) / y) if ctx.needs_input_grad[1] else None
         return dx, dy
+
+
+def _needs(ctx):
+    """Which inputs need a gradient (all, when no graph is recorded: nothing is kept then)."""
+    return ctx.__dict__.get("needs_input_grad", (True, True, True))
 
 
 class Neg(Primitive):

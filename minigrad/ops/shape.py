@@ -67,7 +67,7 @@ def _as_view_index(index):
     """``index`` such that basic indexing gives a view even when it picks one element
     (NumPy returns a scalar copy for ``a[0, 1]``, a 0-d view for ``a[0, 1, ...]``)."""
     items = index if isinstance(index, tuple) else (index,)
-    if not is_basic_index(index) or any(i is Ellipsis for i in items):
+    if any(type(i) in backend._XP_BY_TYPE or i is Ellipsis for i in items):
         return index
     return items + (Ellipsis,)
 
@@ -77,8 +77,9 @@ class GetItem(Primitive):
     view = True
 
     @staticmethod
-    def aliases(x, out, index):  # basic indexing makes a view, index arrays a copy
-        return is_basic_index(index)
+    def aliases(x, out, index):  # basic indexing makes a view; index arrays and masks copy
+        items = index if isinstance(index, tuple) else (index,)
+        return not any(type(i) in backend._XP_BY_TYPE for i in items)
 
     node_name = "IndexBackward0"
 

@@ -314,7 +314,7 @@ def test_backward_through_a_graph_saved_before_a_load_raises_as_torch(device):
     theirs.load_state_dict(theirs.state_dict())
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         tloss.backward()
-    with pytest.raises(RuntimeError, match="modified after it was saved"):
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
     (ours(x) ** 2).sum().backward()  # a graph made after the load is fine
     assert x.grad is not None
