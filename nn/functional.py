@@ -22,9 +22,10 @@ class ArgumentError(mg.ShapeError, AssertionError):
     in these cases, so that code written for PyTorch catches it."""
 
 
-class DTypeError(TypeError, RuntimeError, AssertionError):
+class DTypeError(TypeError, NotImplementedError, AssertionError):
     """A tensor argument of a dtype the function does not take. A TypeError; also a
-    RuntimeError and an AssertionError, the types PyTorch raises in these cases."""
+    RuntimeError (a NotImplementedError: "not implemented for this dtype") and an
+    AssertionError, the types PyTorch raises in these cases."""
 
 
 def linear(input, weight, bias=None):
