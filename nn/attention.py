@@ -25,8 +25,11 @@ class MultiheadAttention(Module):
         query (B, T, E), key (B, S, kdim), value (B, S, vdim) -> output (B, T, E), and
         weights (B, T, S) averaged over heads, or (B, H, T, S) if not average_attn_weights.
         attn_mask (T, S) or (B*H, T, S), key_padding_mask (B, S): where bool, True means
-        "may not attend"; where float, added to the scores. is_causal=True masks the keys
-        after each query (and is combined with attn_mask when both are given).
+        "may not attend"; where float, added to the scores (masks of other dtypes are an
+        error). is_causal=True masks the keys after each query (and is combined with
+        attn_mask when both are given). Unbatched, as PyTorch: query (T, E), key (S, kdim),
+        value (S, vdim), key_padding_mask (S,), attn_mask (T, S) or (H, T, S) -> output
+        (T, E) and weights (T, S) or (H, T, S).
         With a ``cache`` (a KVCache, for incremental decoding), query and key hold only the
         new positions; S counts the cached keys too, and masks are given for all S.
     """
@@ -34,6 +37,9 @@ class MultiheadAttention(Module):
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
                  rotary=None, device=None, dtype=None):
         super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"MultiheadAttention: embed_dim and num_heads must be greater "
+                             f"than 0, got embed_dim={embed_dim} and num_heads={num_heads}")
         if embed_dim % num_heads != 0:
             raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible "
                              f"by num_heads ({num_heads})")
@@ -66,6 +72,23 @@ class MultiheadAttention(Module):
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False, cache=None):
+        batched = self._check_inputs(query, key, value, key_padding_mask, attn_mask)
+        if not batched:  # a batch of one, given back without its batch dim
+            query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        out, weights = self._attention(query, key, value, key_padding_mask, need_weights,
+                                       attn_mask, is_causal, cache)
+        if weights is not None and average_attn_weights:
+            weights = weights.mean(1)
+        if not batched:
+            out = out.squeeze(0)
+            weights = None if weights is None else weights.squeeze(0)
+        return out, weights
+
+    def _attention(self, query, key, value, key_padding_mask, need_weights, attn_mask,
+                   is_causal, cache):
+        """Batched attention: output (B, T, E) and per-head weights (B, H, T, S) or None."""
         B, T, E = query.shape
         H, D = self.num_heads, self.head_dim
         start = 0 if cache is None else cache.position  # the position of the first query
@@ -85,10 +108,37 @@ class MultiheadAttention(Module):
                                 dropout_p=self.dropout if self.training else 0.0,
                                 scale=1.0 / math.sqrt(D), need_weights=need_weights)
         out = out.transpose(1, 2).reshape(B, T, E)                           # (B, T, E)
-        out = self.out_proj(out)
-        if not need_weights:
-            return out, None
-        return out, (weights.mean(1) if average_attn_weights else weights)
+        return self.out_proj(out), weights
+
+    def _check_inputs(self, query, key, value, key_padding_mask, attn_mask):
+        """Whether the call is batched; ArgumentError (or DTypeError) naming the argument and
+        its shape where PyTorch's MultiheadAttention refuses one."""
+        op = "MultiheadAttention"
+        if query.ndim not in (2, 3):
+            raise F.ArgumentError(f"{op}: query must be (T, E) unbatched or (B, T, E) batched, "
+                                  f"got shape {query.shape}")
+        batched = query.ndim == 3
+        if key.ndim != query.ndim or value.ndim != query.ndim:
+            raise F.ArgumentError(f"{op}: for a {query.ndim}-D query of shape {query.shape}, "
+                                  f"key and value must be {query.ndim}-D too, got shapes "
+                                  f"{key.shape} and {value.shape}")
+        for name, x, size in (("query", query, self.embed_dim), ("key", key, self.kdim),
+                              ("value", value, self.vdim)):
+            if x.shape[-1] != size:
+                raise F.ArgumentError(f"{op}: {name} of shape {x.shape} should have {size} "
+                                      "features in its last dim")
+        if key.shape[:-1] != value.shape[:-1]:
+            raise F.ArgumentError(f"{op}: key of shape {key.shape} and value of shape "
+                                  f"{value.shape} must have the same batch size and length")
+        if batched and key.shape[0] != query.shape[0]:
+            raise F.ArgumentError(f"{op}: query of shape {query.shape} and key of shape "
+                                  f"{key.shape} must have the same batch size")
+        F.check_mask_dtype(op, "key_padding_mask", key_padding_mask)
+        F.check_mask_dtype(op, "attn_mask", attn_mask)
+        if not batched and key_padding_mask is not None and key_padding_mask.ndim != 1:
+            raise F.ArgumentError(f"{op}: for an unbatched query, key_padding_mask must be "
+                                  f"1-D (S,), got shape {key_padding_mask.shape}")
+        return batched
 
     def _rotate(self, x, offset):
         return x if self.rotary is None else self.rotary(x, offset=offset)
@@ -100,15 +150,16 @@ class MultiheadAttention(Module):
         masks = []
         if attn_mask is not None:
             if attn_mask.shape not in ((T, S), (B * self.num_heads, T, S)):
-                raise mg.ShapeError(f"MultiheadAttention: attn_mask of shape {attn_mask.shape} "
-                                    f"should be {(T, S)} or {(B * self.num_heads, T, S)}")
+                raise F.ArgumentError(f"MultiheadAttention: attn_mask of shape "
+                                      f"{attn_mask.shape} should be {(T, S)} or "
+                                      f"{(B * self.num_heads, T, S)}")
             if attn_mask.ndim == 3:
                 attn_mask = attn_mask.reshape(B, self.num_heads, T, S)
             masks.append(F._additive(attn_mask, like))                  # (T, S) or (B, H, T, S)
         if key_padding_mask is not None:
             if key_padding_mask.shape != (B, S):
-                raise mg.ShapeError(f"MultiheadAttention: key_padding_mask of shape "
-                                    f"{key_padding_mask.shape} should be {(B, S)}")
+                raise F.ArgumentError(f"MultiheadAttention: key_padding_mask of shape "
+                                      f"{key_padding_mask.shape} should be {(B, S)}")
             masks.append(F._additive(key_padding_mask, like).reshape(B, 1, 1, S))
         return sum(masks[1:], masks[0]) if masks else None
 

@@ -4,14 +4,28 @@ Everything here is written with Tensor ops, so gradients come from the engine's 
 no function defines a backward of its own.
 """
 import math
+import warnings
 
 import numpy as np
 
 import minigrad as mg
+from minigrad.arguments import _dim
 from minigrad.ops import CrossEntropy, Dropout, LayerNorm, Linear
 from minigrad.ops.attention import Attention
 from minigrad.ops.attention import blocks as attention_blocks
 from minigrad.ops.attention import composite as attention_composite
+
+
+class ArgumentError(mg.ShapeError, AssertionError):
+    """An argument whose shape, size or value does not fit the function. A ValueError (and a
+    minigrad ShapeError); also a RuntimeError and an AssertionError, the types PyTorch raises
+    in these cases, so that code written for PyTorch catches it."""
+
+
+class DTypeError(TypeError, NotImplementedError, AssertionError):
+    """A tensor argument of a dtype the function does not take. A TypeError; also a
+    RuntimeError (a NotImplementedError: "not implemented for this dtype") and an
+    AssertionError, the types PyTorch raises in these cases."""
 
 
 def linear(input, weight, bias=None):
@@ -29,11 +43,21 @@ def gelu(input, approximate="none"):
 
 
 def softmax(input, dim):
+    if input.numel() == 0:  # nothing to normalise: the empty result, as PyTorch's
+        return _empty_like(input, dim)
     return input.softmax(dim)
 
 
 def log_softmax(input, dim):
+    if input.numel() == 0:
+        return _empty_like(input, dim)
     return input.log_softmax(dim)
+
+
+def _empty_like(input, dim):
+    """The (empty) result of a normalisation over ``dim`` of an empty ``input``."""
+    _dim(input, dim)
+    return input.clone()
 
 
 def dropout(input, p=0.5, training=True):
@@ -56,24 +80,58 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     n = len(normalized_shape)
-    if tuple(input.shape[input.ndim - n:]) != tuple(normalized_shape):
-        raise mg.ShapeError(f"layer_norm: normalized_shape {tuple(normalized_shape)} does not "
+    normalized_shape = tuple(normalized_shape)
+    if n > input.ndim or tuple(input.shape[input.ndim - n:]) != normalized_shape:
+        raise mg.ShapeError(f"layer_norm: normalized_shape {normalized_shape} does not "
                             f"match the last dims of the input shape {input.shape}")
+    for name, param in (("weight", weight), ("bias", bias)):
+        if param is not None and param.shape != normalized_shape:
+            raise mg.ShapeError(f"layer_norm: {name} of shape {param.shape} should have the "
+                                f"shape of normalized_shape {normalized_shape}")
     return LayerNorm.apply(input, weight, bias, n=n, eps=eps)
 
 
 def embedding(input, weight, padding_idx=None):
-    """Rows of ``weight`` picked by the integer tensor ``input``; the row at ``padding_idx``
-    gets no gradient."""
-    if input.dtype.kind not in "iu":
-        raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype}")
+    """Rows of ``weight`` picked by the int64 or int32 tensor ``input`` (ids in
+    [0, num_embeddings)); the row at ``padding_idx`` (negative counts from the end) gets no
+    gradient."""
+    if input.dtype not in (mg.int64, mg.int32):
+        raise DTypeError(f"embedding: indices must be an int64 or int32 tensor, "
+                         f"got {input.dtype}")
+    if weight.ndim != 2:
+        raise ArgumentError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), "
+                            f"got shape {weight.shape}")
+    n = weight.shape[0]
+    bad = _first_out_of_range(input, n)
+    if bad is not None:
+        raise IndexError(f"embedding: index {bad} is out of range for {n} embeddings "
+                         f"(expected ids in [0, {n}))")
+    padding_idx = padding_index("embedding", padding_idx, n)
     out = weight[input]
     if padding_idx is not None:
-        if padding_idx < 0:
-            padding_idx += weight.shape[0]
         # the same values, but the padding positions are cut from the graph
         out = mg.where((input == padding_idx).unsqueeze(-1), out.detach(), out)
     return out
+
+
+def padding_index(op, padding_idx, num_embeddings):
+    """``padding_idx`` in [0, num_embeddings) (a negative one counts from the end), or None;
+    outside [-num_embeddings, num_embeddings) it is an error, as in PyTorch."""
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ArgumentError(f"{op}: padding_idx {padding_idx} is out of range for "
+                            f"{num_embeddings} embeddings (expected [{-num_embeddings}, "
+                            f"{num_embeddings}))")
+    return padding_idx + num_embeddings if padding_idx < 0 else padding_idx
+
+
+def _first_out_of_range(ids, n, ignore_index=None):
+    """The first of the integer ``ids`` outside [0, n) (other than ``ignore_index``), or None."""
+    bad = (ids < 0) | (ids >= n)
+    if ignore_index is not None:
+        bad = bad & (ids != ignore_index)
+    return int(ids[bad].reshape(-1)[0].item()) if bad.any() else None
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
@@ -84,16 +142,16 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     Computed from log_softmax (never log of a softmax, so never log(0)). With
     ``label_smoothing`` = e the loss is (1 - e) * nll + e * (mean over classes of -log p),
     and the mean reduction divides by the summed weights of the targets, as PyTorch.
+
+    Arguments are checked first, as PyTorch's: class-index targets are int64 (or uint8) in
+    [0, C) or ``ignore_index``; ``weight`` has C entries; label_smoothing is at most 1 (as
+    PyTorch, a negative or NaN label_smoothing means none).
     """
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', "
-                         f"got {reduction!r}")
+    label_smoothing = _check_cross_entropy(input, target, weight, ignore_index, reduction,
+                                           label_smoothing)
     class_dim = 0 if input.ndim == 1 else 1
     n_classes = input.shape[class_dim]
     if target.dtype.kind == "f":  # class probabilities, same shape as input
-        if target.shape != input.shape:
-            raise mg.ShapeError(f"cross_entropy: probability targets of shape {target.shape} "
-                                f"do not match the input shape {input.shape}")
         if label_smoothing:
             target = target * (1 - label_smoothing) + label_smoothing / n_classes
         logp = input.log_softmax(class_dim)
@@ -106,30 +164,91 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             return loss.sum() / (loss.numel() if input.ndim > 1 else 1)
         return loss.sum() if reduction == "sum" else loss
 
-    expected = input.shape[:class_dim] + input.shape[class_dim + 1:]
-    if target.shape != expected:
-        raise mg.ShapeError(f"cross_entropy: target of shape {target.shape} does not fit input "
-                            f"of shape {input.shape} (expected {expected})")
     if input.ndim == 1:  # one sample: (C,) with a 0-d target
         rows, targets = input.reshape(1, n_classes), target.reshape(1)
     else:  # (N, C, d1, ...) -> rows (N * d1 * ..., C)
         moved = input if input.ndim == 2 else input.permute(0, *range(2, input.ndim), 1)
-        rows, targets = moved.reshape(-1, n_classes), target.reshape(-1)
+        rows, targets = moved.reshape(target.numel(), n_classes), target.reshape(-1)
     loss = CrossEntropy.apply(rows, targets, weight, ignore_index=ignore_index,
                               label_smoothing=label_smoothing, reduction=reduction)
     return loss.reshape(target.shape) if reduction == "none" else loss
 
 
+def _check_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing):
+    """Every argument of cross_entropy checked, as PyTorch does (with its exception types);
+    returns label_smoothing as the op takes it (0.0 for a negative or NaN one)."""
+    _check_reduction("cross_entropy", reduction)
+    if input.dtype.kind != "f":
+        raise DTypeError(f"cross_entropy: input must be floating point logits, got {input.dtype}")
+    if input.ndim == 0:
+        raise ArgumentError("cross_entropy: input must be (C,) or (N, C, ...) logits, "
+                            "got a 0-d tensor")
+    if label_smoothing > 1.0:
+        raise ArgumentError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, "
+                            f"got {label_smoothing}")
+    n_classes = input.shape[0 if input.ndim == 1 else 1]
+    if weight is not None and weight.shape != (n_classes,):
+        raise ArgumentError(f"cross_entropy: weight of shape {weight.shape} should be "
+                            f"({n_classes},), one weight for each of the {n_classes} classes")
+    if target.dtype.kind == "f":
+        _check_probability_target(input, target, ignore_index)
+    else:
+        _check_class_target(input, target, weight, ignore_index, n_classes)
+    return float(label_smoothing) if label_smoothing > 0.0 else 0.0
+
+
+def _check_probability_target(input, target, ignore_index):
+    if target.shape != input.shape:
+        raise mg.ShapeError(f"cross_entropy: probability targets of shape {target.shape} "
+                            f"do not match the input shape {input.shape}")
+    if ignore_index != -100:
+        raise ArgumentError(f"cross_entropy: ignore_index ({ignore_index}) is not supported "
+                            "for class-probability (floating point) targets")
+
+
+def _check_class_target(input, target, weight, ignore_index, n_classes):
+    if target.dtype not in (mg.int64, mg.uint8):
+        raise DTypeError(f"cross_entropy: class-index targets must be int64 (or uint8), got "
+                         f"{target.dtype} (class probabilities are floating point)")
+    if weight is not None and weight.dtype != input.dtype:
+        raise DTypeError(f"cross_entropy: weight of dtype {weight.dtype} should have the "
+                         f"input's dtype {input.dtype}")
+    class_dim = 0 if input.ndim == 1 else 1
+    expected = input.shape[:class_dim] + input.shape[class_dim + 1:]
+    if target.shape != expected:
+        raise mg.ShapeError(f"cross_entropy: target of shape {target.shape} does not fit input "
+                            f"of shape {input.shape} (expected {expected})")
+    bad = _first_out_of_range(target, n_classes, ignore_index)
+    if bad is not None:
+        raise IndexError(f"cross_entropy: Target {bad} is out of bounds for {n_classes} "
+                         f"classes (expected [0, {n_classes}) or ignore_index {ignore_index})")
+
+
+def _check_reduction(op, reduction):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction "
+                         "(expected 'mean', 'sum' or 'none')")
+
+
 def mse_loss(input, target, reduction="mean"):
+    """Mean (or sum, or none) of the squared differences. As PyTorch, targets of another
+    shape broadcast with a warning, and shapes that do not broadcast are an error."""
+    _check_reduction("mse_loss", reduction)
+    if target.shape != input.shape:
+        try:
+            np.broadcast_shapes(input.shape, target.shape)
+        except ValueError:
+            raise ArgumentError(f"mse_loss: target of shape {target.shape} does not broadcast "
+                                f"with input of shape {input.shape}") from None
+        warnings.warn(f"mse_loss: Using a target size {target.shape} that is different to "
+                      f"the input size {input.shape}. This will likely lead to incorrect "
+                      "results due to broadcasting. Please ensure they have the same size.",
+                      UserWarning, stacklevel=2)
     diff = input - target
     loss = diff * diff
     if reduction == "mean":
         return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return loss.sum() if reduction == "sum" else loss
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
@@ -146,12 +265,25 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     ``nn.attention.sdpa_kernel(SDPBackend.MATH)`` asks for the composite of Tensor ops, or
     a float mask requires grad (only the composite differentiates the mask).
     """
+    _check_sdpa(query, key, value, attn_mask, dropout_p)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    mask = attn_mask
-    if attn_mask is not None and attn_mask.dtype == mg.bool:
-        mask = _additive(~attn_mask, query)
+    mask = None
+    if attn_mask is not None:
+        mask = _additive(~attn_mask if attn_mask.dtype == mg.bool else attn_mask, query)
     out, _ = attend(query, key, value, mask, 0 if is_causal else None, dropout_p, scale)
     return out
+
+
+def _check_sdpa(query, key, value, attn_mask, dropout_p):
+    op = "scaled_dot_product_attention"
+    if min(query.ndim, key.ndim, value.ndim) < 2:
+        raise ArgumentError(f"{op}: query, key and value must be at least 2-D (..., L, E), got "
+                            f"shapes {query.shape}, {key.shape} and {value.shape}")
+    if query.dtype.kind != "f":
+        raise DTypeError(f"{op}: query, key and value must be floating point, got {query.dtype}")
+    check_mask_dtype(op, "attn_mask", attn_mask)
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ArgumentError(f"{op}: dropout_p must be between 0 and 1, got {dropout_p}")
 
 
 # which implementation ``attend`` runs: "auto" (the tiled primitive) or "math" (the
@@ -165,6 +297,7 @@ def attend(q, k, v, mask=None, causal=None, dropout_p=0.0, scale=None, need_weig
     and MultiheadAttention share. Returns (output, weights), the weights (..., T, S) after
     dropout only when ``need_weights`` (which needs the composite path).
     """
+    check_mask_dtype("attend", "mask", mask, allow_bool=False)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     math_path = (need_weights or SDPA_BACKEND[0] == "math"
                  or (mask is not None and mask.requires_grad))
@@ -176,6 +309,15 @@ def attend(q, k, v, mask=None, causal=None, dropout_p=0.0, scale=None, need_weig
     drop = (lambda w: dropout(w, dropout_p)) if dropout_p > 0.0 else None
     out, weights = attention_composite(q, k, v, mask, causal, scale, drop)
     return out, (weights if need_weights else None)
+
+
+def check_mask_dtype(op, name, mask, allow_bool=True):
+    """DTypeError unless ``mask`` is None, floating point or (where allowed) bool: an integer
+    mask is neither "may attend" nor an amount to add, so PyTorch refuses it too."""
+    if mask is None or mask.dtype.kind == "f" or (allow_bool and mask.dtype == mg.bool):
+        return
+    kind = "bool or floating point" if allow_bool else "floating point (additive)"
+    raise DTypeError(f"{op}: {name} must be a {kind} tensor, got {mask.dtype}")
 
 
 def _additive(mask, like):

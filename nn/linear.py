@@ -28,7 +28,8 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))  # = U(-1/sqrt(in), 1/sqrt(in))
+        if self.weight.numel() > 0:  # (an empty weight has nothing to draw, nor a fan-in)
+            init.kaiming_uniform_(self.weight, a=math.sqrt(5))  # = U(-1/sqrt(in), 1/sqrt(in))
         if self.bias is not None:
             bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
             init.uniform_(self.bias, -bound, bound)
@@ -46,16 +47,16 @@ class Embedding(Module):
 
     Args:
         num_embeddings, embedding_dim: table size; ``weight`` is N(0, 1) initialised.
-        padding_idx: this row starts at zero and never receives a gradient.
+        padding_idx: this row starts at zero and never receives a gradient (negative:
+            counted from the end; it must lie in [-num_embeddings, num_embeddings)).
     Shape:
-        input (*) integer -> output (*, embedding_dim)
+        input (*) int64 or int32 ids in [0, num_embeddings) -> output (*, embedding_dim)
     """
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None,
                  dtype=None):
         super().__init__()
-        if padding_idx is not None and padding_idx < 0:
-            padding_idx += num_embeddings
+        padding_idx = F.padding_index("Embedding", padding_idx, num_embeddings)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_idx
         self.weight = Parameter(mg.empty(num_embeddings, embedding_dim, device=device,

@@ -27,10 +27,11 @@ TILE = 1 << 19  # the most scores (all batch and head dims together) one tile ho
 
 def blocks(lead, T, S, tile=None):
     """(bq, bk): the query and key block sizes for ``lead`` (batch times heads) rows of
-    (T, S) scores: one tile when everything fits in ``tile`` scores (default TILE)."""
+    (T, S) scores: one tile when everything fits in ``tile`` scores (default TILE). Never 0,
+    even for no queries or no keys (the loops then run no times)."""
     tile = TILE if tile is None else tile
     if lead * T * S <= tile:
-        return T, S
+        return max(1, T), max(1, S)
     bk = min(S, 512)
     return max(16, min(T, tile // max(1, lead * bk))), bk
 
@@ -53,6 +54,9 @@ class Attention(Primitive):
         if not (q.dtype == k.dtype == v.dtype):
             raise ShapeError(f"scaled_dot_product_attention: expected query, key and value "
                              f"of one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+        if mask is not None and mask.dtype.kind != "f":
+            raise TypeError(f"scaled_dot_product_attention: the mask must be floating point "
+                            f"(added to the scores), got {mask.dtype}")
         T, S = q.shape[-2], k.shape[-2]
         bq, bk = block
         lead = backend.np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
@@ -157,7 +161,8 @@ def _over_heads(fn, lead, block, T, S, dropout_p, xp):
 def composite(q, k, v, mask=None, causal=None, scale=1.0, dropout=None):
     """The same attention as Tensor ops, every score kept: (output, weights). What
     nn.functional runs for SDPBackend.MATH or when the weights are wanted, and what
-    Attention differentiates for second derivatives. ``dropout`` maps the weights."""
+    Attention differentiates for second derivatives. ``dropout`` maps the weights.
+    Without keys (S = 0) the weights are empty and the output zeros, as PyTorch's."""
     xp = backend.xp_of(q.data)
     T, S = q.shape[-2], k.shape[-2]
     scores = (q @ k.transpose(-2, -1)) * scale                               # (..., T, S)
@@ -166,7 +171,10 @@ def composite(q, k, v, mask=None, causal=None, scale=1.0, dropout=None):
         scores = scores + xp.where(future, -xp.inf, 0).astype(scores.dtype)
     if mask is not None:
         scores = scores + mask
-    weights = SafeSoftmax.apply(scores, dim=scores.ndim - 1)  # all keys masked: zeros
+    if S == 0:  # no key to normalise over: the (empty) scores are the weights
+        weights = scores
+    else:       # all keys masked: zeros
+        weights = SafeSoftmax.apply(scores, dim=scores.ndim - 1)
     if dropout is not None:
         weights = dropout(weights)
     return weights @ v, weights
@@ -242,7 +250,7 @@ class _Dropout:
 
     def _mask(self, shape):
         mask = self.xp.asarray(backend.keep_mask(shape, self.p, self.rng), dtype=self.dtype)
-        mask *= 1.0 / (1.0 - self.p)
+        mask *= 1.0 / (1.0 - self.p) if self.p < 1 else 0.0  # p = 1 drops everything
         return mask
 
     def apply(self, w):
