@@ -2,6 +2,8 @@
 
 The public API mirrors PyTorch's names and semantics (see README.md).
 """
+import warnings
+
 from . import autograd, backend, dtypes  # noqa: F401
 from .autograd import (detect_anomaly, enable_grad, grad, is_grad_enabled,  # noqa: F401
                        no_grad, set_grad_enabled)
@@ -20,6 +22,11 @@ from . import optim  # noqa: F401  (after Tensor: optimisers update tensors)
 from . import viz  # noqa: F401
 
 __version__ = "0.1.0"
+
+# NumPy's floating-point warnings from inside minigrad's own ops stay silent, as PyTorch's
+# are: the results are IEEE's inf and NaN, and mg.detect_anomaly() says where they appear.
+warnings.filterwarnings("ignore", r"(overflow|divide by zero|invalid value|underflow) "
+                        r"encountered", RuntimeWarning, r"minigrad\.")
 
 # mg.exp(x), mg.sum(x, dim), ... are the Tensor methods of the same name.
 _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid relu gelu sin cos

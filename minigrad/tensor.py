@@ -13,16 +13,25 @@ import numpy as np
 from . import backend, dtypes
 from .autograd import engine, graph
 from .autograd.grad_mode import STATE, no_grad
-from .autograd.function import ShapeError
+from .autograd.function import ShapeError, _refresh_view
 from .autograd.graph import TensorBase
 from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _required_dim, _shape_arg,
                         _split_index)
 from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, Cos, CopySlices, Div, Erf, Exp, Expand,
                   Gelu, GeluTanh, GetItem, Log, LogSoftmax, LogSumExp, MatMul, Maximum, MaxDim,
-                  Minimum, MinDim, Mul, Neg, NonDiff, Permute, Pow, Relu, Reshape, SetItem,
+                  Minimum, MinDim, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Relu, Reshape,
+                  SetItem,
                   Sigmoid, Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where,
                   replay_view)
 
+# NumPy ufunc -> the Tensor method that computes ``array <op> tensor``
+_REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
+              "true_divide": "__rtruediv__", "divide": "__rtruediv__", "power": "__rpow__",
+              "matmul": "__rmatmul__", "floor_divide": "__rfloordiv__",
+              "remainder": "__rmod__", "less": "__gt__", "less_equal": "__ge__",
+              "greater": "__lt__", "greater_equal": "__le__", "equal": "__eq__",
+              "not_equal": "__ne__", "logical_and": "__and__", "bitwise_and": "__and__",
+              "logical_or": "__or__", "bitwise_or": "__or__"}
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])  # what max(dim) returns
 _PY_SCALARS = (builtins.int, builtins.float, builtins.bool)
 _new = object.__new__
@@ -34,7 +43,20 @@ class Tensor(TensorBase):
     ``Tensor(data, dtype=None, device=None, requires_grad=False)`` wraps an array (shared,
     not copied) or converts nested lists and scalars (floats become float32).
     """
-    __array_ufunc__ = None  # NumPy defers to our reflected operators: ndarray + Tensor works
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        """NumPy meets a Tensor. ``array + tensor`` (and the other operators) is the
+        tensor's reflected operator; an in-place update of an array by a tensor, such as
+        ``p.data -= lr * p.grad``, works on the values, as in PyTorch."""
+        if out is not None and method == "__call__":
+            values = [i.data if isinstance(i, Tensor) else i for i in inputs]
+            targets = tuple(o.data if isinstance(o, Tensor) else o for o in out)
+            return ufunc(*values, out=targets if len(targets) > 1 else targets[0], **kwargs)
+        reflected = _REFLECTED.get(ufunc.__name__)
+        if method == "__call__" and not kwargs and len(inputs) == 2 and \
+                reflected is not None and inputs[1] is self:
+            return getattr(self, reflected)(inputs[0])
+        return NotImplemented
     _grad = None
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
@@ -619,9 +641,12 @@ class Tensor(TensorBase):
         src = as_tensor(src, like=self)
         if src.device != self.device:
             src = src.to(self.device)
-        return self._update("copy_", lambda t: _overwrite(t, src), src, cast=True)
+        return self._update("copy_", lambda t: _overwrite(t, src), src, cast=True, written=src)
 
     def fill_(self, value):
+        if self._view_of is not None and self._view_of[1] is Expand:
+            self._view_of[0].fill_(value)  # every element of the expanded view is one of these
+            return self
         return self._update("fill_", lambda t: _overwrite(t, value), value, cast=True)
 
     def zero_(self):
@@ -636,11 +661,33 @@ class Tensor(TensorBase):
         return self.copy_(draw.astype(self.dtype))
 
     def __setitem__(self, index, value):
+        """``x[index] = value``. Recorded as PyTorch records it: through a view (slices and
+        integers: the view is overwritten, ``CopySlices``), or as an index put (index
+        tensors)."""
         basic, advanced = _split_index(_index(index, self), self.ndim)
         if isinstance(value, Tensor) and value.dtype != self.dtype:
             value = value.to(self.dtype)
-        self._update("__setitem__", lambda t: SetItem.apply(t, value, index=basic,
-                                                            then=advanced), value, cast=True)
+        recording = STATE.grad_enabled and (
+            self.requires_grad or (isinstance(value, Tensor) and value.requires_grad))
+        if recording and advanced is None and not _has_arrays(basic):
+            self[index].copy_(value)
+        elif recording:
+            self._update("__setitem__", lambda t: SetItem.apply(t, value, index=basic,
+                                                                then=advanced), value, cast=True)
+        else:
+            _check_writable(self, "__setitem__")
+            raw = value.data if isinstance(value, Tensor) else value
+            if isinstance(raw, (list, tuple, np.ndarray)) or type(raw) is not type(self.data) \
+                    and hasattr(raw, "shape"):
+                raw = backend.to_device(np.asarray(raw) if isinstance(raw, (list, tuple))
+                                        else raw, self.device)
+            target = self.data if advanced is None else self.data[basic]
+            try:
+                target[basic if advanced is None else advanced] = raw
+            except ValueError as e:
+                raise RuntimeError(f"__setitem__: {e} (tensor of shape {tuple(self.shape)})") \
+                    from None
+            self._shared_counter()[0] += 1
 
     def __iadd__(self, other): return self.add_(other)
     def __isub__(self, other): return self.sub_(other)
@@ -655,20 +702,25 @@ class Tensor(TensorBase):
     def tanh_(self): return self._update("tanh_", Tensor.tanh)
     def sigmoid_(self): return self._update("sigmoid_", Tensor.sigmoid)
 
-    def _update(self, op, compute, *others, cast=False):
+    def _update(self, op, compute, *others, cast=False, written=None):
         """Write ``compute(self)`` into this tensor's memory (see the section's comment);
         ``others`` are the other tensors it reads. Arithmetic results must be castable to
-        this dtype as in PyTorch; copies (``cast``) are cast whatever their dtype."""
+        this dtype as in PyTorch; copies (``cast``) are cast whatever their dtype. A copy
+        through a view passes the tensor ``written`` on to the base's node as it is."""
         data = self.data
-        if not getattr(data.flags, "writeable", True):
-            raise RuntimeError(
-                f"{op}: unsupported operation: more than one element of the written-to tensor "
-                f"(shape {tuple(self.shape)}, an expanded view) refers to a single memory "
-                "location. Please clone() the tensor before performing the operation.")
+        _check_writable(self, op)
+        if self._made_without_grad and STATE.grad_enabled:
+            raise RuntimeError(f"{op}: a view was created in no_grad mode and is being modified "
+                               "inplace with grad mode enabled; move both the view and the "
+                               "in-place change inside the no_grad block, or both outside")
         recording = STATE.grad_enabled and (self.requires_grad or builtins.any(
             isinstance(o, Tensor) and o.requires_grad for o in others))
         if recording:
             _check_not_leaf(self, op)
+            if self._view_of is not None:
+                _check_view_writable(self, op)
+                if self._vc[0] != self._view_version:
+                    _refresh_view(self)
             before = Tensor._make(data.copy(), self.requires_grad, self.grad_fn, self._out_idx)
             new = _fitted(self, op, compute(before), cast)
         else:
@@ -677,7 +729,7 @@ class Tensor(TensorBase):
         data[...] = new.data
         self._shared_counter()[0] += 1
         if recording:
-            _rebase(self, new)
+            _rebase(self, new, written)
         return self
 
 
@@ -753,6 +805,30 @@ def _int_division(fn, x, y, reflected=False):
     return NonDiff.apply(x, y, fn=fn)
 
 
+def _check_view_writable(t, op):
+    """PyTorch refuses an in-place change, recorded in a graph, of one of several views
+    made by one call (split, chunk)."""
+    source, view_op, _, i = t._view_of
+    if view_op is Split and source.requires_grad:
+        raise RuntimeError(f"{op}: output {i} of split is a view and is being modified "
+                           "inplace. This view is the output of a function that returns "
+                           "multiple views. Such functions do not allow the output views to "
+                           "be modified inplace: use an out-of-place op instead")
+
+
+def _has_arrays(index):
+    items = index if isinstance(index, tuple) else (index,)
+    return builtins.any(type(i) in backend._XP_BY_TYPE for i in items)
+
+
+def _check_writable(t, op):
+    if not getattr(t.data.flags, "writeable", True):
+        raise RuntimeError(
+            f"{op}: unsupported operation: more than one element of the written-to tensor "
+            f"(shape {tuple(t.shape)}, an expanded view) refers to a single memory "
+            "location. Please clone() the tensor before performing the operation.")
+
+
 def _check_not_leaf(t, op):
     """PyTorch's rule: a leaf that requires grad (or a view of one) is not changed in place
     while a graph is being recorded (its ``.grad`` would describe a value it no longer has)."""
@@ -779,21 +855,17 @@ def _fitted(t, op, new, cast):
 
 
 def _overwrite(t, value):
-    """``value`` broadcast to ``t``'s shape, as a function of ``t`` whose gradient to ``t``
-    is zero (so a tensor in a graph stays in it, as after PyTorch's fill_ and copy_)."""
-    if not isinstance(value, Tensor):
-        value = Tensor._make(backend.xp_of(t.data).asarray(value, dtype=t.dtype))
-    elif value.dtype != t.dtype:
-        value = value.to(t.dtype)
+    """``value`` broadcast to ``t``'s shape and cast to its dtype, recorded as a function of
+    ``t`` (with a zero gradient), so a tensor in a graph stays in it after ``copy_``."""
     try:
-        keep = Tensor._make(backend.xp_of(t.data).zeros(t.shape, dtype=np.bool_))
-        return Where.apply(keep, t, value.expand(t.shape) if value.shape != t.shape else value)
+        return Overwrite.apply(t, value)
     except ShapeError:
-        raise RuntimeError(f"the value of shape {tuple(value.shape)} cannot be broadcast to "
-                           f"the tensor's shape {tuple(t.shape)}") from None
+        shape = tuple(value.shape) if isinstance(value, Tensor) else ()
+        raise RuntimeError(f"the value of shape {shape} cannot be broadcast to the tensor's "
+                           f"shape {tuple(t.shape)}") from None
 
 
-def _rebase(t, new):
+def _rebase(t, new, written=None):
     """After an in-place op recorded as ``new``: make ``new``'s node the history of ``t``.
     When ``t`` is a view, its base changed too: the base's new node is ``CopySlices``
     (base with the view's region replaced) and ``t`` becomes that view of the new base."""
@@ -808,10 +880,11 @@ def _rebase(t, new):
         root = source
     chain.reverse()
     before = Tensor._make(root.data, root.requires_grad, root.grad_fn, root._out_idx)
-    after = CopySlices.apply(before, new, chain=tuple(chain))
+    after = CopySlices.apply(before, new if written is None else written, chain=tuple(chain))
     root.requires_grad, root.grad_fn, root._out_idx = True, after.grad_fn, 0
     view = replay_view(root, chain)
     t.requires_grad, t.grad_fn, t._out_idx = True, view.grad_fn, view._out_idx
+    t._view_version = t._vc[0]
 
 
 def _floating(t):

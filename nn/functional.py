@@ -88,6 +88,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         if param is not None and param.shape != normalized_shape:
             raise mg.ShapeError(f"layer_norm: {name} of shape {param.shape} should have the "
                                 f"shape of normalized_shape {normalized_shape}")
+    if input.dtype == mg.float16:  # statistics in float32, one rounding, as PyTorch's CPU
+        weight, bias = (None if p is None else p.float() for p in (weight, bias))
+        return LayerNorm.apply(input.float(), weight, bias, n=n, eps=eps).half()
     return LayerNorm.apply(input, weight, bias, n=n, eps=eps)
 
 

@@ -36,7 +36,7 @@ def topological_order(roots):
     seen = set(order)
     for node in order:  # grows while it is walked
         for edge in node.edges:
-            if edge is not None and edge.node not in seen:
+            if edge and edge.node not in seen:
                 seen.add(edge.node)
                 order.append(edge.node)
     order.sort(key=_SEQ, reverse=True)
@@ -149,7 +149,7 @@ class _Pass:
             if g is not None:
                 fresh.pop(id(g.data), None)
         for i, (edge, g) in enumerate(zip(node.edges, in_grads)):
-            if edge is None or g is None:
+            if not edge or g is None:
                 continue
             data = g.data
             if data.shape != edge.shape or data.dtype != edge.dtype:
@@ -255,7 +255,7 @@ def _prune(order, target_nodes):
             needed.add(node)
             continue
         for edge in node.edges:
-            if edge is not None and edge.node in needed:
+            if edge and edge.node in needed:
                 needed.add(node)
                 break
     return [n for n in order if n in needed]
@@ -263,7 +263,7 @@ def _prune(order, target_nodes):
 
 def _rewrap(g, edge, proto):
     """A user backward's gradient as a Tensor of the input's dtype (it may return arrays)."""
-    if g is None or edge is None:
+    if g is None or not edge:
         return None
     if hasattr(g, "grad_fn"):
         return g
@@ -315,4 +315,7 @@ def root_grad(t, gradient, op):
 
 
 def _quiet(anomalous):
-    return backend.np.errstate(all="ignore") if anomalous else backend._NULL_CONTEXT
+    """NumPy's overflow and division warnings are silenced in backward (a zero gradient
+    times an infinite local derivative is PyTorch's NaN without a word); anomaly mode
+    reports NaN/inf itself, naming the node."""
+    return backend.np.errstate(all="ignore")

@@ -45,6 +45,7 @@ class Function(Node):
     _to_save = _non_diff = None
     _raw = False   # True for Primitive: forward sees arrays instead of Tensors
     view = False   # True for ops whose output shares its input's memory (see aliases)
+    number_edge = False  # None where a number stands for a tensor operand (x + 2, as torch)
     xp = backend.np  # the array module of the inputs (set on the node only for CuPy)
 
     @staticmethod
@@ -93,6 +94,8 @@ class Function(Node):
         any_grad = False
         for a in args:
             if isinstance(a, TensorBase):
+                if a._view_of is not None and a._vc[0] != a._view_version:
+                    _refresh_view(a)
                 d = a.data
                 if first is None:
                     first = a
@@ -108,10 +111,11 @@ class Function(Node):
         record = any_grad and STATE.grad_enabled
         if type(first.data) is not _ndarray:  # (the class default is NumPy)
             node.xp = _XP_BY_TYPE[type(first.data)]
-        if record:  # where each input's gradient goes
-            edges = [edge_to(a) if isinstance(a, TensorBase) and a.requires_grad else None
-                     for a in args]
-            node.needs_input_grad = tuple([e is not None for e in edges])
+        if record:  # where each input's gradient goes (see graph.Node.edges)
+            edges = [(edge_to(a) if a.requires_grad else
+                      None if a.data.dtype.kind in "fc" else False)
+                     if isinstance(a, TensorBase) else cls.number_edge for a in args]
+            node.needs_input_grad = tuple([bool(e) for e in edges])
         elif not cls._raw:  # a user's forward may read it; a primitive's backward never runs
             node.needs_input_grad = (False,) * len(args)
 
@@ -205,9 +209,24 @@ def _link_views(cls, params, source, results):
     if not cls.aliases(source.data, results[0].data, **params):
         return
     counter = source._shared_counter()
+    without_grad = source.requires_grad and not STATE.grad_enabled
     for i, r in enumerate(results):
         r._vc = counter
         r._view_of = (source, cls, params, i)
+        r._view_version = counter[0]
+        if without_grad:
+            r._made_without_grad = True
+
+
+def _refresh_view(view):
+    """Redo a view's history after its base was changed in place (its memory is already
+    right, but its grad_fn still reads from the base's old node), as PyTorch does."""
+    source, cls, params, i = view._view_of
+    view._view_version = view._vc[0]
+    out = cls.apply(source, **params)  # refreshes ``source`` first if it is a view too
+    out = out[i] if type(out) is tuple else out
+    view.requires_grad, view.grad_fn, view._out_idx = out.requires_grad, out.grad_fn, \
+        out._out_idx
 
 
 def _with_op_name(cls, error, arrays):

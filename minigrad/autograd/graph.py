@@ -47,7 +47,9 @@ class Node:
     """A recorded op: what backward needs to send gradients to the op's inputs.
 
     Attributes read by the engine and by ``minigrad.viz``:
-      ``edges``            one ``Edge`` per input of forward (None: no gradient goes there)
+      ``edges``            one ``Edge`` per argument of forward; None for a tensor that
+                           needs no gradient, False for an argument that is no
+                           differentiable tensor (a number, an index, a bool mask)
       ``saved``            the ``SavedTensor`` records kept for backward (None once freed)
       ``output_meta``      ``(shape, dtype)`` of each output
       ``seq``              recording number: a node's inputs were recorded before it
@@ -72,7 +74,8 @@ class Node:
     def next_functions(self):
         """``(node, output index)`` per input, as PyTorch; ``(None, 0)`` where no gradient
         goes."""
-        return tuple((None, 0) if e is None else (e.node, e.index) for e in self.edges)
+        return tuple((None, 0) if e is None else (e.node, e.index)
+                     for e in self.edges if e is not False)
 
     @property
     def saved_tensors(self):
@@ -216,6 +219,8 @@ class TensorBase:
     _out_idx = 0       # which output of grad_fn this tensor is
     _vc = None         # version counter: a one-element list once needed, shared with views
     _view_of = None    # for a view: (source tensor, view op, its params, output index)
+    _view_version = 0  # for a view: the version its grad_fn was recorded at
+    _made_without_grad = False  # a view made under no_grad of a tensor that requires grad
     _accumulator = None  # a leaf's AccumulateGrad, once an op has recorded an edge to it
     _hooks = None      # gradient hooks of a leaf
 

@@ -7,5 +7,6 @@ from .fused import (CrossEntropy, Dropout, Gelu, GeluBackward, GeluTanh,  # noqa
 from .linalg import Linear, MatMul  # noqa: F401
 from .reduce import (Amax, Amin, LogSoftmax, LogSumExp, MaxDim, MinDim, SafeSoftmax,  # noqa
                      Softmax, Sum)
-from .shape import (Cat, CopySlices, Expand, GetItem, IndexAdd, Permute, Reshape,  # noqa: F401
+from .shape import (Cat, CopySlices, Expand, GetItem, IndexAdd, Overwrite, Permute,  # noqa: F401
+                    Reshape,
                     SetItem, Split, replay_view)

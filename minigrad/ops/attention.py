@@ -19,7 +19,8 @@ masks: exact to any order, at the composite's O(T S) memory.
 """
 from .. import backend
 from ..autograd.function import Primitive, ShapeError
-from ..autograd.grad_mode import STATE
+from ..autograd import grad as gradients
+from ..autograd.grad_mode import STATE, enable_grad
 from .reduce import SafeSoftmax
 
 TILE = 1 << 19  # the most scores (all batch and head dims together) one tile holds
@@ -183,8 +184,6 @@ def composite(q, k, v, mask=None, causal=None, scale=1.0, dropout=None):
 def _composite_grads(ctx, grad, q, k, v, mask, state):
     """dq, dk, dv as a graph of their own (backward under create_graph): the composite,
     recomputed with the forward's dropout masks, differentiated by the engine."""
-    from ..autograd import enable_grad
-    from ..autograd import grad as gradients
     params = ctx.params
     dropout = None
     if params["dropout_p"] > 0:
@@ -194,6 +193,8 @@ def _composite_grads(ctx, grad, q, k, v, mask, state):
         dropout = lambda w: w * full  # noqa: E731
     needs = ctx.needs_input_grad
     with enable_grad():
+        # a view of each: one tensor passed as q, k and v gets each use's gradient apart
+        q, k, v = (t.view(t.shape) for t in (q, k, v))
         out, _ = composite(q, k, v, mask, params["causal"], params["scale"], dropout)
         grads = iter(gradients(out, [t for t, n in zip((q, k, v), needs) if n], grad,
                                create_graph=True))

@@ -14,6 +14,8 @@ from ..autograd.function import Primitive
 
 class Add(Primitive):
     """out = x + y;  dx = grad,  dy = grad"""
+    number_edge = None  # a number operand is a tensor in PyTorch's graph
+
     @staticmethod
     def forward(ctx, x, y):
         return x + y
@@ -25,6 +27,8 @@ class Add(Primitive):
 
 class Sub(Primitive):
     """out = x - y;  dx = grad,  dy = -grad"""
+    number_edge = None  # a number operand is a tensor in PyTorch's graph
+
     @staticmethod
     def forward(ctx, x, y):
         return x - y
@@ -36,6 +40,8 @@ class Sub(Primitive):
 
 class Mul(Primitive):
     """out = x * y;  dx = grad * y,  dy = grad * x"""
+    number_edge = None  # a number operand is a tensor in PyTorch's graph
+
     @staticmethod
     def forward(ctx, x, y):
         needs = _needs(ctx)  # keep only what a gradient needs, as PyTorch
@@ -52,6 +58,8 @@ class Mul(Primitive):
 
 class Div(Primitive):
     """out = x / y;  dx = grad / y,  dy = -grad * ((x / y) / y)"""
+    number_edge = None  # a number operand is a tensor in PyTorch's graph
+
     @staticmethod
     def forward(ctx, x, y):
         ctx.save_for_backward(x if _needs(ctx)[1] else None, y)

@@ -176,6 +176,23 @@ class SetItem(Primitive):
     node_name = "IndexPutBackward0"
 
 
+class Overwrite(Primitive):
+    """out = value broadcast to x's shape and cast to x's dtype (``copy_``, ``fill_``);
+    dx = 0,  dvalue = grad (summed back over the broadcast dims by the engine)"""
+    node_name = "CopyBackwards"
+
+    @staticmethod
+    def forward(ctx, x, value):
+        out = ctx.xp.empty_like(x)
+        out[...] = value
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx = grad.new_zeros(grad.shape) if ctx.needs_input_grad[0] else None
+        return dx, grad if ctx.needs_input_grad[1] else None
+
+
 class CopySlices(Primitive):
     """A base tensor after an in-place write through one of its views: out = base with
     view(out) = value, where ``chain`` redoes the view from the base (the write itself has

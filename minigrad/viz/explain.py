@@ -87,7 +87,7 @@ def _record(k, node, grads_out, grads_in, received, tree):
                   [tuple(g.shape) for g in grads_out],
                   [None if g is None else tuple(g.shape) for g in grads_in], uses)
     for i, (edge, g) in enumerate(zip(node.edges, grads_in)):
-        if edge is None or g is None:
+        if not edge or g is None:
             continue
         shape = tuple(edge.shape)
         if tuple(g.shape) != shape:

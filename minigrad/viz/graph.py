@@ -95,7 +95,7 @@ def build(roots):
     for node in reversed(g.ops):  # producers first, so items appear in forward order
         dst = ("op", node)
         for pos, edge in enumerate(node.edges):
-            if edge is None:
+            if not edge:
                 const = g.items[dst].consts.get(pos)
                 if drawn_constant(const):
                     src = g.add(Item(("t", id(const)), "const", tensor=const)).key
@@ -155,7 +155,7 @@ def _constants(node):
     scalar), for the inputs that carry no gradient. The engine records no edge for them, so
     they are recognised among the tensors the node saved, matched in order; None where that
     is not possible (nothing saved, or the backward pass already freed it)."""
-    slots = [i for i, e in enumerate(node.edges) if e is None]
+    slots = [i for i, e in enumerate(node.edges) if not e]
     if not slots:
         return {}
     found = []
@@ -299,7 +299,7 @@ def saved_records(node):
         if source is not None:
             what = "const"
             for i, e in enumerate(node.edges):
-                if i not in named and e is not None and _feeds(e, source):
+                if i not in named and e and _feeds(e, source):
                     what = f"in{i}"
                     named.add(i)
                     break
@@ -319,7 +319,7 @@ def held_bytes(nodes):
     leaves = set()
     for node in nodes:
         for e in node.edges:
-            if e is not None and isinstance(e.node, AccumulateGrad) and e.node.variable is not None:
+            if e and isinstance(e.node, AccumulateGrad) and e.node.variable is not None:
                 leaves.add(id(_base(e.node.variable.data)))
         for s in node.saved or ():
             base = _base(s.array)
