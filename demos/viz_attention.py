@@ -4,7 +4,7 @@ self-attention over a batch of 2 sequences of 5), drawn forward and backward.
     python -m demos.viz_attention [--out runs/viz/viz_attention] [--png]
 
 minigrad normally runs the attention core as one tiled op (``attention``, see
-minigrad.ops.Attention); this demo asks for the composite of Tensor ops instead
+minigrad.fused.Attention); this demo asks for the composite of Tensor ops instead
 (``nn.attention.sdpa_kernel(SDPBackend.MATH)``), so that each step has a node of its own.
 
 - ``attention_forward.svg``: the forward graph. Each ``Linear`` is a cluster named after

@@ -1,8 +1,8 @@
 """Tensor: an n-d array on a device (``.data``), plus the graph node that made it (``.grad_fn``).
 
-Every differentiable method is either one ``Primitive`` from ``minigrad.ops`` or a few
-lines of other Tensor methods (mean, var, gelu, squeeze, stack, ...): there is no other
-way to build a gradient. Semantics, names and defaults are PyTorch's.
+Every differentiable method is either one ``Primitive`` from ``minigrad.ops`` (or
+``minigrad.fused``) or a few lines of other Tensor methods (mean, var, squeeze, stack,
+...): there is no other way to build a gradient. Semantics, names and defaults are PyTorch's.
 """
 import builtins
 import weakref
@@ -18,11 +18,12 @@ from .autograd.graph import TensorBase
 from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _required_dim, _shape_arg,
                         _split_index)
 from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, Cos, CopySlices, Div, Erf, Exp, Expand,
-                  Gelu, GeluTanh, GetItem, Log, LogSoftmax, LogSumExp, MatMul, Maximum, MaxDim,
+                  GetItem, Log, LogSoftmax, LogSumExp, MatMul, Maximum, MaxDim,
                   Minimum, MinDim, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Relu, Reshape,
                   SetItem,
                   Sigmoid, Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where,
                   replay_view)
+from .fused import Gelu, GeluTanh
 
 # NumPy ufunc -> the Tensor method that computes ``array <op> tensor``
 _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
@@ -904,7 +905,7 @@ def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):
             values, indices = dim_op.apply(t, dim=_dim(t, dim), keepdim=keepdim)
         return ValuesIndices(values, indices)
     if t.data.size == 0:
-        raise RuntimeError(f"{full_op.name().lower()}: cannot reduce an empty tensor")
+        raise RuntimeError(f"{full_op.__name__.lower()}: cannot reduce an empty tensor")
     return full_op.apply(t, dims=_dims(t, dim, None), keepdim=keepdim)
 
 

@@ -208,7 +208,7 @@ class KVCache:
 
 class SDPBackend:
     """The implementations of attention that ``sdpa_kernel`` chooses between (PyTorch's
-    names): FLASH_ATTENTION, the tiled primitive minigrad.ops.Attention (the default), and
+    names): FLASH_ATTENTION, the tiled primitive minigrad.fused.Attention (the default), and
     MATH, the composite of Tensor ops (every score kept; twice differentiable at any size)."""
     FLASH_ATTENTION = "auto"
     MATH = "math"

@@ -10,10 +10,9 @@ import numpy as np
 
 import minigrad as mg
 from minigrad.arguments import _dim
-from minigrad.ops import CrossEntropy, Dropout, LayerNorm, Linear
-from minigrad.ops.attention import Attention
-from minigrad.ops.attention import blocks as attention_blocks
-from minigrad.ops.attention import composite as attention_composite
+from minigrad.fused import Attention, CrossEntropy, Dropout, LayerNorm, Linear
+from minigrad.fused.attention import blocks as attention_blocks
+from minigrad.fused.attention import composite as attention_composite
 
 
 class ArgumentError(mg.ShapeError, AssertionError):
@@ -30,7 +29,7 @@ class DTypeError(TypeError, NotImplementedError, AssertionError):
 
 def linear(input, weight, bias=None):
     """y = x @ W^T + b, with W of shape (out_features, in_features) (one fused op, see
-    minigrad.ops.Linear)."""
+    minigrad.fused.Linear)."""
     return Linear.apply(input, weight, bias)
 
 
@@ -63,7 +62,7 @@ def _empty_like(input, dim):
 def dropout(input, p=0.5, training=True):
     """Zero each element with probability p and scale the rest by 1 / (1 - p) (training
     only). The mask comes from minigrad's one generator, so a seed fixes it on any device
-    (one fused op, see minigrad.ops.Dropout)."""
+    (one fused op, see minigrad.fused.Dropout)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be between 0 and 1, got {p}")
     if not training or p == 0.0:
@@ -76,7 +75,7 @@ def dropout(input, p=0.5, training=True):
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) dims,
     with the biased variance and eps inside the square root (PyTorch's formula); one fused
-    op (see minigrad.ops.LayerNorm)."""
+    op (see minigrad.fused.LayerNorm)."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     n = len(normalized_shape)
@@ -263,7 +262,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     A row whose every key is masked gives zeros, not NaN. Dropout applies whenever
     dropout_p > 0 (as PyTorch's, whatever the training mode).
 
-    Runs the tiled attention of minigrad.ops.Attention (the FlashAttention algorithm: no
+    Runs the tiled attention of minigrad.fused.Attention (the FlashAttention algorithm: no
     (T, S) matrix per head is kept, and long sequences are computed tile by tile), unless
     ``nn.attention.sdpa_kernel(SDPBackend.MATH)`` asks for the composite of Tensor ops, or
     a float mask requires grad (only the composite differentiates the mask).

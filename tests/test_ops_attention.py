@@ -1,4 +1,4 @@
-"""The tiled attention primitive (minigrad.ops.Attention): equal to the composite of Tensor
+"""The tiled attention primitive (minigrad.fused.Attention): equal to the composite of Tensor
 ops for every tiling, mask, causal offset and dropout; gradients by finite differences;
 second derivatives exact in one tile and refused across tiles; and PyTorch's SDPA."""
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 import minigrad as mg
 import nn
 import nn.functional as F
-from minigrad.ops.attention import TILE, Attention, blocks
+from minigrad.fused.attention import TILE, Attention, blocks
 from tests.test_ops_elementwise import params
 from tests.torch_ref import needs_torch, torch
 

@@ -1,12 +1,20 @@
-"""The engine's primitive ops, one ``Primitive`` class each (see ``autograd.function``)."""
+"""The engine's primitive ops, one ``Primitive`` class each (see ``autograd.function``),
+its derivative rule in its docstring and its ``backward``:
+
+    elementwise.py  arithmetic, exp/log/..., comparisons (no gradient), where, casts
+    reduce.py       sum, max, softmax and log_softmax
+    linalg.py       matmul
+    shape.py        reshape, permute, expand, indexing, cat/split, and the in-place
+                    machinery (SetItem, Overwrite, CopySlices)
+
+Every other differentiable method of Tensor is a few lines of these. The layers' hot
+composites, fused into one op each for speed, live in ``minigrad.fused``.
+"""
 from .elementwise import (Abs, Add, Cast, Clamp, Cos, Div, Erf, Exp, Log, Maximum,  # noqa: F401
-                          Minimum, Mul, Neg, NonDiff, Pow, Relu, Sigmoid, SigmoidBackward,
-                          Sin, Sqrt, StdSqrt, Sub, Tanh, TanhBackward, ToDevice, Where)
-from .fused import (CrossEntropy, Dropout, Gelu, GeluBackward, GeluTanh,  # noqa: F401
-                    GeluTanhBackward, LayerNorm)
-from .linalg import Linear, MatMul  # noqa: F401
+                          Minimum, Mul, Neg, NonDiff, Pow, Relu, Sigmoid, Sin, Sqrt, StdSqrt,
+                          Sub, Tanh, ToDevice, Where)
+from .linalg import MatMul  # noqa: F401
 from .reduce import (Amax, Amin, LogSoftmax, LogSumExp, MaxDim, MinDim, SafeSoftmax,  # noqa
                      Softmax, Sum)
 from .shape import (Cat, CopySlices, Expand, GetItem, IndexAdd, Overwrite, Permute,  # noqa: F401
-                    Reshape,
-                    SetItem, Split, replay_view)
+                    Reshape, SetItem, Split, replay_view)

@@ -206,23 +206,7 @@ class Tanh(Primitive):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        return TanhBackward.apply(grad, out)
-
-
-class TanhBackward(Primitive):
-    """out = grad * (1 - y * y), Tanh's gradient as one op (one pass, not three; PyTorch's
-    tanh_backward);  dgrad = g * (1 - y * y),  dy = -2 * g * grad * y"""
-    @staticmethod
-    def forward(ctx, grad, y):
-        ctx.save_for_backward(grad, y)
-        return grad * (1 - y * y)
-
-    @staticmethod
-    def backward(ctx, g):
-        grad, y = ctx.saved_tensors
-        dgrad = g * (1 - y * y) if ctx.needs_input_grad[0] else None
-        dy = -2 * g * grad * y if ctx.needs_input_grad[1] else None
-        return dgrad, dy
+        return grad * (1 - out * out)
 
 
 class Sigmoid(Primitive):
@@ -236,23 +220,7 @@ class Sigmoid(Primitive):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        return SigmoidBackward.apply(grad, out)
-
-
-class SigmoidBackward(Primitive):
-    """out = grad * (1 - y) * y, Sigmoid's gradient as one op (PyTorch's sigmoid_backward);
-    dgrad = g * (1 - y) * y,  dy = g * grad * (1 - 2 * y)"""
-    @staticmethod
-    def forward(ctx, grad, y):
-        ctx.save_for_backward(grad, y)
-        return grad * (1 - y) * y
-
-    @staticmethod
-    def backward(ctx, g):
-        grad, y = ctx.saved_tensors
-        dgrad = g * (1 - y) * y if ctx.needs_input_grad[0] else None
-        dy = g * grad * (1 - 2 * y) if ctx.needs_input_grad[1] else None
-        return dgrad, dy
+        return grad * (1 - out) * out
 
 
 class Relu(Primitive):

@@ -1,7 +1,5 @@
 """Matrix product, batched and broadcasting over leading dims (1-D cases are handled by
 ``Tensor.matmul``, which adds and removes the missing dims around this primitive)."""
-import math
-
 from ..autograd.function import Primitive, ShapeError
 
 
@@ -26,45 +24,3 @@ class MatMul(Primitive):
         dx = grad @ y.transpose(-1, -2) if ctx.needs_input_grad[0] else None
         dy = x.transpose(-1, -2) @ grad if ctx.needs_input_grad[1] else None
         return dx, dy
-
-
-class Linear(Primitive):
-    """out = x @ W^T + b;  dx = grad @ W,  dW = grad^T @ x,  db = grad summed over rows
-
-    A primitive rather than matmul + add (PyTorch's addmm): every leading dim of x is
-    flattened into rows, so forward and each gradient is one 2-D product. Composed of
-    (B, T, in) @ (in, out), the weight's gradient would be B products (in, T) @ (T, out)
-    summed afterwards: B times the memory, and several times slower.
-    """
-    node_name = "AddmmBackward0"
-
-    @staticmethod
-    def forward(ctx, x, weight, bias=None):
-        if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
-            expected = f" (expected (*, {weight.shape[1]}))" if weight.ndim == 2 else ""
-            raise ShapeError(f"linear: input of shape {tuple(x.shape)} does not fit a weight of "
-                             f"shape {tuple(weight.shape)}, which should be (out, in){expected}")
-        if x.dtype != weight.dtype or (bias is not None and bias.dtype != x.dtype):
-            dtypes = [str(a.dtype) for a in (x, weight, bias) if a is not None]
-            raise RuntimeError(f"linear: expected input, weight and bias of one dtype, got "
-                               f"{', '.join(dtypes)}")
-        if bias is not None and bias.shape != weight.shape[:1]:
-            raise ShapeError(f"linear: bias of shape {tuple(bias.shape)} does not fit a weight "
-                             f"of shape {tuple(weight.shape)}")
-        ctx.save_for_backward(x, weight)
-        rows = math.prod(x.shape[:-1])  # (not reshape(-1, in): in may be 0)
-        out = ctx.xp.matmul(x.reshape(rows, x.shape[-1]), weight.T)         # (rows, out)
-        if bias is not None:
-            out += bias
-        return out.reshape(x.shape[:-1] + weight.shape[:1])
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        n = math.prod(x.shape[:-1])
-        rows = grad.reshape(n, grad.shape[-1])                               # (rows, out)
-        needs = ctx.needs_input_grad
-        dx = (rows @ weight).reshape(x.shape) if needs[0] else None
-        dw = rows.T @ x.reshape(n, x.shape[-1]) if needs[1] else None
-        db = rows.sum(0) if len(needs) > 2 and needs[2] else None
-        return dx, dw, db

@@ -14,7 +14,7 @@ import pytest
 import minigrad as mg
 import nn
 import nn.functional as F
-from minigrad.ops.attention import Attention, blocks
+from minigrad.fused.attention import Attention, blocks
 from nn.attention import MultiheadAttention, SDPBackend, sdpa_kernel
 from tests.nn.test_attention import make_mha, torch_mha_like, torch_param_grads
 from tests.torch_ref import needs_torch, torch

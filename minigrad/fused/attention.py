@@ -21,7 +21,7 @@ from .. import backend
 from ..autograd.function import Primitive, ShapeError
 from ..autograd import grad as gradients
 from ..autograd.grad_mode import STATE, enable_grad
-from .reduce import SafeSoftmax
+from ..ops.reduce import SafeSoftmax
 
 TILE = 1 << 19  # the most scores (all batch and head dims together) one tile holds
 

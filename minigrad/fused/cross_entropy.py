@@ -1,0 +1,98 @@
+"""``cross_entropy`` of logits against class indices (label smoothing, class weights,
+ignored targets) as one op, beside the composite it equals."""
+from .. import backend
+from ..autograd.function import Primitive
+
+
+def composite(x, target, weight=None, ignore_index=-100, reduction="mean",
+              label_smoothing=0.0):
+    """PyTorch's cross-entropy of (M, C) logits against (M,) class indices, in plain Tensor
+    ops (log_softmax and a one-hot pick): what ``CrossEntropy`` computes."""
+    C, e = x.shape[1], label_smoothing
+    logp = x.log_softmax(1)
+    valid = target != ignore_index
+    safe = target.masked_fill(~valid, 0)
+    classes = x._make(backend.xp_of(x.data).arange(C))
+    picked = (logp * (safe.unsqueeze(1) == classes).to(x.dtype)).sum(1)
+    v = valid.to(x.dtype)
+    w_t = v if weight is None else v * weight[safe]
+    per_class = logp if weight is None else logp * weight
+    loss = -(picked * w_t) * (1 - e) - per_class.sum(1) * v * (e / C)
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.sum() / w_t.sum()
+
+
+class CrossEntropy(Primitive):
+    """Label-smoothed, weighted cross-entropy of logits x (M, C) against class indices t (M,),
+    PyTorch's: with p = softmax(x), e = label_smoothing, w the class weights (or ones),
+    v = (t != ignore_index) and w_t = v * w[t],
+
+        loss_i = (1 - e) * -w_t log p[i, t] + e / C * v * sum_c -w_c log p[i, c]
+
+    reduced by 'none', 'sum' or 'mean' (divided by sum(w_t));
+    dx_i = coef_i * (a_i * p_i - (1 - e) * w_t onehot(t_i) - e / C * v * w),
+    a_i = (1 - e) * w_t + e / C * v * sum(w)
+
+    One primitive for log_softmax, the pick of the target, the smoothing term, the weights
+    and the reduction: no (M, C) one-hot or scatter of the target, and backward recomputes
+    the softmax from x instead of keeping log p.
+    """
+    @staticmethod
+    def forward(ctx, x, target, weight, ignore_index, label_smoothing, reduction):
+        xp = ctx.xp
+        M, C = x.shape
+        e = label_smoothing
+        valid = target != ignore_index
+        safe = xp.where(valid, target, 0)
+        if ((safe < 0) | (safe >= C)).any():
+            bad = target[valid & ((target < 0) | (target >= C))][0]
+            raise IndexError(f"cross_entropy: target {int(bad)} is out of bounds for "
+                             f"{C} classes")
+        v = valid.astype(x.dtype)  # (a bool times a Python float would be float64)
+        w_t = v if weight is None else v * weight[safe]
+        logp = x - x.max(axis=1, keepdims=True)
+        logp -= xp.log(xp.exp(logp).sum(axis=1, keepdims=True))
+        loss = -(1.0 - e) * w_t * logp[xp.arange(M), safe]
+        if e:
+            per_class = logp if weight is None else logp * weight
+            loss -= (e / C) * v * per_class.sum(axis=1)
+        ctx.save_for_backward(x, target, weight)
+        if reduction == "none":
+            return loss
+        if reduction == "sum":
+            return loss.sum()
+        total = w_t.sum()
+        # every target ignored: NaN (0 / 0) as PyTorch, whose gradient is 0 (see backward)
+        return loss.sum() / total if total != 0 else xp.asarray(xp.nan, dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, target, weight = ctx.saved_tensors
+        xp, params = ctx.xp, ctx.params
+        e, ignore, reduction = params["label_smoothing"], params["ignore_index"], \
+            params["reduction"]
+        M, C = x.shape
+        t, w = target.data, None if weight is None else weight.data
+        valid = t != ignore
+        safe = xp.where(valid, t, 0)
+        v = valid.astype(x.dtype)
+        w_t = v if w is None else v * w[safe]
+        # the constant part: (1 - e) * w_t at the target, e / C * v * w everywhere
+        const = xp.zeros((M, C), dtype=x.dtype)
+        if e:
+            const += (e / C) * v[:, None] * (1.0 if w is None else w)
+        const[xp.arange(M), safe] += (1.0 - e) * w_t
+        total_w = C if w is None else w.sum()
+        a = ((1.0 - e) * w_t + (e / C) * v * total_w)[:, None]              # (M, 1)
+        if reduction == "none":
+            coef = grad.reshape(M, 1)
+        elif reduction == "sum":
+            coef = grad
+        else:
+            total = w_t.sum()
+            if total == 0:  # as PyTorch: every target ignored, a zero gradient (a and
+                # const are 0); targets of zero weight, NaN (0 / 0) everywhere
+                total = xp.nan if v.any() else 1
+            coef = grad / total
+        return (x.softmax(1) * a - const) * coef, None, None
