@@ -49,7 +49,7 @@ def make_eval_set(chain, rng, size):
 def masked_accuracy(model, inputs, where, answers, device, chunk=2000):
     """The fraction of the masked symbols the model's argmax gets right."""
     right = 0
-    with mg.no_grad():
+    with nn.utils.evaluating(model):
         for i in range(0, len(inputs), chunk):
             logits = model(mg.tensor(inputs[i:i + chunk], device=device))    # (B, T, V)
             rows = np.arange(len(logits))

@@ -53,7 +53,7 @@ def markov_task(args):
         return F.cross_entropy(model(x[:, :-1]).reshape(-1, N_SYMBOLS), x[:, 1:].reshape(-1))
 
     def evaluate():  # the symbols with two before them: the entropy rate is their bound
-        with mg.no_grad():
+        with nn.utils.evaluating(model):
             logits = model(held_out[:, :-1])[:, 1:]                         # (B, T - 1, V)
             return F.cross_entropy(logits.reshape(-1, N_SYMBOLS),
                                    held_out[:, 2:].reshape(-1)).item()
@@ -108,7 +108,7 @@ def recall_task(args):
                                mg.tensor(answers.reshape(-1), device=args.device))
 
     def evaluate():
-        with mg.no_grad():
+        with nn.utils.evaluating(model):
             logits = model(mg.tensor(held_tokens, device=args.device))[:, -1]
         return float((logits.argmax(-1).numpy() == held_answers[:, 0]).mean())
 
@@ -155,7 +155,7 @@ def last_position_attention(model, tokens):
     model's pre-LN blocks and asking each self-attention for its per-head weights."""
     assert all(block.norm_first for block in model.blocks), "the replay is of pre-LN blocks"
     maps = []
-    with mg.no_grad():
+    with nn.utils.evaluating(model):
         x = model.embed(tokens)                                              # (B, T, E)
         for block in model.blocks:
             h = block.norm1(x)

@@ -129,7 +129,7 @@ def train_variant(name, chain, held_out, args):
     held = mg.tensor(held_out, device=args.device)
 
     def evaluate():  # the symbols with two before them: the entropy rate is their bound
-        with mg.no_grad():
+        with nn.utils.evaluating(model):
             logits = model(held[:, :-1])[:, 1:]                              # (B, T - 1, V)
         target = held[:, 2:]
         loss = F.cross_entropy(logits.reshape(-1, N_SYMBOLS), target.reshape(-1)).item()

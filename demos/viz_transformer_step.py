@@ -85,7 +85,7 @@ def main(argv=None):
             roots, model=model, depth=depth, show_grad=True)
     norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
     optimizer.step()
-    with mg.no_grad():
+    with nn.utils.evaluating(model):
         after = F.cross_entropy(model(src, tgt_in).reshape(-1, VOCAB), tgt_out.reshape(-1),
                                 ignore_index=PAD)
 

@@ -10,6 +10,7 @@ from .module import (IncompatibleKeys, Module, ModuleDict, ModuleList, Parameter
 from .norm import LayerNorm  # noqa: F401
 from .positional import (LearnedPositionalEmbedding, RotaryEmbedding,  # noqa: F401
                          SinusoidalPositionalEncoding)
-from .serialization import load, save  # noqa: F401
+from .functional import ArgumentError, DTypeError  # noqa: F401
+from .serialization import MissingDirectoryError, PathIsDirectoryError, load, save  # noqa: F401
 from .transformer import (DecoderCache, TransformerDecoder,  # noqa: F401
                           TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)

@@ -13,6 +13,15 @@ def _keep(grad, shape, dims, keepdim):
     return grad.reshape(tuple(1 if i in dims else n for i, n in enumerate(shape)))
 
 
+def _shift(xp, x, axis):
+    """The max over ``axis`` (kept), which softmax and logsumexp subtract for stability;
+    0 over an empty axis (whose softmax is empty and logsumexp -inf, as in PyTorch)."""
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    if any(x.shape[a] == 0 for a in axes):
+        return xp.zeros([1 if i in axes else n for i, n in enumerate(x.shape)], x.dtype)
+    return xp.max(x, axis=axis, keepdims=True)
+
+
 class Sum(Primitive):
     """out = sum(x, dims);  dx = grad broadcast back over dims"""
     @staticmethod
@@ -87,7 +96,7 @@ class LogSumExp(Primitive):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         xp = ctx.xp
-        m = xp.max(x, axis=dims, keepdims=True)
+        m = _shift(xp, x, dims)
         m = xp.where(xp.isfinite(m), m, 0)  # an all -inf slice gives -inf, not NaN
         out = xp.log(xp.sum(xp.exp(x - m), axis=dims, keepdims=True)) + m
         if not keepdim:
@@ -111,7 +120,7 @@ class Softmax(Primitive):
     @staticmethod
     def forward(ctx, x, dim):
         xp = ctx.xp
-        e = xp.exp(x - xp.max(x, axis=dim, keepdims=True))
+        e = xp.exp(x - _shift(xp, x, dim))
         out = e / xp.sum(e, axis=dim, keepdims=True)
         ctx.save_for_backward(out)
         return out
@@ -128,7 +137,7 @@ class SafeSoftmax(Softmax):
     @staticmethod
     def forward(ctx, x, dim):
         xp = ctx.xp
-        m = xp.max(x, axis=dim, keepdims=True)
+        m = _shift(xp, x, dim)
         e = xp.exp(x - xp.where(xp.isfinite(m), m, 0))
         total = xp.sum(e, axis=dim, keepdims=True)
         out = e / xp.where(total == 0, 1, total)
@@ -144,7 +153,7 @@ class LogSoftmax(Primitive):
     @staticmethod
     def forward(ctx, x, dim):
         xp = ctx.xp
-        shifted = x - xp.max(x, axis=dim, keepdims=True)
+        shifted = x - _shift(xp, x, dim)
         out = shifted - xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
         ctx.save_for_backward(out)
         return out
