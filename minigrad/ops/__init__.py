@@ -4,8 +4,8 @@ its derivative rule in its docstring and its ``backward``:
     elementwise.py  arithmetic, exp/log/..., comparisons (no gradient), where, casts
     reduce.py       sum, max, softmax and log_softmax
     linalg.py       matmul
-    shape.py        reshape, permute, expand, indexing, cat/split, and the in-place
-                    machinery (SetItem, Overwrite, CopySlices)
+    shape.py        reshape, permute, expand, indexing, cat/split
+    inplace.py      what an in-place op records: SetItem, Overwrite, CopySlices
 
 Every other differentiable method of Tensor is a few lines of these. The layers' hot
 composites, fused into one op each for speed, live in ``minigrad.fused``.
@@ -16,5 +16,5 @@ from .elementwise import (Abs, Add, Cast, Clamp, Cos, Div, Erf, Exp, Log, Maximu
 from .linalg import MatMul  # noqa: F401
 from .reduce import (Amax, Amin, LogSoftmax, LogSumExp, MaxDim, MinDim, SafeSoftmax,  # noqa
                      Softmax, Sum)
-from .shape import (Cat, CopySlices, Expand, GetItem, IndexAdd, Overwrite, Permute,  # noqa: F401
-                    Reshape, SetItem, Split, replay_view)
+from .shape import Cat, Expand, GetItem, IndexAdd, Permute, Reshape, Split  # noqa: F401
+from .inplace import CopySlices, Overwrite, SetItem, replay_view  # noqa: F401

@@ -1,0 +1,88 @@
+"""What in-place ops record (see the in-place section of ``Tensor``): an in-place op is
+computed out of place and written into the tensor's memory; these are the nodes that
+describe such a write to the graph.
+"""
+from ..autograd.function import Primitive
+from .shape import GetItem
+
+
+class SetItem(Primitive):
+    """out = x with out[index][then] = value (``then``: the index arrays PyTorch applies
+    after the integers and slices, or None);  dx = grad with 0 where out was written,
+    dvalue = grad[index][then]"""
+    @staticmethod
+    def forward(ctx, x, value, index, then):
+        out = x.copy()
+        if then is None:
+            out[index] = value
+        else:
+            out[index][then] = value  # basic indexing gives a view: this writes into out
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        index, then = ctx.params["index"], ctx.params["then"]
+        dx = dvalue = None
+        if ctx.needs_input_grad[0]:
+            written = ctx.xp.zeros(grad.shape, dtype=bool)
+            if then is None:
+                written[index] = True
+            else:
+                written[index][then] = True
+            dx = grad.masked_fill(grad._make(written), 0.0)
+        if ctx.needs_input_grad[1]:
+            dvalue = GetItem.apply(grad, index=index)
+            if then is not None:
+                dvalue = GetItem.apply(dvalue, index=then)
+        return dx, dvalue
+
+    node_name = "IndexPutBackward0"
+
+
+class Overwrite(Primitive):
+    """out = value broadcast to x's shape and cast to x's dtype (``copy_``, ``fill_``);
+    dx = 0,  dvalue = grad (summed back over the broadcast dims by the engine)"""
+    node_name = "CopyBackwards"
+
+    @staticmethod
+    def forward(ctx, x, value):
+        out = ctx.xp.empty_like(x)
+        out[...] = value
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx = grad.new_zeros(grad.shape) if ctx.needs_input_grad[0] else None
+        return dx, grad if ctx.needs_input_grad[1] else None
+
+
+class CopySlices(Primitive):
+    """A base tensor after an in-place write through one of its views: out = base with
+    view(out) = value, where ``chain`` redoes the view from the base (the write itself has
+    already happened in the base's memory);  dbase = grad with 0 inside the view,
+    dvalue = view(grad)"""
+    @staticmethod
+    def forward(ctx, base, value, chain):
+        return base
+
+    @staticmethod
+    def backward(ctx, grad):
+        chain = ctx.params["chain"]
+        dbase = dvalue = None
+        if ctx.needs_input_grad[0]:
+            inside = grad._make(ctx.xp.zeros(grad.shape, dtype=bool))
+            replay_view(inside, chain).data[...] = True
+            dbase = grad.masked_fill(inside, 0.0)
+        if ctx.needs_input_grad[1]:
+            dvalue = replay_view(grad, chain)
+        return dbase, dvalue
+
+    node_name = "CopySlices"
+
+
+def replay_view(t, chain):
+    """Apply the view ops of ``chain`` ((op, params, output index) each) to ``t``."""
+    for op, params, i in chain:
+        out = op.apply(t, **params)
+        t = out[i] if type(out) is tuple else out
+    return t
