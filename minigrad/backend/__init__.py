@@ -1,0 +1,32 @@
+"""Backends: NumPy on ``"cpu"``, CuPy on ``"cuda"``.
+
+Every op reaches its array module as ``ctx.xp`` and never imports CuPy or branches on it;
+the few places where NumPy and CuPy really differ are the named helpers of this package,
+which the rest of minigrad reaches as ``backend.<name>``:
+
+- ``devices.py``: ``Device`` and ``DeviceError``, importing CuPy (``cupy``,
+  ``cuda_is_available``), which array module holds an array or a device (``array_module``,
+  ``xp_of``, ``device_of``), moving arrays (``to_device``, ``to_host``), device checks
+  (``check_same_device``) and making an array's GPU current (``device_context``).
+- ``kernels.py``: array-level kernels shared by the ops: ``scatter_add``, ``erf``, the
+  fused ``gelu``, ``gelu_backward`` and ``dropout`` (one CUDA kernel each on the GPU, the
+  same formula in NumPy on the CPU), and ``run_split``, which shares CPU work among cores.
+- ``random.py``: the one host generator behind every random op on every device
+  (``manual_seed``, ``generator``, ``keep_mask``, ``get_rng_state``, ``set_rng_state``).
+"""
+import numpy as np  # noqa: F401  (ops compare array modules against backend.np)
+
+from .devices import (CPU, Device, DeviceError, _NULL_CONTEXT, _XP_BY_TYPE,  # noqa: F401
+                      array_module, check_same_device, cuda_is_available, cupy,
+                      device_context, device_of, to_device, to_host, xp_of)
+from .kernels import dropout, erf, gelu, gelu_backward, run_split, scatter_add  # noqa: F401
+from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa: F401
+                     manual_seed, set_rng_state)
+from . import random as _random
+
+
+def __getattr__(name):
+    # manual_seed replaces the generator, so a copy bound here would go stale: read it live
+    if name == "_generator":
+        return _random._generator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
