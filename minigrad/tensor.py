@@ -613,18 +613,26 @@ class Tensor(TensorBase):
     # refuses a saved tensor whose version changed.
 
     def add_(self, other, alpha=1):
-        return self._update("add_", lambda t: t + other if alpha == 1 else t + other * alpha,
-                            other)
+        if _recording(self, other):
+            return self._update("add_", lambda t: t + other if alpha == 1 else
+                                t + other * alpha, other)
+        return _arithmetic_(self, "add_", "add", other, alpha)
 
     def sub_(self, other, alpha=1):
-        return self._update("sub_", lambda t: t - other if alpha == 1 else t - other * alpha,
-                            other)
+        if _recording(self, other):
+            return self._update("sub_", lambda t: t - other if alpha == 1 else
+                                t - other * alpha, other)
+        return _arithmetic_(self, "sub_", "subtract", other, alpha)
 
     def mul_(self, other):
-        return self._update("mul_", lambda t: t * other, other)
+        if _recording(self, other):
+            return self._update("mul_", lambda t: t * other, other)
+        return _arithmetic_(self, "mul_", "multiply", other)
 
     def div_(self, other):
-        return self._update("div_", lambda t: t / other, other)
+        if _recording(self, other):
+            return self._update("div_", lambda t: t / other, other)
+        return _arithmetic_(self, "div_", "true_divide", other)
 
     def pow_(self, exponent):
         return self._update("pow_", lambda t: t ** exponent, exponent)
@@ -734,6 +742,9 @@ class Tensor(TensorBase):
         return self
 
 
+Tensor._output_class = Tensor  # what ops make, from any Tensor (an nn.Parameter too)
+
+
 # --- helpers --------------------------------------------------------------------------------
 
 def as_array(data, dtype=None, device=None):
@@ -815,6 +826,47 @@ def _check_view_writable(t, op):
                            "inplace. This view is the output of a function that returns "
                            "multiple views. Such functions do not allow the output views to "
                            "be modified inplace: use an out-of-place op instead")
+
+
+def _recording(t, other):
+    """Whether an in-place op on ``t`` with ``other`` is recorded in a graph."""
+    return STATE.grad_enabled and (t.requires_grad or (isinstance(other, Tensor)
+                                                       and other.requires_grad))
+
+
+def _arithmetic_(t, op, ufunc, other, alpha=1):
+    """``t <op>= other`` with no graph to record (an optimiser's step, a manual update):
+    the ufunc writes into t's memory, after PyTorch's checks of shape and dtype."""
+    _check_writable(t, op)
+    if t._made_without_grad and STATE.grad_enabled:
+        return t._update(op, lambda x: x, other)  # (raises PyTorch's error)
+    data = t.data
+    raw = other.data if isinstance(other, Tensor) else other
+    if isinstance(raw, (list, tuple)) or (isinstance(raw, np.ndarray)
+                                          and type(data) is not np.ndarray):
+        raw = backend.to_device(np.asarray(raw), t.device)
+    if alpha != 1:
+        raw = raw * alpha
+    if hasattr(raw, "dtype") and getattr(raw, "ndim", 0) > 0 or isinstance(other, Tensor):
+        result = dtypes.promote_types(data.dtype, raw.dtype)  # PyTorch's promotion
+    elif isinstance(raw, builtins.float) and data.dtype.kind in "biu":
+        result = dtypes.get_default_dtype()  # a Python float makes an int tensor float
+    elif isinstance(raw, builtins.int) and data.dtype.kind == "b":
+        result = dtypes.int64
+    else:
+        result = data.dtype
+    if ufunc == "true_divide" and np.dtype(result).kind in "biu":
+        result = dtypes.get_default_dtype()
+    if result != data.dtype and not dtypes.can_cast(result, data.dtype):
+        raise RuntimeError(f"{op}: result type {dtypes.torch_name(result)} can't be cast to the "
+                           f"desired output type {dtypes.torch_name(data.dtype)}")
+    shape = getattr(raw, "shape", ())
+    if shape != data.shape and np.broadcast_shapes(data.shape, shape) != data.shape:
+        raise RuntimeError(f"{op}: output with shape {list(data.shape)} doesn't match the "
+                           f"broadcast shape {list(np.broadcast_shapes(data.shape, shape))}")
+    getattr(backend.xp_of(data), ufunc)(data, raw, out=data, casting="unsafe")
+    t._shared_counter()[0] += 1
+    return t
 
 
 def _has_arrays(index):

@@ -68,8 +68,9 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
     STATE.anomaly = False      # node), not the ops its backward runs one by one
     try:
         with set_grad_enabled(create_graph), _quiet(anomalous):
+            run = pass_.run
             for node in order:
-                pass_.run(node, anomalous)
+                run(node, anomalous)
     finally:
         STATE.anomaly = anomalous
     if targets is None:
@@ -105,7 +106,7 @@ class _Pass:
             slots[index] = g
         elif STATE.grad_enabled:  # create_graph: the sum is part of the graph
             slots[index] = old + g
-        elif id(old.data) in self.fresh:
+        elif id(old.data) in self.fresh:  # a sum of ours: add in place
             old.data += g.data
             self.fresh.pop(id(g.data), None)
         else:
@@ -145,19 +146,31 @@ class _Pass:
         if self.on_node is not None:
             self.on_node(node, grads, in_grads)
         fresh = self.fresh
-        for g in grads:  # handed to backward: from here on, it may be anyone's
-            if g is not None:
-                fresh.pop(id(g.data), None)
-        for i, (edge, g) in enumerate(zip(node.edges, in_grads)):
-            if not edge or g is None:
-                continue
-            data = g.data
-            if data.shape != edge.shape or data.dtype != edge.dtype:
-                g = _reduce_to(g, edge, node, i)
-                fresh[id(g.data)] = g.data
-            elif node._raw and data.base is None and _unshared(data, grads, in_grads, i):
-                fresh[id(data)] = data
-            self.receive(edge.node, edge.index, g)
+        if fresh:
+            for g in grads:  # handed to backward: from here on, it may be anyone's
+                if g is not None:
+                    fresh.pop(id(g.data), None)
+        grads_of = self.grads_of
+        i = 0
+        for edge, g in zip(node.edges, in_grads):
+            if edge and g is not None:
+                target, index, shape, dtype = edge
+                data = g.data
+                if data.shape != shape or data.dtype != dtype:
+                    g = _reduce_to(g, edge, node, i)
+                    if type(target) is AccumulateGrad:  # a sum of ours, for a leaf
+                        fresh[id(g.data)] = g.data
+                elif type(target) is AccumulateGrad and node._raw and data.base is None \
+                        and _unshared(data, grads, in_grads, i):
+                    fresh[id(data)] = data  # a leaf's .grad may take it without a copy
+                slots = grads_of.get(target)
+                if slots is None:
+                    slots = grads_of[target] = [None] * len(target.output_meta)
+                if slots[index] is None:
+                    slots[index] = g
+                else:
+                    self.receive(target, index, g)
+            i += 1
         if not self.retain_graph:
             node.release()
 

@@ -21,9 +21,11 @@ change through either is seen by the other, as in PyTorch.
 from .. import backend
 from . import anomaly
 from .grad_mode import STATE, no_grad
-from .graph import SEQUENCE, Node, SavedTensor, TensorBase, edge_to
+from .graph import SEQUENCE, Edge, Node, SavedTensor, TensorBase, accumulator_of
 
 _new = object.__new__
+_tuple_new = tuple.__new__
+_NOTHING_SAVED = SavedTensor(None, None, None, None, 0, None, None)
 _ndarray = backend.np.ndarray
 _generic = backend.np.generic
 _XP_BY_TYPE = backend._XP_BY_TYPE
@@ -90,7 +92,7 @@ class Function(Node):
         if params:
             node.params = params
         arrays = []
-        first = None  # the first Tensor argument: outputs are made like it
+        first = first_data = None  # the first Tensor argument: outputs are made like it
         any_grad = False
         for a in args:
             if isinstance(a, TensorBase):
@@ -98,9 +100,9 @@ class Function(Node):
                     _refresh_view(a)
                 d = a.data
                 if first is None:
-                    first = a
-                elif type(d) is not _ndarray or type(first.data) is not _ndarray:
-                    backend.check_same_device(cls.__name__, [first.data, d])
+                    first, first_data = a, d
+                elif type(d) is not _ndarray or type(first_data) is not _ndarray:
+                    backend.check_same_device(cls.__name__, [first_data, d])
                 arrays.append(d)
                 if a.requires_grad:
                     any_grad = True
@@ -109,53 +111,81 @@ class Function(Node):
         if first is None:
             raise TypeError(f"{cls.__name__}: expected at least one Tensor argument")
         record = any_grad and STATE.grad_enabled
-        if type(first.data) is not _ndarray:  # (the class default is NumPy)
-            node.xp = _XP_BY_TYPE[type(first.data)]
+        if type(first_data) is not _ndarray:  # (the class default is NumPy)
+            node.xp = _XP_BY_TYPE[type(first_data)]
         if record:  # where each input's gradient goes (see graph.Node.edges)
-            edges = [(edge_to(a) if a.requires_grad else
-                      None if a.data.dtype.kind in "fc" else False)
-                     if isinstance(a, TensorBase) else cls.number_edge for a in args]
-            node.needs_input_grad = tuple([bool(e) for e in edges])
+            edges, needs = [], []
+            for a in args:
+                if not isinstance(a, TensorBase):
+                    edges.append(cls.number_edge)
+                    needs.append(False)
+                elif a.requires_grad:
+                    d, target = a.data, a.grad_fn
+                    if target is None:  # a leaf: its gradient goes to its AccumulateGrad
+                        target = a._accumulator or accumulator_of(a)
+                    edges.append(_tuple_new(Edge, (target, a._out_idx, d.shape, d.dtype)))
+                    needs.append(True)
+                else:
+                    edges.append(None if a.data.dtype.kind in "fc" else False)
+                    needs.append(False)
+            node.needs_input_grad = tuple(needs)
         elif not cls._raw:  # a user's forward may read it; a primitive's backward never runs
             node.needs_input_grad = (False,) * len(args)
 
         try:
-            if cls._raw and type(first.data) is _ndarray and not STATE.anomaly:
+            if cls._raw and type(first_data) is _ndarray and not STATE.anomaly:
                 out = cls.forward(node, *arrays, **params)
             else:
                 out = cls._forward_general(node, arrays, params, first)
         except (ValueError, IndexError) as e:
             raise _with_op_name(cls, e, arrays) from None
 
-        multi = type(out) is tuple
-        make = first._make
-        results = []
-        for o in (out if multi else (out,)):
-            if type(o) not in _XP_BY_TYPE:  # NumPy gives scalars for 0-d results
-                o = node.xp.asarray(o)
-            results.append(make(o))
-        if record:
+        output_class = first._output_class
+        if type(out) is not tuple:  # one output, the common case
+            if type(out) is not _ndarray and type(out) not in _XP_BY_TYPE:  # a NumPy scalar
+                out = node.xp.asarray(out)
+            result = _new(output_class)
+            result.data = out
+            if not record and not cls.view:
+                return result
+            outs, results = (out,), [result]
+        else:
+            outs, results = out, []
+            for o in out:
+                if type(o) not in _XP_BY_TYPE:
+                    o = node.xp.asarray(o)
+                r = _new(output_class)
+                r.data = o
+                results.append(r)
+        if record:  # make ``node`` the grad_fn of the differentiable results
             node.edges = edges
             node.seq = next(SEQUENCE)
-            if STATE.scope is not None:
-                node.scope = STATE.scope
-            node.output_meta = tuple([(r.data.shape, r.data.dtype) for r in results])
+            scope = STATE.scope
+            if scope is not None:
+                node.scope = scope
             non_diff = node._non_diff
-            i = 0
-            for r, o in zip(results, out if multi else (out,)):
-                if r.data.dtype.kind in "fc" and (non_diff is None or id(o) not in non_diff):
-                    r.requires_grad = True
-                    r.grad_fn = node
-                    if i:
-                        r._out_idx = i
-                i += 1
+            if type(out) is not tuple and non_diff is None:  # one output, the common case
+                node.output_meta = ((out.shape, out.dtype),)
+                if out.dtype.kind in "fc":
+                    result.requires_grad = True
+                    result.grad_fn = node
+            else:
+                meta = []
+                for i, r in enumerate(results):
+                    d = r.data
+                    meta.append((d.shape, d.dtype))
+                    if d.dtype.kind in "fc" and (non_diff is None or id(outs[i]) not in non_diff):
+                        r.requires_grad = True
+                        r.grad_fn = node
+                        if i:
+                            r._out_idx = i
+                node.output_meta = tuple(meta)
             if node._to_save is not None:
-                node.saved = _save(node._to_save, args, out if multi else (out,), results,
-                                   make)
+                node.saved = _save(node._to_save, args, outs, results, first._make)
                 del node._to_save
         if cls.view:
             _link_views(cls, params, first, results)
-        return tuple(results) if multi else results[0]
+        return results[0] if type(out) is not tuple else tuple(results)
 
     @classmethod
     def _forward_general(cls, node, arrays, params, first):
@@ -184,7 +214,9 @@ class Function(Node):
     def release(self):
         """Free the saved tensors and, for a user Function, any array or tensor its forward
         stashed on ctx (the engine's primitives keep arrays only in saved tensors)."""
-        super().release()
+        if self.saved is not None:
+            self.saved = None
+            self.released = True
         if not self._raw:
             d = self.__dict__
             for k in d.keys() - self._STRUCTURE:
@@ -201,6 +233,8 @@ class Function(Node):
 class Primitive(Function):
     """A Function whose forward works on raw backend arrays via ``ctx.xp`` (the engine's ops)."""
     _raw = True
+    # until an op is recorded, its forward may take every input to need a gradient
+    needs_input_grad = (True,) * 8
 
 
 def _link_views(cls, params, source, results):
@@ -248,22 +282,23 @@ def _save(items, args, raw, results, make):
     """
     saved = []  # (on the hot path of every op that saves: plain loops, no helpers)
     for item in items:
+        if item is None:  # an input whose value no gradient needs
+            saved.append(_NOTHING_SAVED)
+            continue
         arr = item.data if isinstance(item, TensorBase) else item
-        k = 0
-        for a in args:
+        for k, a in enumerate(args):
             if isinstance(a, TensorBase) and a.data is arr:
                 vc = a._vc
-                saved.append(SavedTensor(a, arr, version=0 if vc is None else vc[0], input=k))
+                saved.append(_tuple_new(SavedTensor, (a, arr, None, None,
+                                                      0 if vc is None else vc[0], None, k)))
                 break
-            k += 1
         else:
-            i = 0
-            for o in raw:
+            for i, o in enumerate(raw):
                 if o is arr:  # the output tensor shares the version counter checked here
                     counter = results[i]._vc = [0]
-                    saved.append(SavedTensor(None, results[i].data, i, counter, 0, make))
+                    saved.append(_tuple_new(SavedTensor, (None, results[i].data, i, counter, 0,
+                                                          make, None)))
                     break
-                i += 1
             else:
                 if isinstance(arr, _generic):
                     arr = backend.np.asarray(arr)  # a NumPy scalar would upcast float32 math
@@ -271,5 +306,5 @@ def _save(items, args, raw, results, make):
                 for k, a in enumerate(args):
                     if a is item:  # a plain value passed to forward (a scalar exponent)
                         position = k
-                saved.append(SavedTensor(None, arr, make=make, input=position))
+                saved.append(_tuple_new(SavedTensor, (None, arr, None, None, 0, make, position)))
     return tuple(saved)

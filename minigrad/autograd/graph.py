@@ -11,7 +11,9 @@ The names follow PyTorch: ``grad_fn.next_functions`` lists ``(node, output index
 """
 import itertools
 import weakref
+from collections import namedtuple
 
+_tuple_new = tuple.__new__
 SEQUENCE = itertools.count()  # numbers nodes in recording order (see engine.topological_order)
 
 FREED_MESSAGE = (
@@ -20,13 +22,11 @@ FREED_MESSAGE = (
     "Pass retain_graph=True to the first backward() (or mg.grad) to keep them.")
 
 
-class Edge:
+class Edge(namedtuple("Edge", "node index shape dtype")):
     """Where the gradient of one input goes: output ``index`` of ``node``. ``shape`` and
-    ``dtype`` are the input's: its gradient is summed and cast back to them."""
-    __slots__ = ("node", "index", "shape", "dtype")
-
-    def __init__(self, node, index, shape, dtype):
-        self.node, self.index, self.shape, self.dtype = node, index, shape, dtype
+    ``dtype`` are the input's: its gradient is summed and cast back to them. (A named
+    tuple: one is made for every input of every recorded op, so it must be cheap.)"""
+    __slots__ = ()
 
     def __repr__(self):
         return f"Edge({self.node.name()}, {self.index})"
@@ -37,10 +37,15 @@ def edge_to(t):
     d = t.data
     node = t.grad_fn
     if node is None:  # a leaf: its gradient goes to its AccumulateGrad
-        node = t._accumulator
-        if node is None:
-            node = t._accumulator = AccumulateGrad(t)
-    return Edge(node, t._out_idx, d.shape, d.dtype)
+        node = t._accumulator or accumulator_of(t)
+    return _tuple_new(Edge, (node, t._out_idx, d.shape, d.dtype))
+
+
+def accumulator_of(leaf):
+    """The leaf's AccumulateGrad node, made on first need and kept for the leaf's life."""
+    if leaf._accumulator is None:
+        leaf._accumulator = AccumulateGrad(leaf)
+    return leaf._accumulator
 
 
 class Node:
@@ -94,23 +99,20 @@ class Node:
                 unpacked.append(s.unpack(self))
         return tuple(unpacked)
 
-    # PyTorch's names for what a node saved: its first input is ``self``, its second
-    # ``other`` (``exponent`` for pow), its output ``result``
-    _SAVED_NAMES = {"self": ("input", 0), "other": ("input", 1), "exponent": ("input", 1),
-                    "result": ("output", 0)}
+    # What a node saved, read by PyTorch's names: ``_saved_self`` (its first input),
+    # ``_saved_other`` or ``_saved_exponent`` (its second), ``_saved_result`` (its output);
+    # None when this node did not save it
+    _saved_self = property(lambda self: self._saved_value("input", 0))
+    _saved_other = property(lambda self: self._saved_value("input", 1))
+    _saved_exponent = _saved_other
+    _saved_result = property(lambda self: self._saved_value("output", 0))
 
-    def __getattr__(self, name):
-        """``node._saved_self``, ``_saved_other``, ``_saved_result``: a saved value, read as
-        in PyTorch (None when this node did not save it)."""
-        where = self._SAVED_NAMES.get(name[7:]) if name.startswith("_saved_") else None
-        if where is None:
-            raise AttributeError(f"'{self.name()}' object has no attribute '{name}'")
+    def _saved_value(self, kind, position):
         saved = self.saved
         if saved is None and self.released:
             raise RuntimeError(FREED_MESSAGE.format(op=self.name()))
         for s, value in zip(saved or (), self.saved_tensors):
-            if (where[0] == "input" and s.input == where[1]) or \
-                    (where[0] == "output" and s.output == where[1]):
+            if (s.input if kind == "input" else s.output) == position:
                 return value
         return None
 
@@ -147,22 +149,17 @@ class AccumulateGrad(Node):
         return self._variable()
 
 
-class SavedTensor:
+class SavedTensor(namedtuple("SavedTensor", "tensor array output counter version make input")):
     """A tensor that forward kept for backward, with the version it had then.
 
     ``tensor`` is the input it came from (argument number ``input`` of forward, so that
-    higher-order gradients flow into it), or None
-    for one of the node's own outputs (``output``: its index; rebuilt with the node as
-    grad_fn when unpacked) and for constants. ``counter`` is the version counter checked
-    on unpacking, ``version`` the value it must still have.
+    higher-order gradients flow into it), or None for one of the node's own outputs
+    (``output``: its index; rebuilt with the node as grad_fn when unpacked) and for
+    constants. ``counter`` is the version counter checked on unpacking, ``version`` the
+    value it must still have; ``make`` builds a Tensor around an array. (A named tuple:
+    one is made for everything every recorded op saves.)
     """
-    __slots__ = ("tensor", "array", "output", "counter", "version", "make", "input")
-
-    def __init__(self, tensor, array, output=None, counter=None, version=0, make=None,
-                 input=None):
-        self.tensor, self.array, self.output = tensor, array, output
-        self.counter, self.version, self.make = counter, version, make
-        self.input = input  # which argument of forward it was (None: not an input)
+    __slots__ = ()
 
     def unpack(self, node):
         t = self.tensor
@@ -223,6 +220,7 @@ class TensorBase:
     _made_without_grad = False  # a view made under no_grad of a tensor that requires grad
     _accumulator = None  # a leaf's AccumulateGrad, once an op has recorded an edge to it
     _hooks = None      # gradient hooks of a leaf
+    _output_class = None  # the class of the tensors that ops make from this one
 
     @property
     def _version(self):

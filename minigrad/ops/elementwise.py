@@ -10,6 +10,7 @@ import math
 
 from .. import backend
 from ..autograd.function import Primitive
+from ..autograd.grad_mode import STATE
 
 
 class Add(Primitive):
@@ -44,7 +45,7 @@ class Mul(Primitive):
 
     @staticmethod
     def forward(ctx, x, y):
-        needs = _needs(ctx)  # keep only what a gradient needs, as PyTorch
+        needs = ctx.needs_input_grad  # keep only what a gradient needs, as PyTorch
         ctx.save_for_backward(x if needs[1] else None, y if needs[0] else None)
         return x * y
 
@@ -62,7 +63,7 @@ class Div(Primitive):
 
     @staticmethod
     def forward(ctx, x, y):
-        ctx.save_for_backward(x if _needs(ctx)[1] else None, y)
+        ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, y)
         return x / y
 
     @staticmethod
@@ -73,9 +74,9 @@ class Div(Primitive):
         return dx, dy
 
 
-def _needs(ctx):
-    """Which inputs need a gradient (all, when no graph is recorded: nothing is kept then)."""
-    return ctx.__dict__.get("needs_input_grad", (True, True, True))
+def _array(xp, a):
+    """``a`` as an array (NumPy makes scalars of 0-d results)."""
+    return a if type(a) in backend._XP_BY_TYPE else xp.asarray(a)
 
 
 class Neg(Primitive):
@@ -206,7 +207,9 @@ class Tanh(Primitive):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        return grad * (1 - out * out)
+        if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again
+            return grad * (1 - out * out)
+        return grad._make(_array(ctx.xp, grad.data * (1 - out.data * out.data)))  # one op
 
 
 class Sigmoid(Primitive):
@@ -220,7 +223,9 @@ class Sigmoid(Primitive):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        return grad * (1 - out) * out
+        if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again
+            return grad * (1 - out) * out
+        return grad._make(_array(ctx.xp, grad.data * (1 - out.data) * out.data))  # one op
 
 
 class Relu(Primitive):
