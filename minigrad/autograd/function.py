@@ -224,10 +224,9 @@ class Function(Node):
                     del d[k]
                     self.released = True
 
-    @staticmethod
-    def aliases(x, out, **params):
-        """For a view op: whether ``out`` shares ``x``'s memory (reshape may have to copy)."""
-        return True
+    # For a view op whose output may be a copy (reshape, indexing): aliases(x, out,
+    # **params) tells whether ``out`` shares ``x``'s memory; None: always a view
+    aliases = None
 
 
 class Primitive(Function):
@@ -240,16 +239,20 @@ class Primitive(Function):
 def _link_views(cls, params, source, results):
     """Make each output of a view op a view of ``source``: the same version counter, and
     how to redo the view from its source (what an in-place change through it needs)."""
-    if not cls.aliases(source.data, results[0].data, **params):
+    if cls.aliases is not None and not cls.aliases(source.data, results[0].data, **params):
         return
-    counter = source._shared_counter()
+    counter = source._vc
+    if counter is None:
+        counter = source._vc = [0]
     without_grad = source.requires_grad and not STATE.grad_enabled
-    for i, r in enumerate(results):
+    i = 0
+    for r in results:
         r._vc = counter
         r._view_of = (source, cls, params, i)
         r._view_version = counter[0]
         if without_grad:
             r._made_without_grad = True
+        i += 1
 
 
 def _refresh_view(view):
