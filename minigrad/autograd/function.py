@@ -142,13 +142,14 @@ class Function(Node):
 
         output_class = first._output_class
         if type(out) is not tuple:  # one output, the common case
+            outs = (out,)  # as forward returned it: what it saved is matched against this
             if type(out) is not _ndarray and type(out) not in _XP_BY_TYPE:  # a NumPy scalar
                 out = node.xp.asarray(out)
             result = _new(output_class)
             result.data = out
             if not record and not cls.view:
                 return result
-            outs, results = (out,), [result]
+            results = [result]
         else:
             outs, results = out, []
             for o in out:

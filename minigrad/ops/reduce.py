@@ -17,7 +17,7 @@ def _shift(xp, x, axis):
     """The max over ``axis`` (kept), which softmax and logsumexp subtract for stability;
     0 over an empty axis (whose softmax is empty and logsumexp -inf, as in PyTorch)."""
     axes = axis if isinstance(axis, tuple) else (axis,)
-    if any(x.shape[a] == 0 for a in axes):
+    if x.size == 0 and x.ndim and any(x.shape[a] == 0 for a in axes):
         return xp.zeros([1 if i in axes else n for i, n in enumerate(x.shape)], x.dtype)
     return xp.max(x, axis=axis, keepdims=True)
 
