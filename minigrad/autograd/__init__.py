@@ -4,7 +4,7 @@ Read in this order: ``function.py`` (an op and the node it records), ``engine.py
 backward pass), ``grad_mode.py`` (no_grad, detect_anomaly), ``gradcheck.py``.
 """
 from .function import Function, Primitive, ShapeError  # noqa: F401
-from .graph import AccumulateGrad, Edge, Node, RemovableHandle, SavedTensor, TensorBase  # noqa
+from .graph import AccumulateGrad, Node, RemovableHandle, SavedTensor, TensorBase  # noqa
 from .grad_mode import (detect_anomaly, enable_grad, is_anomaly_enabled,  # noqa: F401
                         is_grad_enabled, no_grad, set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401

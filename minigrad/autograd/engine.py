@@ -36,9 +36,9 @@ def topological_order(roots):
     seen = set(order)
     for node in order:  # grows while it is walked
         for edge in node.edges:
-            if edge and edge.node not in seen:
-                seen.add(edge.node)
-                order.append(edge.node)
+            if edge and edge[0] not in seen:
+                seen.add(edge[0])
+                order.append(edge[0])
     order.sort(key=_SEQ, reverse=True)
     return order
 
@@ -55,22 +55,18 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
     """
     pass_ = _Pass(create_graph, retain_graph, on_node)
     for t, g in zip(roots, root_grads):
-        e = edge_to(t)
-        pass_.receive(e.node, e.index, g)
-    order = topological_order([edge_to(t).node for t in roots])
+        pass_.receive(*edge_to(t), g)
+    order = topological_order([edge_to(t)[0] for t in roots])
     if targets is not None:  # mg.grad: (node, output) -> positions in targets
         for i, t in enumerate(targets):
-            e = edge_to(t)
-            pass_.wanted.setdefault((e.node, e.index), []).append(i)
+            pass_.wanted.setdefault(edge_to(t), []).append(i)
         order = _prune(order, {node for node, _ in pass_.wanted})
 
     anomalous = STATE.anomaly  # each node's gradients are checked as a whole (naming the
     STATE.anomaly = False      # node), not the ops its backward runs one by one
     try:
         with set_grad_enabled(create_graph), _quiet(anomalous):
-            run = pass_.run
-            for node in order:
-                run(node, anomalous)
+            pass_.run(order, anomalous)
     finally:
         STATE.anomaly = anomalous
     if targets is None:
@@ -104,15 +100,13 @@ class _Pass:
         old = slots[index]
         if old is None:
             slots[index] = g
-        elif STATE.grad_enabled:  # create_graph: the sum is part of the graph
+        elif self.create_graph:  # the sum is part of the graph
             slots[index] = old + g
         elif id(old.data) in self.fresh:  # a sum of ours: add in place
             old.data += g.data
-            self.fresh.pop(id(g.data), None)
         else:
             total = old._make(old.data.copy())  # copy, then add: an array even when 0-d
             total.data += g.data
-            self.fresh.pop(id(g.data), None)
             self.fresh[id(total.data)] = total.data
             slots[index] = total
 
@@ -121,58 +115,62 @@ class _Pass:
         written in place."""
         self.fresh.pop(id(g.data), None)
 
-    def run(self, node, anomalous):
-        grads = self.grads_of.pop(node, None)
-        if grads is None:
-            return  # no gradient reached this node
-        if type(node) is AccumulateGrad:
-            self.accumulate(node, grads[0])
-            return
-        if len(grads) > 1 or node._pre_hooks or node._retained or self.wanted:
-            self.prepare(node, grads)
-        if node.released:
-            raise RuntimeError(FREED_MESSAGE.format(op=node.name()))
-        in_grads = type(node).backward(node, *grads)
-        if not isinstance(in_grads, tuple):
-            in_grads = (in_grads,)
-        if len(in_grads) != len(node.edges):
-            raise RuntimeError(
-                f"{node.name()}.backward returned {len(in_grads)} gradients, expected "
-                f"{len(node.edges)} (one per input of forward, None where there is none)")
-        if not node._raw:  # a user's backward may return tensors it keeps, or arrays
-            in_grads = tuple(_rewrap(g, e, grads[0]) for g, e in zip(in_grads, node.edges))
-        if anomalous:
-            anomaly.check_backward(node, grads, in_grads)
-        if self.on_node is not None:
-            self.on_node(node, grads, in_grads)
-        fresh = self.fresh
-        if fresh:
-            for g in grads:  # handed to backward: from here on, it may be anyone's
-                if g is not None:
-                    fresh.pop(id(g.data), None)
-        grads_of = self.grads_of
-        i = 0
-        for edge, g in zip(node.edges, in_grads):
-            if edge and g is not None:
-                target, index, shape, dtype = edge
-                data = g.data
-                if data.shape != shape or data.dtype != dtype:
-                    g = _reduce_to(g, edge, node, i)
-                    if type(target) is AccumulateGrad:  # a sum of ours, for a leaf
-                        fresh[id(g.data)] = g.data
-                elif type(target) is AccumulateGrad and node._raw and data.base is None \
-                        and _unshared(data, grads, in_grads, i):
-                    fresh[id(data)] = data  # a leaf's .grad may take it without a copy
-                slots = grads_of.get(target)
-                if slots is None:
-                    slots = grads_of[target] = [None] * len(target.output_meta)
-                if slots[index] is None:
-                    slots[index] = g
-                else:
-                    self.receive(target, index, g)
-            i += 1
-        if not self.retain_graph:
-            node.release()
+    def run(self, order, anomalous):
+        """Run each node's backward, in ``order``, once all its gradients are in."""
+        grads_of, fresh, wanted = self.grads_of, self.fresh, self.wanted
+        on_node, retain_graph = self.on_node, self.retain_graph
+        for node in order:
+            grads = grads_of.pop(node, None)
+            if grads is None:
+                continue  # no gradient reached this node
+            if type(node) is AccumulateGrad:
+                self.accumulate(node, grads[0])
+                continue
+            if len(grads) > 1 or node._pre_hooks or node._retained or wanted:
+                self.prepare(node, grads)
+            if node.released:
+                raise RuntimeError(FREED_MESSAGE.format(op=node.name()))
+            in_grads = type(node).backward(node, *grads)
+            if type(in_grads) is not tuple:
+                in_grads = (in_grads,)
+            edges = node.edges
+            if len(in_grads) != len(edges):
+                raise RuntimeError(
+                    f"{node.name()}.backward returned {len(in_grads)} gradients, expected "
+                    f"{len(edges)} (one per input of forward, None where there is none)")
+            if not node._raw:  # a user's backward may return tensors it keeps, or arrays
+                in_grads = tuple(_rewrap(g, e, grads[0]) for g, e in zip(in_grads, edges))
+            if anomalous:
+                anomaly.check_backward(node, grads, in_grads)
+            if on_node is not None:
+                on_node(node, grads, in_grads)
+            if fresh:
+                for g in grads:  # handed to backward: from here on, it may be anyone's
+                    if g is not None:
+                        fresh.pop(id(g.data), None)
+            i = 0
+            for edge, g in zip(edges, in_grads):
+                if edge and g is not None:
+                    target, index = edge
+                    shape, dtype = target.output_meta[index]  # the input's
+                    data = g.data
+                    if data.shape != shape or data.dtype != dtype:
+                        g = _reduce_to(g, shape, dtype, node, i)  # (a new array)
+                        data = None
+                    slots = grads_of.get(target)
+                    if slots is None:
+                        slots = grads_of[target] = [None] * len(target.output_meta)
+                    if slots[index] is not None:
+                        self.receive(target, index, g)
+                    else:
+                        slots[index] = g
+                        if type(target) is AccumulateGrad and (data is None or (
+                                node._raw and data.base is None
+                                and _unshared(data, grads, in_grads, i))):
+                            fresh[id(g.data)] = g.data  # a leaf's .grad may take it as is
+                i += 1
+            if not retain_graph:
+                node.release()
 
     def prepare(self, node, grads):
         """The less common steps before a node runs: zeros for unused outputs of a
@@ -223,10 +221,9 @@ def _unshared(data, grads, in_grads, i):
     return True
 
 
-def _reduce_to(grad, edge, node, i):
+def _reduce_to(grad, shape, dtype, node, i):
     """Sum ``grad`` over the dimensions that broadcasting added, so it has the shape (and
-    dtype) of the input that ``edge`` leads to."""
-    shape = edge.shape
+    dtype) of input ``i`` of ``node``."""
     gshape = grad.data.shape
     if gshape != shape:
         lead = len(gshape) - len(shape)
@@ -239,8 +236,8 @@ def _reduce_to(grad, edge, node, i):
         grad = grad.sum(axes, keepdim=True)
         if lead:
             grad = grad.reshape(shape)
-    if grad.data.dtype != edge.dtype:
-        grad = grad.to(edge.dtype)
+    if grad.data.dtype != dtype:
+        grad = grad.to(dtype)
     return grad
 
 
@@ -268,7 +265,7 @@ def _prune(order, target_nodes):
             needed.add(node)
             continue
         for edge in node.edges:
-            if edge and edge.node in needed:
+            if edge and edge[0] in needed:
                 needed.add(node)
                 break
     return [n for n in order if n in needed]
@@ -280,7 +277,9 @@ def _rewrap(g, edge, proto):
         return None
     if hasattr(g, "grad_fn"):
         return g
-    return proto._make(backend.xp_of(proto.data).asarray(g, dtype=edge.dtype))
+    node, index = edge
+    dtype = node.output_meta[index][1]
+    return proto._make(backend.xp_of(proto.data).asarray(g, dtype=dtype))
 
 
 def write_grad(t, g, create_graph, owned=False):

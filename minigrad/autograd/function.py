@@ -21,7 +21,7 @@ change through either is seen by the other, as in PyTorch.
 from .. import backend
 from . import anomaly
 from .grad_mode import STATE, no_grad
-from .graph import SEQUENCE, Edge, Node, SavedTensor, TensorBase, accumulator_of
+from .graph import SEQUENCE, Node, SavedTensor, TensorBase, accumulator_of
 
 _new = object.__new__
 _tuple_new = tuple.__new__
@@ -120,10 +120,10 @@ class Function(Node):
                     edges.append(cls.number_edge)
                     needs.append(False)
                 elif a.requires_grad:
-                    d, target = a.data, a.grad_fn
+                    target = a.grad_fn
                     if target is None:  # a leaf: its gradient goes to its AccumulateGrad
                         target = a._accumulator or accumulator_of(a)
-                    edges.append(_tuple_new(Edge, (target, a._out_idx, d.shape, d.dtype)))
+                    edges.append((target, a._out_idx))
                     needs.append(True)
                 else:
                     edges.append(None if a.data.dtype.kind in "fc" else False)

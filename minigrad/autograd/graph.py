@@ -22,23 +22,15 @@ FREED_MESSAGE = (
     "Pass retain_graph=True to the first backward() (or mg.grad) to keep them.")
 
 
-class Edge(namedtuple("Edge", "node index shape dtype")):
-    """Where the gradient of one input goes: output ``index`` of ``node``. ``shape`` and
-    ``dtype`` are the input's: its gradient is summed and cast back to them. (A named
-    tuple: one is made for every input of every recorded op, so it must be cheap.)"""
-    __slots__ = ()
-
-    def __repr__(self):
-        return f"Edge({self.node.name()}, {self.index})"
-
-
 def edge_to(t):
-    """The edge that carries a gradient to tensor ``t`` (which requires grad)."""
-    d = t.data
+    """The edge that carries a gradient to tensor ``t`` (which requires grad): the pair
+    (node that made ``t``, which of its outputs ``t`` is), or (the leaf's AccumulateGrad, 0).
+    The input's shape and dtype, which its gradient must have, are the node's
+    ``output_meta[index]``."""
     node = t.grad_fn
     if node is None:  # a leaf: its gradient goes to its AccumulateGrad
         node = t._accumulator or accumulator_of(t)
-    return _tuple_new(Edge, (node, t._out_idx, d.shape, d.dtype))
+    return (node, t._out_idx)
 
 
 def accumulator_of(leaf):
@@ -52,9 +44,10 @@ class Node:
     """A recorded op: what backward needs to send gradients to the op's inputs.
 
     Attributes read by the engine and by ``minigrad.viz``:
-      ``edges``            one ``Edge`` per argument of forward; None for a tensor that
-                           needs no gradient, False for an argument that is no
-                           differentiable tensor (a number, an index, a bool mask)
+      ``edges``            per argument of forward, where its gradient goes: the pair
+                           ``(node, output index)`` (``graph.edge_to``); None for a
+                           tensor that needs no gradient; False for an argument that is
+                           no differentiable tensor (a number, an index, a bool mask)
       ``saved``            the ``SavedTensor`` records kept for backward (None once freed)
       ``output_meta``      ``(shape, dtype)`` of each output
       ``seq``              recording number: a node's inputs were recorded before it
@@ -79,8 +72,7 @@ class Node:
     def next_functions(self):
         """``(node, output index)`` per input, as PyTorch; ``(None, 0)`` where no gradient
         goes."""
-        return tuple((None, 0) if e is None else (e.node, e.index)
-                     for e in self.edges if e is not False)
+        return tuple((None, 0) if e is None else e for e in self.edges if e is not False)
 
     @property
     def saved_tensors(self):
@@ -141,12 +133,21 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable):
         self._variable = weakref.ref(variable)
-        self.output_meta = ((variable.data.shape, variable.data.dtype),)
         self.seq = next(SEQUENCE)
 
     @property
     def variable(self):
         return self._variable()
+
+    _data = _meta = None
+
+    @property
+    def output_meta(self):
+        """The leaf's shape and dtype now (its ``.data`` may have been replaced)."""
+        data = self._variable().data
+        if data is not self._data:
+            self._data, self._meta = data, ((data.shape, data.dtype),)
+        return self._meta
 
 
 class SavedTensor(namedtuple("SavedTensor", "tensor array output counter version make input")):

@@ -89,13 +89,14 @@ def _record(k, node, grads_out, grads_in, received, tree):
     for i, (edge, g) in enumerate(zip(node.edges, grads_in)):
         if not edge or g is None:
             continue
-        shape = tuple(edge.shape)
+        target, index = edge
+        shape = tuple(target.output_meta[index][0])
         if tuple(g.shape) != shape:
             record.broadcast.append((i, tuple(g.shape), shape))
-        key = (edge.node, edge.index)
+        key = (target, index)
         received[key] = received.get(key, 0) + 1
-        if isinstance(edge.node, AccumulateGrad) and received[key] > 1:
-            leaf = edge.node.variable
+        if isinstance(target, AccumulateGrad) and received[key] > 1:
+            leaf = target.variable
             record.accumulates.append((i, tree.name_of.get(id(leaf), "leaf"), received[key]))
     return record
 

@@ -101,7 +101,8 @@ def build(roots):
                     src = g.add(Item(("t", id(const)), "const", tensor=const)).key
                     g.edges.append(Edge(src, dst, pos, tuple(const.shape)))
                 continue
-            target, idx, shape = edge.node, edge.index, edge.shape
+            target, idx = edge
+            shape = target.output_meta[idx][0]
             if isinstance(target, AccumulateGrad):
                 src = g.add(_tensor_item(target.variable)).key
             else:
@@ -319,8 +320,8 @@ def held_bytes(nodes):
     leaves = set()
     for node in nodes:
         for e in node.edges:
-            if e and isinstance(e.node, AccumulateGrad) and e.node.variable is not None:
-                leaves.add(id(_base(e.node.variable.data)))
+            if e and isinstance(e[0], AccumulateGrad) and e[0].variable is not None:
+                leaves.add(id(_base(e[0].variable.data)))
         for s in node.saved or ():
             base = _base(s.array)
             if hasattr(base, "nbytes"):
@@ -331,9 +332,10 @@ def held_bytes(nodes):
 
 def _feeds(edge, t):
     """Whether ``edge`` carries the gradient of tensor ``t``."""
-    if isinstance(edge.node, AccumulateGrad):
-        return edge.node.variable is t
-    return edge.node is t.grad_fn and edge.index == t._out_idx
+    node, index = edge
+    if isinstance(node, AccumulateGrad):
+        return node.variable is t
+    return node is t.grad_fn and index == t._out_idx
 
 
 def _base(arr):
