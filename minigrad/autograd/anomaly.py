@@ -4,7 +4,7 @@ import math
 import traceback
 
 from .. import backend
-from .grad_mode import STATE
+from .grad_mode import PROCESS
 
 _PACKAGE_DIR = __file__.rsplit("/autograd/", 1)[0]
 _NULL = backend._NULL_CONTEXT
@@ -18,7 +18,7 @@ def user_frames():
 def quiet_numpy():
     """In anomaly mode NumPy's own overflow and invalid-value warnings are silenced: the
     check that follows reports the op by name instead."""
-    return backend.np.errstate(all="ignore") if STATE.anomaly else _NULL
+    return backend.np.errstate(all="ignore") if PROCESS.anomaly else _NULL
 
 
 def _where(trace):

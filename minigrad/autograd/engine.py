@@ -19,7 +19,7 @@ import operator
 from .. import backend
 from . import anomaly
 from .function import ShapeError
-from .grad_mode import STATE, set_grad_enabled
+from .grad_mode import PROCESS, set_grad_enabled
 from .graph import FREED_MESSAGE, AccumulateGrad, TensorBase, edge_to
 
 _SEQ = operator.attrgetter("seq")
@@ -62,13 +62,13 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
             pass_.wanted.setdefault(edge_to(t), []).append(i)
         order = _prune(order, {node for node, _ in pass_.wanted})
 
-    anomalous = STATE.anomaly  # each node's gradients are checked as a whole (naming the
-    STATE.anomaly = False      # node), not the ops its backward runs one by one
+    anomalous = PROCESS.anomaly  # each node's gradients are checked as a whole (naming the
+    PROCESS.anomaly = False      # node), not the ops its backward runs one by one
     try:
         with set_grad_enabled(create_graph), _quiet(anomalous):
             pass_.run(order, anomalous)
     finally:
-        STATE.anomaly = anomalous
+        PROCESS.anomaly = anomalous
     if targets is None:
         return None
     result = []

@@ -20,7 +20,7 @@ change through either is seen by the other, as in PyTorch.
 """
 from .. import backend
 from . import anomaly
-from .grad_mode import STATE, no_grad
+from .grad_mode import PROCESS, STATE, no_grad
 from .graph import SEQUENCE, Node, SavedTensor, TensorBase, accumulator_of
 
 _new = object.__new__
@@ -133,7 +133,7 @@ class Function(Node):
             node.needs_input_grad = (False,) * len(args)
 
         try:
-            if cls._raw and type(first_data) is _ndarray and not STATE.anomaly:
+            if cls._raw and type(first_data) is _ndarray and not PROCESS.anomaly:
                 out = cls.forward(node, *arrays, **params)
             else:
                 out = cls._forward_general(node, arrays, params, first)
@@ -191,7 +191,7 @@ class Function(Node):
     @classmethod
     def _forward_general(cls, node, arrays, params, first):
         """forward for user Functions (on Tensors), on a GPU, or in anomaly mode."""
-        if STATE.anomaly:
+        if PROCESS.anomaly:
             node.trace = anomaly.user_frames()
         with backend.device_context(first.data), anomaly.quiet_numpy():
             if cls._raw:
@@ -204,7 +204,7 @@ class Function(Node):
                     out = tuple(o.data if isinstance(o, TensorBase) else o for o in out)
                 elif isinstance(out, TensorBase):
                     out = out.data
-        if STATE.anomaly:
+        if PROCESS.anomaly:
             anomaly.check_forward(node, arrays, out if isinstance(out, tuple) else (out,))
         return out
 

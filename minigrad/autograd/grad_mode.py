@@ -1,8 +1,9 @@
 """Grad mode (``no_grad``, ``enable_grad``, ``set_grad_enabled``) and anomaly mode.
 
 Grad mode is per thread, as in PyTorch: a ``no_grad`` block in one thread leaves recording
-on in every other. The modes work as context managers and as decorators, also of
-generator functions (the mode holds inside the generator, not between its ``yield``s).
+on in every other (anomaly mode is one switch for the process, as PyTorch's). The modes
+work as context managers and as decorators, also of generator functions (the mode holds
+inside the generator, not between its ``yield``s).
 """
 import functools
 import inspect
@@ -12,11 +13,17 @@ import threading
 class _State(threading.local):
     """The modes of the calling thread (a new thread starts with grad mode on)."""
     grad_enabled = True
-    anomaly = False
     scope = None  # the innermost nn.Module running forward (recorded on each node)
 
 
+class _Process:
+    """Anomaly mode is one switch for the whole process, as in PyTorch."""
+    __slots__ = ("anomaly",)
+
+
 STATE = _State()
+PROCESS = _Process()
+PROCESS.anomaly = False
 
 
 def is_grad_enabled():
@@ -24,7 +31,7 @@ def is_grad_enabled():
 
 
 def is_anomaly_enabled():
-    return STATE.anomaly
+    return PROCESS.anomaly
 
 
 class _Mode:
@@ -32,6 +39,7 @@ class _Mode:
     it. Usable as ``@no_grad()`` and as bare ``@no_grad``."""
     _flag = None
     _value = None
+    _modes = STATE  # where the flag lives
 
     def __new__(cls, fn=None):
         if callable(fn) and cls is not set_grad_enabled:  # bare @no_grad
@@ -39,12 +47,12 @@ class _Mode:
         return super().__new__(cls)
 
     def __enter__(self):
-        self._prev = getattr(STATE, self._flag)
-        setattr(STATE, self._flag, self._value)
+        self._prev = getattr(self._modes, self._flag)
+        setattr(self._modes, self._flag, self._value)
         return self
 
     def __exit__(self, *exc):
-        setattr(STATE, self._flag, self._prev)
+        setattr(self._modes, self._flag, self._prev)
         return False
 
     def _clone(self):
@@ -126,4 +134,4 @@ class detect_anomaly(_Mode):
     which operation produced the first NaN/inf and where. It slows every op down: use it to
     debug, not to train.
     """
-    _flag, _value = "anomaly", True
+    _flag, _value, _modes = "anomaly", True, PROCESS
