@@ -122,7 +122,9 @@ class Function(Node):
                 elif a.requires_grad:
                     target = a.grad_fn
                     if target is None:  # a leaf: its gradient goes to its AccumulateGrad
-                        target = a._accumulator or accumulator_of(a)
+                        target = a._accumulator
+                        if target is None or target._data is not a.data:
+                            target = accumulator_of(a)
                     edges.append((target, a._out_idx))
                     needs.append(True)
                 else:

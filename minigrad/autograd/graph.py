@@ -29,15 +29,19 @@ def edge_to(t):
     ``output_meta[index]``."""
     node = t.grad_fn
     if node is None:  # a leaf: its gradient goes to its AccumulateGrad
-        node = t._accumulator or accumulator_of(t)
+        node = accumulator_of(t)
     return (node, t._out_idx)
 
 
 def accumulator_of(leaf):
-    """The leaf's AccumulateGrad node, made on first need and kept for the leaf's life."""
-    if leaf._accumulator is None:
-        leaf._accumulator = AccumulateGrad(leaf)
-    return leaf._accumulator
+    """The leaf's AccumulateGrad node, made on first need and kept for the leaf's life
+    (told when the leaf's ``.data`` was replaced, which may change its shape or dtype)."""
+    node = leaf._accumulator
+    if node is None:
+        node = leaf._accumulator = AccumulateGrad(leaf)
+    elif node._data is not leaf.data:
+        node.watch(leaf.data)
+    return node
 
 
 class Node:
@@ -134,20 +138,16 @@ class AccumulateGrad(Node):
     def __init__(self, variable):
         self._variable = weakref.ref(variable)
         self.seq = next(SEQUENCE)
+        self.watch(variable.data)
 
     @property
     def variable(self):
         return self._variable()
 
-    _data = _meta = None
-
-    @property
-    def output_meta(self):
-        """The leaf's shape and dtype now (its ``.data`` may have been replaced)."""
-        data = self._variable().data
-        if data is not self._data:
-            self._data, self._meta = data, ((data.shape, data.dtype),)
-        return self._meta
+    def watch(self, data):
+        """Take the leaf's shape and dtype from ``data``, its array now."""
+        self._data = data
+        self.output_meta = ((data.shape, data.dtype),)
 
 
 class SavedTensor(namedtuple("SavedTensor", "tensor array output counter version make input")):
