@@ -676,8 +676,7 @@ class Tensor(TensorBase):
         basic, advanced = _split_index(_index(index, self), self.ndim)
         if isinstance(value, Tensor) and value.dtype != self.dtype:
             value = value.to(self.dtype)
-        recording = STATE.grad_enabled and (
-            self.requires_grad or (isinstance(value, Tensor) and value.requires_grad))
+        recording = _recording(self, value)
         if recording and advanced is None and not _has_arrays(basic):
             self[index].copy_(value)
         elif recording:
@@ -718,12 +717,7 @@ class Tensor(TensorBase):
         through a view passes the tensor ``written`` on to the base's node as it is."""
         data = self.data
         _check_writable(self, op)
-        if self._made_without_grad and STATE.grad_enabled:
-            raise RuntimeError(f"{op}: a view was created in no_grad mode and is being modified "
-                               "inplace with grad mode enabled; move both the view and the "
-                               "in-place change inside the no_grad block, or both outside")
-        recording = STATE.grad_enabled and (self.requires_grad or builtins.any(
-            isinstance(o, Tensor) and o.requires_grad for o in others))
+        recording = _recording(self, *others)
         if recording:
             _check_not_leaf(self, op)
             if self._view_of is not None:
@@ -828,18 +822,16 @@ def _check_view_writable(t, op):
                            "be modified inplace: use an out-of-place op instead")
 
 
-def _recording(t, other):
-    """Whether an in-place op on ``t`` with ``other`` is recorded in a graph."""
-    return STATE.grad_enabled and (t.requires_grad or (isinstance(other, Tensor)
-                                                       and other.requires_grad))
+def _recording(t, *others):
+    """Whether an in-place op on ``t`` that reads ``others`` is recorded in a graph."""
+    return STATE.grad_enabled and (t.requires_grad or builtins.any(
+        isinstance(o, Tensor) and o.requires_grad for o in others))
 
 
 def _arithmetic_(t, op, ufunc, other, alpha=1):
     """``t <op>= other`` with no graph to record (an optimiser's step, a manual update):
     the ufunc writes into t's memory, after PyTorch's checks of shape and dtype."""
     _check_writable(t, op)
-    if t._made_without_grad and STATE.grad_enabled:
-        return t._update(op, lambda x: x, other)  # (raises PyTorch's error)
     data = t.data
     raw = other.data if isinstance(other, Tensor) else other
     if isinstance(raw, (list, tuple)) or (isinstance(raw, np.ndarray)
@@ -857,13 +849,9 @@ def _arithmetic_(t, op, ufunc, other, alpha=1):
         result = data.dtype
     if ufunc == "true_divide" and np.dtype(result).kind in "biu":
         result = dtypes.get_default_dtype()
-    if result != data.dtype and not dtypes.can_cast(result, data.dtype):
-        raise RuntimeError(f"{op}: result type {dtypes.torch_name(result)} can't be cast to the "
-                           f"desired output type {dtypes.torch_name(data.dtype)}")
     shape = getattr(raw, "shape", ())
-    if shape != data.shape and np.broadcast_shapes(data.shape, shape) != data.shape:
-        raise RuntimeError(f"{op}: output with shape {list(data.shape)} doesn't match the "
-                           f"broadcast shape {list(np.broadcast_shapes(data.shape, shape))}")
+    _check_fit(t, op, np.broadcast_shapes(data.shape, shape) if shape != data.shape
+               else shape, result)
     getattr(backend.xp_of(data), ufunc)(data, raw, out=data, casting="unsafe")
     t._shared_counter()[0] += 1
     return t
@@ -875,11 +863,18 @@ def _has_arrays(index):
 
 
 def _check_writable(t, op):
+    """PyTorch's refusals of an in-place write whatever it computes: into an expanded view
+    (several elements share one place in memory), and into a view made under no_grad of a
+    tensor that requires grad, with grad mode back on."""
     if not getattr(t.data.flags, "writeable", True):
         raise RuntimeError(
             f"{op}: unsupported operation: more than one element of the written-to tensor "
             f"(shape {tuple(t.shape)}, an expanded view) refers to a single memory "
             "location. Please clone() the tensor before performing the operation.")
+    if t._made_without_grad and STATE.grad_enabled:
+        raise RuntimeError(f"{op}: a view was created in no_grad mode and is being modified "
+                           "inplace with grad mode enabled; move both the view and the "
+                           "in-place change inside the no_grad block, or both outside")
 
 
 def _check_not_leaf(t, op):
@@ -894,17 +889,21 @@ def _check_not_leaf(t, op):
                            "in an in-place operation (wrap the update in `with mg.no_grad():`)")
 
 
-def _fitted(t, op, new, cast):
-    """``new`` checked to fit ``t``: its shape, and a dtype PyTorch would write into ``t``."""
-    if new.shape != t.shape:
+def _check_fit(t, op, shape, dtype, cast=False):
+    """PyTorch's rules for writing a result of ``shape`` and ``dtype`` into ``t`` in place:
+    the same shape, and a dtype that may be cast to t's (any, for a copy: ``cast``)."""
+    if tuple(shape) != t.shape:
         raise RuntimeError(f"{op}: output with shape {list(t.shape)} doesn't match the "
-                           f"broadcast shape {list(new.shape)}")
-    if new.dtype != t.dtype:
-        if not cast and not dtypes.can_cast(new.dtype, t.dtype):
-            raise RuntimeError(f"{op}: result type {dtypes.torch_name(new.dtype)} can't be cast "
-                               f"to the desired output type {dtypes.torch_name(t.dtype)}")
-        new = new.to(t.dtype)
-    return new
+                           f"broadcast shape {list(shape)}")
+    if dtype != t.dtype and not cast and not dtypes.can_cast(dtype, t.dtype):
+        raise RuntimeError(f"{op}: result type {dtypes.torch_name(dtype)} can't be cast "
+                           f"to the desired output type {dtypes.torch_name(t.dtype)}")
+
+
+def _fitted(t, op, new, cast):
+    """``new`` checked to fit ``t`` (see _check_fit) and cast to t's dtype."""
+    _check_fit(t, op, new.shape, new.dtype, cast)
+    return new if new.dtype == t.dtype else new.to(t.dtype)
 
 
 def _overwrite(t, value):

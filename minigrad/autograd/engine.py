@@ -97,10 +97,15 @@ class _Pass:
         slots = self.grads_of.get(node)
         if slots is None:
             slots = self.grads_of[node] = [None] * len(node.output_meta)
-        old = slots[index]
-        if old is None:
+        if slots[index] is None:
             slots[index] = g
-        elif self.create_graph:  # the sum is part of the graph
+        else:
+            self.add(slots, index, g)
+
+    def add(self, slots, index, g):
+        """Sum ``g`` into ``slots[index]``, which holds a gradient already."""
+        old = slots[index]
+        if self.create_graph:  # the sum is part of the graph
             slots[index] = old + g
         elif id(old.data) in self.fresh:  # a sum of ours: add in place
             old.data += g.data
@@ -161,7 +166,7 @@ class _Pass:
                     if slots is None:
                         slots = grads_of[target] = [None] * len(target.output_meta)
                     if slots[index] is not None:
-                        self.receive(target, index, g)
+                        self.add(slots, index, g)
                     else:
                         slots[index] = g
                         if type(target) is AccumulateGrad and (data is None or (

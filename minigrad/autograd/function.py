@@ -312,5 +312,6 @@ def _save(items, args, raw, results, make):
                 for k, a in enumerate(args):
                     if a is item:  # a plain value passed to forward (a scalar exponent)
                         position = k
+                        break
                 saved.append(_tuple_new(SavedTensor, (None, arr, None, None, 0, make, position)))
     return tuple(saved)

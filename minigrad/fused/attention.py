@@ -19,9 +19,9 @@ masks: exact to any order, at the composite's O(T S) memory.
 """
 from .. import backend
 from ..autograd.function import Primitive, ShapeError
-from ..autograd import grad as gradients
-from ..autograd.grad_mode import STATE, enable_grad
+from ..autograd.grad_mode import STATE
 from ..ops.reduce import SafeSoftmax
+from .differentiate import composite_grads
 
 TILE = 1 << 19  # the most scores (all batch and head dims together) one tile holds
 
@@ -191,14 +191,10 @@ def _composite_grads(ctx, grad, q, k, v, mask, state):
         full = keep.full(params["block"], params["causal"], grad.shape[:-2], q.shape[-2],
                          k.shape[-2])
         dropout = lambda w: w * full  # noqa: E731
-    needs = ctx.needs_input_grad
-    with enable_grad():
-        # a view of each: one tensor passed as q, k and v gets each use's gradient apart
-        q, k, v = (t.view(t.shape) for t in (q, k, v))
-        out, _ = composite(q, k, v, mask, params["causal"], params["scale"], dropout)
-        grads = iter(gradients(out, [t for t, n in zip((q, k, v), needs) if n], grad,
-                               create_graph=True))
-    return tuple(next(grads) if n else None for n in needs[:3]) + (None,)
+
+    def attention(q, k, v):
+        return composite(q, k, v, mask, params["causal"], params["scale"], dropout)[0]
+    return composite_grads(attention, (q, k, v), grad, ctx.needs_input_grad[:3]) + (None,)
 
 
 def _key_blocks(i0, i1, S, bk, causal):
