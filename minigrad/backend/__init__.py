@@ -8,7 +8,8 @@ which the rest of minigrad reaches as ``backend.<name>``:
   ``cuda_is_available``), which array module holds an array or a device (``array_module``,
   ``xp_of``, ``device_of``), moving arrays (``to_device``, ``to_host``), device checks
   (``check_same_device``) and making an array's GPU current (``device_context``).
-- ``kernels.py``: array-level kernels shared by the ops: ``scatter_add``, ``erf``, the
+- ``kernels.py``: array-level kernels shared by the ops: ``scatter_add``, ``erf``,
+  ``check_index_bounds`` (CuPy does not check index arrays), the
   fused ``gelu``, ``gelu_backward`` and ``dropout`` (one CUDA kernel each on the GPU, the
   same formula in NumPy on the CPU), and ``run_split``, which shares CPU work among cores.
 - ``random.py``: the one host generator behind every random op on every device
@@ -19,7 +20,8 @@ import numpy as np  # noqa: F401  (ops compare array modules against backend.np)
 from .devices import (CPU, Device, DeviceError, _NULL_CONTEXT, _XP_BY_TYPE,  # noqa: F401
                       array_module, check_same_device, cuda_is_available, cupy,
                       device_context, device_of, to_device, to_host, xp_of)
-from .kernels import dropout, erf, gelu, gelu_backward, run_split, scatter_add  # noqa: F401
+from .kernels import (check_index_bounds, dropout, erf, gelu, gelu_backward,  # noqa: F401
+                      run_split, scatter_add)
 from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa: F401
                      manual_seed, set_rng_state)
 from . import random as _random

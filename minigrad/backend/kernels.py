@@ -19,6 +19,19 @@ def scatter_add(target, index, values):
     return target
 
 
+def check_index_bounds(index, size, dim):
+    """Raise IndexError when an integer index array holds a value outside [-size, size).
+
+    NumPy's indexing checks this itself (a no-op here); CuPy's wraps such indices around
+    silently, so on the GPU the bounds are read back (one synchronisation)."""
+    if type(index) is np.ndarray or index.size == 0:
+        return
+    low, high = int(index.min()), int(index.max())
+    if low < -size or high >= size:
+        bad = low if low < -size else high
+        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
 def erf(array):
     """The error function, elementwise (SciPy on the CPU, cupyx.scipy on the GPU)."""
     if isinstance(array, (np.ndarray, np.generic)):  # 0-d arithmetic gives NumPy scalars
