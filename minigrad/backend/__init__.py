@@ -9,26 +9,32 @@ which the rest of minigrad reaches as ``backend.<name>``:
   ``xp_of``, ``device_of``), moving arrays (``to_device``, ``to_host``), device checks
   (``check_same_device``) and making an array's GPU current (``device_context``).
 - ``kernels.py``: array-level kernels shared by the ops: ``scatter_add``, ``erf``,
-  ``check_index_bounds`` (CuPy does not check index arrays), the
-  fused ``gelu``, ``gelu_backward`` and ``dropout`` (one CUDA kernel each on the GPU, the
-  same formula in NumPy on the CPU), and ``run_split``, which shares CPU work among cores.
-- ``random.py``: the one host generator behind every random op on every device
-  (``manual_seed``, ``generator``, ``keep_mask``, ``get_rng_state``, ``set_rng_state``).
+  ``check_index_bounds`` (CuPy does not check index arrays), the fused ``gelu``,
+  ``gelu_backward``, ``dropout``, ``layer_norm`` (and its backward) and ``softmax`` (and
+  log-softmax, and their backward), each one CUDA kernel on the GPU and the same formula
+  through the array module elsewhere; ``attention`` and its backward (FlashAttention
+  kernels on the GPU, None where the tiled array code runs instead); and ``run_split``,
+  which shares CPU work among cores.
+- ``cuda.py``: the CUDA source of those kernels, compiled by CuPy on first use.
+- ``random.py``: one seed behind every random op on every device: host draws for values,
+  a counter-based device stream for dropout masks on the GPU (``manual_seed``,
+  ``generator``, ``source``, ``keep_mask``, ``get_rng_state``, ``set_rng_state``).
 """
 import numpy as np  # noqa: F401  (ops compare array modules against backend.np)
 
 from .devices import (CPU, Device, DeviceError, _NULL_CONTEXT, _XP_BY_TYPE,  # noqa: F401
                       array_module, check_same_device, cuda_is_available, cupy,
                       device_context, device_of, to_device, to_host, xp_of)
-from .kernels import (check_index_bounds, dropout, erf, gelu, gelu_backward,  # noqa: F401
-                      run_split, scatter_add)
+from .kernels import (attention, attention_backward, check_index_bounds,  # noqa: F401
+                      dropout, erf, gelu, gelu_backward, layer_norm, layer_norm_backward,
+                      run_split, scatter_add, softmax, softmax_backward)
 from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa: F401
-                     manual_seed, set_rng_state)
+                     manual_seed, set_rng_state, source)
 from . import random as _random
 
 
 def __getattr__(name):
     # manual_seed replaces the generator, so a copy bound here would go stale: read it live
     if name == "_generator":
-        return _random._generator
+        return _random.generator()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,9 +4,11 @@ Scatter-add and the error function call each library's own routine; gelu, its gr
 dropout are fused CUDA kernels on the GPU with the same formula in NumPy on the CPU; and
 ``run_split`` shares splittable CPU work among the cores.
 """
+import math
+
 import numpy as np
 
-from .devices import cupy
+from .devices import cupy, xp_of
 
 
 def scatter_add(target, index, values):
@@ -130,3 +132,166 @@ def run_split(fn, n, xp):
     with blas.limit(limits=1), ThreadPoolExecutor(workers) as pool:
         for _ in pool.map(fn, bounds[:-1], bounds[1:]):  # re-raises a worker's exception
             pass
+
+
+# --- row-wise kernels: layer norm and softmax over the last axis ---------------------------
+#
+# On the GPU, one CUDA block per row (cuda.py) for float32 and float64; elsewhere (the CPU,
+# other dtypes, empty arrays) the same formula through the array module.
+
+def _rows_on_gpu(x, n):
+    """Whether ``x``'s rows of ``n`` go to a CUDA row kernel."""
+    return not _on_host(x) and x.dtype.name in ("float32", "float64") and x.size and n
+
+
+def _launch_rows(name, x, n, args):
+    threads = 256 if n >= 256 else max(32, -(-n // 32) * 32)
+    from .cuda import function
+    function(name, x.dtype)((x.size // n,), (threads,), args)
+
+
+def _contiguous(xp, *arrays):
+    return [None if a is None else xp.ascontiguousarray(a) for a in arrays]
+
+
+def layer_norm(x, weight, bias, n, eps):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last ``n`` dims (biased
+    variance); ``weight`` and ``bias`` (of those dims' shape) may be None."""
+    width = math.prod(x.shape[x.ndim - n:])
+    if not _rows_on_gpu(x, width):
+        axes = tuple(range(x.ndim - n, x.ndim))
+        centered = x - x.mean(axis=axes, keepdims=True)
+        var = (centered * centered).mean(axis=axes, keepdims=True)
+        centered *= 1.0 / xp_of(x).sqrt(var + eps)                           # xhat
+        if weight is not None:
+            centered *= weight
+        if bias is not None:
+            centered += bias
+        return centered
+    xp = cupy()
+    x, weight, bias = _contiguous(xp, x, weight, bias)
+    y = xp.empty_like(x)
+    _launch_rows("layer_norm_forward", x, width, (
+        x, x if weight is None else weight, x if bias is None else bias, y, np.int32(width),
+        x.dtype.type(eps), np.int32(weight is not None), np.int32(bias is not None)))
+    return y
+
+
+def layer_norm_backward(grad, x, weight, n, eps):
+    """(dx, grad * xhat) of layer_norm, on raw arrays: dx = rstd * (g - mean(g) - xhat *
+    mean(g * xhat)) with g = grad * weight."""
+    width = math.prod(x.shape[x.ndim - n:])
+    if not _rows_on_gpu(x, width):
+        axes = tuple(range(x.ndim - n, x.ndim))
+        centered = x - x.mean(axis=axes, keepdims=True)
+        rstd = 1.0 / xp_of(x).sqrt((centered * centered).mean(axis=axes, keepdims=True) + eps)
+        xhat = centered * rstd
+        g = grad if weight is None else grad * weight
+        dx = rstd * (g - g.mean(axis=axes, keepdims=True)
+                     - xhat * (g * xhat).mean(axis=axes, keepdims=True))
+        return dx, grad * xhat
+    xp = cupy()
+    grad, x, weight = _contiguous(xp, grad, x, weight)
+    dx, gxhat = xp.empty_like(x), xp.empty_like(x)
+    _launch_rows("layer_norm_backward", x, width, (
+        grad, x, x if weight is None else weight, dx, gxhat, np.int32(width),
+        x.dtype.type(eps), np.int32(weight is not None), np.int32(1)))
+    return dx, gxhat
+
+
+def softmax(x, axis, log=False):
+    """softmax (or log_softmax) of ``x`` along ``axis``, shifted by the max; NumPy's path
+    is the ops' own formula (a row of -inf gives NaN, as PyTorch)."""
+    if not (axis == x.ndim - 1 and _rows_on_gpu(x, x.shape[-1] if x.ndim else 0)):
+        return None
+    xp = cupy()
+    (x,) = _contiguous(xp, x)
+    y = xp.empty_like(x)
+    _launch_rows("softmax_forward", x, x.shape[-1], (x, y, np.int32(x.shape[-1]),
+                                                     np.int32(log)))
+    return y
+
+
+def softmax_backward(grad, y, axis, log=False):
+    """The gradient of softmax (or log_softmax) from its output ``y``, or None where no
+    kernel applies (the op then uses its own formula)."""
+    if not (axis == y.ndim - 1 and _rows_on_gpu(y, y.shape[-1] if y.ndim else 0)):
+        return None
+    xp = cupy()
+    grad, y = _contiguous(xp, grad, y)
+    dx = xp.empty_like(y)
+    _launch_rows("softmax_backward", y, y.shape[-1], (grad, y, dx, np.int32(y.shape[-1]),
+                                                      np.int32(log)))
+    return dx
+
+
+# --- attention: the FlashAttention kernels of cuda.py ------------------------------------
+
+_NO_CAUSAL = -2147483647
+
+
+def attention(q, k, v, scale, causal):
+    """(out, lse) of softmax(q k^T * scale) v with no (T, S) scores held, or None where no
+    kernel applies: the CPU, dtypes other than float32, head sizes other than cuda.HEAD_DIMS,
+    broadcast lead dims or a value size unlike the key's. ``lse`` (..., T, 1) is the log of
+    each row's normaliser (+inf for a row that sees no key, whose output is zeros)."""
+    if not _attention_fits(q, k, v):
+        return None
+    xp = cupy()
+    q, k, v = _contiguous(xp, q, k, v)
+    T, S, D = q.shape[-2], k.shape[-2], q.shape[-1]
+    heads = q.size // (T * D)
+    out = xp.empty_like(q)
+    lse = xp.empty(q.shape[:-1] + (1,), dtype=q.dtype)
+    from .cuda import function
+    function(f"attention_forward<{D}>")(
+        (-(-T // 64), heads), (64,),
+        (q, k, v, out, lse, np.int32(T), np.int32(S), np.float32(scale), _causal(causal)))
+    return out, lse
+
+
+def attention_backward(q, k, v, out, lse, grad, scale, causal):
+    """(dq, dk, dv) for ``attention``'s (out, lse), by three kernels: dq over the keys,
+    dv and dk over the queries; None where ``attention`` has no kernel."""
+    if not _attention_fits(q, k, v):
+        return None
+    xp = cupy()
+    q, k, v, out, grad = _contiguous(xp, q, k, v, out, grad)
+    T, S, D = q.shape[-2], k.shape[-2], q.shape[-1]
+    heads = q.size // (T * D)
+    delta = (grad * out).sum(axis=-1)                                       # rowsum(dO * O)
+    dq, dk, dv = xp.empty_like(q), xp.empty_like(k), xp.empty_like(v)
+    args = (q, k, v, grad, lse, delta)
+    tail = (np.int32(T), np.int32(S), np.float32(scale), _causal(causal))
+    from .cuda import function
+    function(f"attention_backward_dq<{D}>")((-(-T // 64), heads), (64,), args + (dq,) + tail)
+    for want_dk, target in ((0, dv), (1, dk)):
+        function(f"attention_backward_kv<{D}, {want_dk}>")(
+            (-(-S // 64), heads), (64,), args + (target,) + tail)
+    return dq, dk, dv
+
+
+def _attention_fits(q, k, v):
+    from .cuda import HEAD_DIMS
+    return (not _on_host(q) and q.dtype.name == k.dtype.name == v.dtype.name == "float32"
+            and q.shape[-1] in HEAD_DIMS and v.shape[-1] == q.shape[-1]
+            and q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and q.size > 0 and k.size > 0)
+
+
+def _causal(causal):
+    if causal is None:
+        return np.int32(_NO_CAUSAL)
+    return np.int32(max(-(2 ** 31) + 2, min(2 ** 31 - 1, causal)))
+
+
+# --- dropout masks on the GPU ------------------------------------------------------------
+
+def philox_keep(xp, shape, threshold, seed, offset):
+    """A bool array of ``shape`` on the GPU: element i is True where the i-th 32-bit word of
+    the Philox4x32-10 stream keyed by ``seed`` from block ``offset`` is >= ``threshold``."""
+    from .cuda import philox_keep as kernel
+    keep = xp.empty(shape, dtype=bool)
+    if keep.size:
+        kernel()(np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32),
+                 np.uint64(offset % 2 ** 64), np.uint32(threshold), keep)
+    return keep

@@ -1,43 +1,88 @@
-"""Random numbers: one host generator for every backend.
+"""Random numbers: one seed for every backend.
 
-Random numbers are drawn on the host by one NumPy ``Generator`` (PCG64) and then moved to
-the tensor's device, so ``manual_seed(n)`` gives the same numbers on the CPU and the GPU.
+Values (``rand``, ``randn``, ``randint``, parameter initialisation, sampling) are drawn on
+the host by one NumPy ``Generator`` (PCG64) and then moved to the tensor's device, so
+``manual_seed(n)`` gives the same numbers on the CPU and the GPU. They are drawn once (at
+initialisation, or per batch of data), where an upload costs nothing that matters.
+
+Dropout masks are drawn on every step, so on the GPU they are made on the device: from a
+counter-based stream (Philox4x32-10, Salmon et al., 2011, the generator PyTorch's CUDA
+backend uses too) keyed by the same seed. Element i of the next mask is a pure function of
+(seed, offset + i), so a mask is made in one kernel and backward can make it again from the
+offset alone. On the CPU the masks come from the host generator, as every other draw: a
+run is reproducible on each device, but a CUDA run's dropout masks differ from a CPU run's.
 """
+import copy
 import math
 
 import numpy as np
 
 DEFAULT_SEED = 67280421310721  # PyTorch's default CPU seed: runs are reproducible unseeded
 
-_generator = np.random.Generator(np.random.PCG64(DEFAULT_SEED))
+
+class Source:
+    """Where the next random numbers come from: the host generator and the position of the
+    device's counter-based stream (its key is the seed; ``offset`` counts 4-word blocks)."""
+
+    def __init__(self, seed):
+        self.seed = int(seed) % 2 ** 64
+        self.host = np.random.Generator(np.random.PCG64(int(seed)))
+        self.offset = 0
+
+    def fork(self):
+        """A copy that draws what this source would draw next, without moving it."""
+        return copy.deepcopy(self)
+
+
+_source = Source(DEFAULT_SEED)
 
 
 def manual_seed(seed):
-    """Seed the one generator behind every random op, on every device."""
-    global _generator
-    _generator = np.random.Generator(np.random.PCG64(int(seed)))
-    return _generator
+    """Seed every random op, on every device."""
+    global _source
+    _source = Source(seed)
+    return _source.host
 
 
 def generator():
-    """The host generator every random op draws from."""
-    return _generator
+    """The host generator that values are drawn from."""
+    return _source.host
 
 
-def keep_mask(shape, p, generator=None):
-    """A host bool array of ``shape``, each element True with probability 1 - p: dropout's
-    mask, from the generator's raw 32-bit draws (one 64-bit draw makes two elements, twice as
-    fast as uniform floats; P(True) is exact to 2^-33)."""
+def source():
+    """The current ``Source`` (``source().fork()`` replays what comes next)."""
+    return _source
+
+
+def keep_mask(shape, p, xp=np, src=None):
+    """A bool array of ``shape`` on ``xp``'s device, each element True with probability
+    1 - p: dropout's mask, drawn from ``src`` (default: the current source).
+
+    On the host, from the generator's raw 32-bit draws (one 64-bit draw makes two elements,
+    twice as fast as uniform floats). On the GPU, from the device stream in one kernel
+    (``kernels.philox_keep``). Either way P(True) is exact to 2^-33."""
+    src = src or _source
     n = math.prod(shape)
-    bits = (generator or _generator).bit_generator.random_raw((n + 1) // 2)
-    threshold = np.uint32(min(round(p * 2.0 ** 32), 2 ** 32 - 1))
-    return (bits.view(np.uint32)[:n] >= threshold).reshape(shape)
+    threshold = min(round(p * 2.0 ** 32), 2 ** 32 - 1)
+    if xp is np:
+        bits = src.host.bit_generator.random_raw((n + 1) // 2)
+        return (bits.view(np.uint32)[:n] >= np.uint32(threshold)).reshape(shape)
+    from .kernels import philox_keep
+    mask = philox_keep(xp, shape, threshold, src.seed, src.offset)
+    src.offset += (n + 3) // 4
+    return mask
 
 
 def get_rng_state():
-    """The generator's state (a dict, as NumPy's ``bit_generator.state``), for checkpoints."""
-    return _generator.bit_generator.state
+    """The random state as a dict, for checkpoints: the host generator's (NumPy's
+    ``bit_generator.state``) and, under ``"device"``, the device stream's seed and offset."""
+    return dict(_source.host.bit_generator.state,
+                device={"seed": _source.seed, "offset": _source.offset})
 
 
 def set_rng_state(state):
-    _generator.bit_generator.state = state
+    state = dict(state)
+    device = state.pop("device", None)
+    _source.host.bit_generator.state = state
+    if device is not None:
+        _source.seed, _source.offset = int(device["seed"]), int(device["offset"])

@@ -59,6 +59,12 @@ class Attention(Primitive):
             raise TypeError(f"scaled_dot_product_attention: the mask must be floating point "
                             f"(added to the scores), got {mask.dtype}")
         T, S = q.shape[-2], k.shape[-2]
+        if mask is None and dropout_p == 0:  # the device's own kernel, where it has one
+            fast = backend.attention(q, k, v, scale, causal)
+            if fast is not None:
+                out, lse = fast
+                ctx.save_for_backward(q, k, v, mask, out, lse, None)
+                return out
         bq, bk = block
         lead = backend.np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         out = xp.empty(lead + (T, v.shape[-1]), dtype=q.dtype)
@@ -103,6 +109,12 @@ class Attention(Primitive):
         xp, params = ctx.xp, ctx.params
         scale, causal, (bq, bk) = params["scale"], params["causal"], params["block"]
         qa, ka, va, g, o = q.data, k.data, v.data, grad.data, out.data
+        if mask is None and params["dropout_p"] == 0:
+            fast = backend.attention_backward(qa, ka, va, o, lse.data, g, params["scale"],
+                                              causal)
+            if fast is not None:
+                needs = ctx.needs_input_grad
+                return tuple(_tensor(d) if n else None for d, n in zip(fast, needs)) + (None,)
         m = None if mask is None else mask.data
         T, S, lead = qa.shape[-2], ka.shape[-2], o.shape[:-2]
         keep = _Dropout(params["dropout_p"], qa.dtype, xp, state)
@@ -231,22 +243,21 @@ def _tensor(arr):
 
 
 class _Dropout:
-    """The dropout masks of attention's tiles, drawn from minigrad's generator in forward and
-    drawn again, tile for tile, from the same generator state in backward."""
+    """The dropout masks of attention's tiles, drawn from minigrad's random source in
+    forward and drawn again, tile for tile, from a copy of where it stood, in backward."""
 
     def __init__(self, p, dtype, xp, state=None):
         self.p, self.dtype, self.xp = p, dtype, xp
         self.state = None
         if p > 0:
-            if state is None:  # forward: remember where the generator stood
-                self.state = backend.get_rng_state()
-                self.rng = backend.generator()
-            else:              # backward: a generator of our own, from that state
-                self.rng = backend.np.random.Generator(backend.np.random.PCG64())
-                self.rng.bit_generator.state = state
+            if state is None:  # forward: remember where the source stood, and draw from it
+                self.state = backend.source().fork()
+                self.rng = backend.source()
+            else:              # backward: a copy of that source of our own
+                self.rng = state.fork()
 
     def _mask(self, shape):
-        mask = self.xp.asarray(backend.keep_mask(shape, self.p, self.rng), dtype=self.dtype)
+        mask = backend.keep_mask(shape, self.p, self.xp, self.rng).astype(self.dtype)
         mask *= 1.0 / (1.0 - self.p) if self.p < 1 else 0.0  # p = 1 drops everything
         return mask
 

@@ -1,6 +1,7 @@
 """``dropout`` as one op, beside the composite it equals."""
 from .. import backend
 from ..autograd.function import Primitive
+from ..autograd.grad_mode import STATE
 
 
 def composite(x, keep, p):
@@ -13,17 +14,19 @@ class Dropout(Primitive):
     """out = x * mask / (1 - p), mask ~ Bernoulli(1 - p);  dx = grad * mask / (1 - p)
 
     One op instead of three, which keeps the mask as bools (a byte an element, as PyTorch)
-    rather than as a scaled float copy. The mask is drawn from minigrad's one generator on
-    the host, so a seed fixes it on any device.
+    rather than as a scaled float copy. The mask is drawn on the tensor's device (see
+    ``backend.random``), so a seed fixes it.
     """
     @staticmethod
     def forward(ctx, x, p):
-        xp = ctx.xp
-        keep = xp.asarray(backend.keep_mask(x.shape, p))
+        keep = backend.keep_mask(x.shape, p, ctx.xp)
         ctx.save_for_backward(keep)
         return backend.dropout(x, keep, 1.0 / (1.0 - p))
 
     @staticmethod
     def backward(ctx, grad):
         (keep,) = ctx.saved_tensors
-        return grad * keep * (1.0 / (1.0 - ctx.params["p"]))
+        scale = 1.0 / (1.0 - ctx.params["p"])
+        if not STATE.grad_enabled:  # one pass (the forward's kernel) over raw arrays
+            return grad._make(ctx.xp.asarray(backend.dropout(grad.data, keep.data, scale)))
+        return grad * keep * scale

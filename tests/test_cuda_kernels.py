@@ -1,0 +1,230 @@
+"""The device kernels of ``minigrad.backend`` (CUDA on ``--device cuda``, the array formula on
+the CPU): layer norm, softmax and log-softmax, FlashAttention and dropout's Philox stream,
+each against the NumPy path and PyTorch, gradients included. On the GPU the tests also
+check that the kernel, not the array formula, is what ran."""
+import numpy as np
+import pytest
+
+import minigrad as mg
+import nn.functional as F
+from minigrad import backend
+from minigrad.fused.attention import Attention
+from tests.torch_ref import needs_torch, torch
+
+RNG = np.random.default_rng(7)
+
+
+def on(device, a, requires_grad=True):
+    return mg.tensor(a, device=device, requires_grad=requires_grad)
+
+
+def torch_of(a):
+    return torch.tensor(a, requires_grad=True)
+
+
+def tol(dtype):
+    return dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+
+
+# --- Philox4x32-10: a NumPy reference, checked against Random123's known answers ----------
+
+def philox(counters, key):
+    """Philox4x32-10 of (N, 4) uint32 counters under a (2,) uint32 key: (N, 4) uint32."""
+    c = [counters[:, j].astype(np.uint64) for j in range(4)]
+    k0, k1 = np.uint64(key[0]), np.uint64(key[1])
+    m0, m1, mask = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57), np.uint64(0xFFFFFFFF)
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + np.uint64(0x9E3779B9)) & mask, (k1 + np.uint64(0xBB67AE85)) & mask
+        p0, p1 = m0 * c[0], m1 * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & mask, (p0 >> np.uint64(32)) ^ c[3] ^ k1,
+             p0 & mask]
+    return np.stack(c, axis=1).astype(np.uint32)
+
+
+KNOWN_ANSWERS = [  # Random123's tests/kat_vectors: counter, key, result
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+@pytest.mark.parametrize("counter, key, result", KNOWN_ANSWERS)
+def test_philox_reference_gives_the_known_answers(counter, key, result):
+    out = philox(np.array([counter], dtype=np.uint32), np.array(key, dtype=np.uint32))
+    np.testing.assert_array_equal(out[0], np.array(result, dtype=np.uint32))
+
+
+def reference_mask(n, p, seed, offset):
+    """Elements 0..n-1 of the device stream at block ``offset``, against p."""
+    blocks = offset + np.arange((n + 3) // 4, dtype=np.uint64)
+    counters = np.zeros((len(blocks), 4), dtype=np.uint32)
+    counters[:, 0], counters[:, 1] = blocks & 0xFFFFFFFF, blocks >> np.uint64(32)
+    words = philox(counters, np.array([seed & 0xFFFFFFFF, seed >> 32], dtype=np.uint32))
+    return words.reshape(-1)[:n] >= min(round(p * 2.0 ** 32), 2 ** 32 - 1)
+
+
+def needs_gpu(device):
+    if device != "cuda":
+        pytest.skip("the device stream and kernels run on the GPU (--device cuda)")
+    return backend.cupy()
+
+
+@pytest.mark.parametrize("seed", [0, 5, 2 ** 40 + 3, backend.DEFAULT_SEED])
+def test_device_masks_are_the_philox_stream_block_after_block(device, seed):
+    cp = needs_gpu(device)
+    mg.manual_seed(seed)
+    first = backend.keep_mask((10,), 0.3, cp)                  # blocks 0, 1, 2
+    second = backend.keep_mask((3, 37), 0.6, cp)               # from block 3 on
+    np.testing.assert_array_equal(first.get(), reference_mask(10, 0.3, seed % 2 ** 64, 0))
+    np.testing.assert_array_equal(second.get().reshape(-1),
+                                  reference_mask(111, 0.6, seed % 2 ** 64, 3))
+    assert backend.source().offset == 3 + 28
+
+
+def test_device_dropout_is_reproducible_and_drops_a_fraction_p(device):
+    needs_gpu(device)
+    x = mg.ones(400_000, device=device)
+    mg.manual_seed(3)
+    a = F.dropout(x, 0.3).numpy()
+    mg.manual_seed(3)
+    b = F.dropout(x, 0.3).numpy()
+    c = F.dropout(x, 0.3).numpy()
+    np.testing.assert_array_equal(a, b)
+    assert (a != c).any()
+    assert abs((a == 0).mean() - 0.3) < 0.004  # standard deviation 0.0007
+
+
+def test_rng_state_round_trips_the_device_offset(device):
+    mg.manual_seed(9)
+    x = mg.ones(1000, device=device)
+    F.dropout(x, 0.5)
+    state = mg.get_rng_state()
+    a = F.dropout(x, 0.5).numpy()
+    mg.set_rng_state(state)
+    np.testing.assert_array_equal(F.dropout(x, 0.5).numpy(), a)
+
+
+# --- layer norm -----------------------------------------------------------------------
+
+LN_SHAPES = [((4, 8), 1), ((3, 5, 300), 1), ((2, 1025), 1), ((6, 1), 1), ((2, 3, 4, 5), 2),
+             ((7, 64), 1)]
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("affine", ["both", "weight", "none"])
+@pytest.mark.parametrize("shape, n", LN_SHAPES, ids=str)
+def test_layer_norm_matches_torch(device, shape, n, affine, dtype):
+    x = (RNG.standard_normal(shape) * 3 + 1).astype(dtype)
+    norm = shape[len(shape) - n:]
+    w = RNG.standard_normal(norm).astype(dtype) if affine != "none" else None
+    b = RNG.standard_normal(norm).astype(dtype) if affine == "both" else None
+    g = RNG.standard_normal(shape).astype(dtype)
+    mine = [on(device, a) if a is not None else None for a in (x, w, b)]
+    theirs = [torch_of(a) if a is not None else None for a in (x, w, b)]
+    out = F.layer_norm(mine[0], norm, mine[1], mine[2], eps=1e-5)
+    ref = torch.nn.functional.layer_norm(theirs[0], norm, theirs[1], theirs[2], eps=1e-5)
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), **tol(dtype))
+    out.backward(mg.tensor(g, device=device))
+    ref.backward(torch.tensor(g))
+    # over one element x - mean is 0 exactly here; PyTorch's float32 kernel, which computes
+    # x * rstd - mean * rstd, leaves ulps of x times rstd = 1 / sqrt(eps) in the weight's grad
+    loose = dict(rtol=2e-5, atol=1e-3) if dtype == np.float32 and x[0].size == 1 else None
+    for m, t in zip(mine, theirs):
+        if m is not None:
+            np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), **(loose or tol(dtype)))
+
+
+def test_layer_norm_runs_the_kernel_on_the_gpu(device):
+    cp = needs_gpu(device)
+    x = cp.asarray(RNG.standard_normal((5, 300)).astype(np.float32))
+    y = backend.layer_norm(x, None, None, 1, 1e-5)
+    expected = backend.layer_norm(x.get(), None, None, 1, 1e-5)         # the NumPy path
+    np.testing.assert_allclose(y.get(), expected, rtol=1e-5, atol=1e-5)
+    assert backend.kernels._rows_on_gpu(x, 300)
+
+
+# --- softmax and log-softmax ----------------------------------------------------------
+
+SOFTMAX_SHAPES = [(3, 5), (2, 3, 300), (4, 1025), (6, 1), (2, 7, 33)]
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("dim", [-1, 0])
+@pytest.mark.parametrize("shape", SOFTMAX_SHAPES, ids=str)
+def test_softmax_matches_torch(device, shape, dim, log, dtype):
+    x = (RNG.standard_normal(shape) * 4).astype(dtype)
+    x.reshape(-1)[::7] = -np.inf                                        # masked entries
+    g = RNG.standard_normal(shape).astype(dtype)
+    mine, theirs = on(device, x), torch_of(x)
+    name = "log_softmax" if log else "softmax"
+    out, ref = getattr(mine, name)(dim), getattr(theirs, name)(dim)
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), **tol(dtype))
+    out.backward(mg.tensor(g, device=device))
+    ref.backward(torch.tensor(g))
+    np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), **tol(dtype))
+
+
+def test_softmax_runs_the_kernel_on_the_gpu(device):
+    cp = needs_gpu(device)
+    x = cp.asarray(RNG.standard_normal((4, 300)))
+    for log in (False, True):
+        y = backend.softmax(x, 1, log=log)
+        assert y is not None
+        e = np.exp(x.get() - x.get().max(1, keepdims=True))
+        ref = e / e.sum(1, keepdims=True)
+        np.testing.assert_allclose(y.get(), np.log(ref) if log else ref, rtol=1e-12)
+
+
+# --- attention ------------------------------------------------------------------------
+
+ATTENTION_CASES = [  # (B, H, T, S, D), causal offset
+    ((1, 2, 70, 70, 64), None), ((2, 3, 130, 45, 32), None), ((1, 1, 200, 200, 16), 0),
+    ((2, 2, 64, 129, 64), 0), ((1, 2, 100, 60, 32), -20), ((1, 1, 65, 300, 64), 40),
+]
+
+
+def _attention_inputs(case, device):
+    (B, H, T, S, D), _ = case
+    arrays = [RNG.standard_normal((B, H, L, D)).astype(np.float32) for L in (T, S, S)]
+    return arrays, RNG.standard_normal((B, H, T, D)).astype(np.float32)
+
+
+def _run(arrays, grad, device, causal, block):
+    q, k, v = (on(device, a) for a in arrays)
+    out = Attention.apply(q, k, v, None, scale=0.125, causal=causal, dropout_p=0.0,
+                          block=block)
+    out.backward(mg.tensor(grad, device=device))
+    return [t.numpy() for t in (out, q.grad, k.grad, v.grad)]
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=str)
+def test_attention_kernel_matches_the_tiled_array_code(device, case):
+    """On the GPU the FlashAttention kernels against the tiled NumPy code on the host (the
+    same inputs): output and the three gradients."""
+    cp = needs_gpu(device)
+    (B, H, T, S, D), causal = case
+    arrays, grad = _attention_inputs(case, device)
+    assert backend.kernels._attention_fits(*(cp.asarray(a) for a in arrays))
+    got = _run(arrays, grad, device, causal, (T, S))
+    want = _run(arrays, grad, "cpu", causal, (32, 16))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
+
+
+@needs_torch
+@pytest.mark.parametrize("case", [c for c in ATTENTION_CASES if c[1] in (None, 0)], ids=str)
+def test_attention_matches_torch_sdpa(device, case):
+    (B, H, T, S, D), causal = case
+    arrays, grad = _attention_inputs(case, device)
+    got = _run(arrays, grad, device, causal, (T, S))
+    tq, tk, tv = (torch_of(a) for a in arrays)
+    ref = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, scale=0.125,
+                                                           is_causal=causal == 0)
+    ref.backward(torch.tensor(grad))
+    for g, w in zip(got, (ref, tq.grad, tk.grad, tv.grad)):
+        np.testing.assert_allclose(g, w.detach().numpy(), rtol=2e-4, atol=2e-5)
