@@ -3,7 +3,9 @@
 ``dims`` is always a tuple of non-negative axes (the Tensor methods normalise ``dim``).
 A gradient is given the reduced axes back as size-1 dims (``_keep``) and then broadcast.
 """
+from .. import backend
 from ..autograd.function import Primitive
+from ..autograd.grad_mode import STATE
 
 
 def _keep(grad, shape, dims, keepdim):
@@ -115,20 +117,22 @@ class Softmax(Primitive):
     """out = exp(x - max) / sum(exp(x - max));  dx = out * (grad - sum(grad * out))
 
     A primitive rather than a composite: the max shift keeps exp finite, and backward
-    needs only the output, so one array is saved instead of four.
+    needs only the output, so one array is saved instead of four. Over the last dim on the
+    GPU each direction is one kernel (``backend.softmax``).
     """
     @staticmethod
     def forward(ctx, x, dim):
-        xp = ctx.xp
-        e = xp.exp(x - _shift(xp, x, dim))
-        out = e / xp.sum(e, axis=dim, keepdims=True)
+        out = backend.softmax(x, dim)
+        if out is None:
+            xp = ctx.xp
+            e = xp.exp(x - _shift(xp, x, dim))
+            out = e / xp.sum(e, axis=dim, keepdims=True)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_tensors
-        return out * (grad - (grad * out).sum(ctx.params["dim"], keepdim=True))
+        return _softmax_backward(ctx, grad, log=False)
 
 
 class SafeSoftmax(Softmax):
@@ -152,13 +156,29 @@ class LogSoftmax(Primitive):
     """
     @staticmethod
     def forward(ctx, x, dim):
-        xp = ctx.xp
-        shifted = x - _shift(xp, x, dim)
-        out = shifted - xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
+        out = backend.softmax(x, dim, log=True)
+        if out is None:
+            xp = ctx.xp
+            shifted = x - _shift(xp, x, dim)
+            out = shifted - xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_tensors
-        return grad - out.exp() * grad.sum(ctx.params["dim"], keepdim=True)
+        return _softmax_backward(ctx, grad, log=True)
+
+
+def _softmax_backward(ctx, grad, log):
+    """softmax: dx = out * (grad - sum(grad * out)); log_softmax: dx = grad - exp(out) *
+    sum(grad). One kernel on the GPU over the last dim; Tensor ops elsewhere, and always
+    under create_graph (so they can be differentiated again)."""
+    (out,) = ctx.saved_tensors
+    dim = ctx.params["dim"]
+    if not STATE.grad_enabled:
+        dx = backend.softmax_backward(grad.data, out.data, dim, log=log)
+        if dx is not None:
+            return grad._make(dx)
+    if log:
+        return grad - out.exp() * grad.sum(dim, keepdim=True)
+    return out * (grad - (grad * out).sum(dim, keepdim=True))
