@@ -105,9 +105,9 @@ __global__ void softmax_forward(const T* x, T* y, int n, int log) {
     T s = 0;
     for (int j = threadIdx.x; j < n; j += blockDim.x) s += exp(xr[j] - m);
     s = block_sum(s, scratch);
-    if (log) {
-        T shift = m + ::log(s);
-        for (int j = threadIdx.x; j < n; j += blockDim.x) yr[j] = xr[j] - shift;
+    if (log) {  // (x - max) - log(sum), in that order: exact for large logits
+        T logs = ::log(s);
+        for (int j = threadIdx.x; j < n; j += blockDim.x) yr[j] = (xr[j] - m) - logs;
     } else {
         for (int j = threadIdx.x; j < n; j += blockDim.x) yr[j] = exp(xr[j] - m) / s;
     }
