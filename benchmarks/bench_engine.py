@@ -79,13 +79,14 @@ def mlp_step_torch(params, x, y, lr=0.01):
             p.grad = None
 
 
-def chain_inputs(seed=0):
-    """(x, w) as minigrad leaves and (tx, tw) as torch leaves (None without torch)."""
+def chain_inputs(seed=0, device="cpu"):
+    """(x, w) as minigrad leaves and (tx, tw) as torch leaves (None without torch), on
+    ``device``."""
     xa, wa = np.random.default_rng(seed).standard_normal((2, 8, 8)).astype(np.float32)
-    x, w = mg.tensor(xa, requires_grad=True), mg.tensor(wa, requires_grad=True)
+    x, w = (mg.tensor(a, requires_grad=True, device=device) for a in (xa, wa))
     if torch is None:
         return x, w, None, None
-    return x, w, torch.tensor(xa, requires_grad=True), torch.tensor(wa, requires_grad=True)
+    return (x, w) + tuple(torch.tensor(a, requires_grad=True, device=device) for a in (xa, wa))
 
 
 def compare(name, mg_call, torch_call, repeats, per=1, unit="ms", block=20):

@@ -1,8 +1,8 @@
-"""minigrad against PyTorch on the workloads of the [perf] issue, side by side in one run.
+"""minigrad against PyTorch side by side: transformer training steps, small ops, attention.
 
-    python -m benchmarks.run [--only tiny,small,medium,chain,attention] [--repeats 20]
-                             [--threads N] [--lengths 512,1024,2048,4096] [--no-memory]
-                             [--json results.json]
+    python -m benchmarks.run [--device cpu|cuda] [--only tiny,small,medium,chain,attention]
+                             [--repeats 20] [--threads N] [--lengths 512,1024,2048,4096]
+                             [--no-memory] [--json results.json]
 
 For each training step (see benchmarks/workloads.py: forward, label-smoothed cross-entropy,
 backward, Adam on the encoder-decoder transformer at the tiny, small and medium sizes):
@@ -15,6 +15,15 @@ backward, batch 1, 8 heads, head_dim 64) at each sequence length, against
 torch.nn.functional.scaled_dot_product_attention, with its peak memory likewise.
 Both libraries run with the same number of threads (printed). Speed is reported here,
 never asserted anywhere.
+
+``--device cuda`` runs the same workloads on the GPU, side by side in this process:
+minigrad through CuPy, PyTorch on its CUDA tensors (attention: its fused kernel, whose name
+is printed), both in float32 with TF32 off (checked, and printed with the GPU's name).
+Every call ends by waiting for the GPU (each library's own synchronize), so a timed call
+includes running its work, and the untimed calls first include CuPy's compiling of its
+kernels. The floor replays the products in CuPy. Peak memory is measured in this process,
+from each library's own count of allocated bytes (see benchmarks/gpu.py). Without CuPy, a
+GPU, or a PyTorch with CUDA, the program says so in one line and exits with status 2.
 """
 import argparse
 import json
@@ -24,27 +33,31 @@ import sys
 
 import numpy as np
 
-from benchmarks import bench_engine, workloads
+from minigrad import backend
+from benchmarks import bench_engine, gpu, workloads
 from benchmarks.timing import (blas_threads, interleaved, machine_line, peak_extra_memory,
-                               set_threads, torch)
+                               set_threads, synced, torch)
 
+PROG = "python -m benchmarks.run"
 STEPS = ("tiny", "small", "medium")
+SECTIONS = STEPS + ("chain", "attention")
 
 
-def matmul_floor(step):
+def matmul_floor(step, xp=np):
     """A function replaying, on fresh arrays, every matrix product one call of ``step``
-    makes (every op reaches NumPy's matmul through ``ctx.xp``, so recording it sees all)."""
-    calls, real = [], np.matmul
+    makes (every op reaches the matmul of its array module ``xp``, NumPy or CuPy, through
+    ``ctx.xp``, so recording it sees all)."""
+    calls, real = [], xp.matmul
 
     def recording(a, b, *args, **kwargs):
         calls.append((a.shape, b.shape, a.dtype))
         return real(a, b, *args, **kwargs)
-    np.matmul = recording
+    xp.matmul = recording
     try:
         step()
     finally:
-        np.matmul = real
-    operands = [(np.ones(sa, dt), np.ones(sb, dt)) for sa, sb, dt in calls]
+        xp.matmul = real
+    operands = [(xp.ones(sa, dt), xp.ones(sb, dt)) for sa, sb, dt in calls]
 
     def floor():
         for a, b in operands:
@@ -53,15 +66,46 @@ def matmul_floor(step):
     return floor
 
 
-def maker(kind, lib, arg):
-    """The step function of one workload in one library."""
+def maker(kind, lib, arg, device="cpu"):
+    """The step function of one workload in one library, on ``device``."""
     if kind == "attention":
         if lib == "composite":  # minigrad's own composite of Tensor ops (every score kept)
-            return workloads.minigrad_attention(int(arg), composite=True)
+            return workloads.minigrad_attention(int(arg), composite=True, device=device)
         return (workloads.minigrad_attention if lib == "minigrad"
-                else workloads.torch_attention)(int(arg))
+                else workloads.torch_attention)(int(arg), device=device)
     return (workloads.minigrad_step if lib == "minigrad"
-            else workloads.torch_step)(workloads.SIZES[arg])
+            else workloads.torch_step)(workloads.SIZES[arg], device=device)
+
+
+class Target:
+    """Where the workloads run. The CPU and the GPU differ only in the device both libraries
+    get, the call that waits for a library's queued work (``syncs``, by library; none on the
+    CPU) and how the peak memory of a step is measured (``memory(kind, arg, lib)``, bytes)."""
+
+    def __init__(self, device, syncs, memory):
+        self.device, self.syncs, self.memory = device, syncs, memory
+
+    def step(self, kind, lib, arg):
+        """maker's step on this device, each call ending with its library's wait."""
+        return synced(maker(kind, lib, arg, self.device), self.syncs.get(lib))
+
+    def waiting(self, lib, call):
+        return synced(call, self.syncs.get(lib))
+
+
+def cpu_target(threads):
+    """Each library's memory measured in a process of its own (see memory_in_child)."""
+    return Target("cpu", {}, lambda kind, arg, lib: memory_in_child(kind, arg, lib, threads))
+
+
+def gpu_target(cp):
+    """minigrad through CuPy and PyTorch on the GPU, memory measured in this process."""
+    def memory(kind, arg, lib):
+        step = maker(kind, lib, arg, "cuda")
+        return gpu.torch_peak_bytes(step) if lib == "torch" else gpu.cupy_peak_bytes(cp, step)
+    minigrad_sync = gpu.cupy_sync(cp)
+    return Target("cuda", {"minigrad": minigrad_sync, "composite": minigrad_sync,
+                           "torch": torch.cuda.synchronize}, memory)
 
 
 def memory_in_child(kind, arg, lib, threads):
@@ -89,26 +133,25 @@ def ratio(a, b):
     return f"{a / b:5.2f}x" if a is not None and b else "   - "
 
 
-def bench_steps(names, args, threads, results):
+def bench_steps(names, args, target, results):
     print("\ntraining step (forward, label-smoothed cross-entropy, backward, Adam)")
     print(f"{'workload':<8} {'minigrad':>10} {'torch':>10} {'ratio':>6}   {'floor':>9} "
           f"{'mg/floor':>8} {'torch/floor':>11}   {'mem minigrad':>12} {'mem torch':>10} "
           f"{'ratio':>6}")
     for name in names:
-        mine = maker("step", "minigrad", name)
-        theirs = maker("step", "torch", name) if torch else None
+        mine = target.step("step", "minigrad", name)
+        theirs = target.step("step", "torch", name) if torch else None
         block = 2 if name == "medium" else 5
         repeats = max(block, args.repeats // (4 if name == "medium" else 1))
         m, t = interleaved(mine, theirs, repeats, block=block, settle=1)
-        floor = matmul_floor(mine)
-        f, _ = interleaved(floor, None, repeats, block=block)
+        floor = matmul_floor(mine, backend.array_module(target.device))
+        f, _ = interleaved(target.waiting("minigrad", floor), None, repeats, block=block)
         row = {"minigrad_s": m, "torch_s": t, "floor_s": f, "matmuls": floor.count}
         line = (f"{name:<8} {m * 1e3:8.1f}ms {t * 1e3 if t else float('nan'):8.1f}ms "
                 f"{ratio(m, t):>6}   {f * 1e3:7.1f}ms {ratio(m, f):>8} {ratio(t, f):>11}")
         if not args.no_memory:
-            row["minigrad_bytes"] = memory_in_child("step", name, "minigrad", threads)
-            row["torch_bytes"] = (memory_in_child("step", name, "torch", threads)
-                                  if torch else None)
+            row["minigrad_bytes"] = target.memory("step", name, "minigrad")
+            row["torch_bytes"] = target.memory("step", name, "torch") if torch else None
             line += (f"   {mb(row['minigrad_bytes']):>12} "
                      f"{mb(row['torch_bytes']) if torch else '-':>10} "
                      f"{ratio(row['minigrad_bytes'], row['torch_bytes']):>6}")
@@ -116,10 +159,11 @@ def bench_steps(names, args, threads, results):
         results[name] = row
 
 
-def bench_chain(args, results):
-    x, w, tx, tw = bench_engine.chain_inputs()
-    m, t = interleaved(lambda: bench_engine.chain_minigrad(x, w),
-                       (lambda: bench_engine.chain_torch(tx, tw)) if torch else None,
+def bench_chain(args, target, results):
+    x, w, tx, tw = bench_engine.chain_inputs(device=target.device)
+    m, t = interleaved(target.waiting("minigrad", lambda: bench_engine.chain_minigrad(x, w)),
+                       target.waiting("torch", (lambda: bench_engine.chain_torch(tx, tw))
+                                      if torch else None),
                        max(20, args.repeats * 5), block=20)
     n = bench_engine.CHAIN_OPS
     print(f"\nper-op overhead (chain of {n} small ops, forward and backward): minigrad "
@@ -131,29 +175,36 @@ def bench_chain(args, results):
 COMPOSITE_UP_TO = 2048  # minigrad's composite is timed up to this length (its memory is T^2)
 
 
-def bench_attention(lengths, args, threads, results):
+def bench_attention(lengths, args, target, results):
     print("\nattention alone, forward and backward (batch 1, 8 heads, head_dim 64) vs "
           "torch's scaled_dot_product_attention; 'composite': minigrad's SDPBackend.MATH")
+    kernels = {}
+    if target.device != "cpu" and torch:
+        kernels = {L: workloads.torch_attention_kernel(L, target.device) for L in lengths}
+        print("torch's kernel (SDPBackend), by length: "
+              + ", ".join(f"{L} {name}" for L, name in kernels.items()))
     print(f"{'length':>6} {'minigrad':>10} {'torch':>10} {'ratio':>6} {'composite':>10}   "
           f"{'mem minigrad':>12} {'mem torch':>10} {'ratio':>6} {'mem composite':>13}")
     for L in lengths:
-        mine = maker("attention", "minigrad", L)
-        theirs = maker("attention", "torch", L) if torch else None
+        mine = target.step("attention", "minigrad", L)
+        theirs = target.step("attention", "torch", L) if torch else None
         repeats = max(2, args.repeats // 4)
         m, t = interleaved(mine, theirs, repeats, block=2, warmup=1, settle=1)
         c = None
         if L <= COMPOSITE_UP_TO:
-            c, _ = interleaved(maker("attention", "composite", L), None, repeats, block=1,
-                               warmup=1)
+            c, _ = interleaved(target.step("attention", "composite", L), None, repeats,
+                               block=1, warmup=1)
         row = {"minigrad_s": m, "torch_s": t, "composite_s": c}
+        if L in kernels:
+            row["torch_kernel"] = kernels[L]
         line = (f"{L:>6} {m * 1e3:8.1f}ms {t * 1e3 if t else float('nan'):8.1f}ms "
                 f"{ratio(m, t):>6} {c * 1e3 if c else float('nan'):8.1f}ms")
         if not args.no_memory:
-            row["minigrad_bytes"] = memory_in_child("attention", str(L), "minigrad", threads)
-            row["torch_bytes"] = (memory_in_child("attention", str(L), "torch", threads)
+            row["minigrad_bytes"] = target.memory("attention", str(L), "minigrad")
+            row["torch_bytes"] = (target.memory("attention", str(L), "torch")
                                   if torch else None)
-            row["composite_bytes"] = (memory_in_child("attention", str(L), "composite",
-                                                      threads) if c else None)
+            row["composite_bytes"] = (target.memory("attention", str(L), "composite")
+                                      if c else None)
             line += (f"   {mb(row['minigrad_bytes']):>12} "
                      f"{mb(row['torch_bytes']) if torch else '-':>10} "
                      f"{ratio(row['minigrad_bytes'], row['torch_bytes']):>6} "
@@ -162,34 +213,94 @@ def bench_attention(lengths, args, threads, results):
         results[f"attention_{L}"] = row
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", default="tiny,small,medium,chain,attention")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=None,
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def int_list(text):
+    """Comma-separated integers > 0: sequence lengths."""
+    return [positive_int(part) for part in text.split(",")]
+
+
+def sections(text):
+    """Comma-separated names among SECTIONS."""
+    names = text.split(",")
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown {', '.join(map(repr, unknown))}: expected names among {','.join(SECTIONS)}")
+    return names
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where both libraries run: cpu (default), or cuda: minigrad "
+                             "through CuPy, PyTorch on CUDA, float32 with TF32 off")
+    parser.add_argument("--only", type=sections, default=list(SECTIONS),
+                        help=f"which workloads, comma-separated (default: {','.join(SECTIONS)})")
+    parser.add_argument("--repeats", type=positive_int, default=20,
+                        help="timed calls of each workload (medium and attention: a quarter, "
+                             "chain: five times; default: 20)")
+    parser.add_argument("--threads", type=positive_int, default=None,
                         help="threads for both libraries (default: PyTorch's default)")
-    parser.add_argument("--lengths", default="512,1024,2048,4096")
-    parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--lengths", type=int_list, default=[512, 1024, 2048, 4096],
+                        help="attention's sequence lengths (default: 512,1024,2048,4096)")
+    parser.add_argument("--no-memory", action="store_true", help="no peak memory")
     parser.add_argument("--json", help="also write the numbers to this file")
     parser.add_argument("--child", nargs=3, metavar=("KIND", "ARG", "LIB"),
                         help=argparse.SUPPRESS)  # measure one step's memory, print it
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def open_target(device, threads):
+    """The Target of ``device`` and the header lines that describe it; on a GPU that either
+    library cannot use, one line on stderr and exit status 2."""
+    if device == "cpu":
+        return cpu_target(threads), [], {}
+    try:
+        cp, name = gpu.open_gpu()
+    except gpu.Unavailable as e:
+        print(f"{PROG}: error: --device cuda: {' '.join(str(e).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
+    header = [f"device: cuda, {name}; {gpu.versions_line(cp)}",
+              f"precision: {gpu.precision_line()}",
+              "timing: every call ends with its library's device synchronize; untimed calls "
+              "first (CuPy compiles its kernels on first use)",
+              "memory: peak bytes allocated on the GPU (not reserved) during two calls, less "
+              "those allocated before the first (model and inputs excluded on both sides; "
+              "the first call's gradients and optimiser state count): torch "
+              "max_memory_allocated, minigrad the bytes in use in CuPy's memory pool"]
+    return gpu_target(cp), header, {"gpu": name, "tf32": False}
+
+
+def main(argv=None):
+    args = parse(argv)
     threads = set_threads(args.threads)
     if args.child:
         kind, arg, lib = args.child
         print(peak_extra_memory(maker(kind, lib, arg)))
         return None
-    only = args.only.split(",")
+    target, header, about = open_target(args.device, threads)
+    only = args.only
     print(machine_line())
     print(f"threads: torch intra-op {threads if torch else '-'}; numpy BLAS {blas_threads()}")
-    results = {"threads": threads}
+    for line in header:
+        print(line)
+    results = {"device": args.device, "gpu": None, **about, "threads": threads}
     names = [n for n in STEPS if n in only]
     if names:
-        bench_steps(names, args, threads, results)
+        bench_steps(names, args, target, results)
     if "chain" in only:
-        bench_chain(args, results)
+        bench_chain(args, target, results)
     if "attention" in only:
-        bench_attention([int(n) for n in args.lengths.split(",")], args, threads, results)
+        bench_attention(args.lengths, args, target, results)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -22,6 +22,20 @@ def timed(fn):
     return time.perf_counter() - start
 
 
+def synced(call, sync):
+    """``call`` followed by ``sync`` (None: ``call`` itself). On a GPU a call returns once its
+    work is queued; with ``sync`` waiting for the device, a timed call includes running it,
+    and no call leaves work behind that the next one (of either library) would wait for."""
+    if call is None or sync is None:
+        return call
+
+    def call_and_wait():
+        out = call()
+        sync()
+        return out
+    return call_and_wait
+
+
 def interleaved(mg_call, torch_call, repeats, block=5, warmup=2, settle=0):
     """Median seconds of each call, run in alternating blocks of ``block`` timed runs so
     that both see the same machine state. Each block starts with ``settle`` untimed runs:

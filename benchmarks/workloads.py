@@ -1,6 +1,8 @@
 """The training-step workloads of ``benchmarks.run``, built the same way in minigrad and in
 PyTorch: an encoder-decoder transformer (pre-LN, sinusoidal positions, dropout 0.1, padded
-batches), label-smoothed cross-entropy, backward, Adam.
+batches), label-smoothed cross-entropy, backward, Adam; and attention alone, forward and
+backward. Each is built on a device, "cpu" or "cuda" (minigrad through CuPy, PyTorch's CUDA
+tensors), from the same host arrays.
 
 Both libraries get the same batch (token ids drawn from one seed, each row padded after a
 random length between half and all of the sequence length) and the same model shape; the
@@ -17,7 +19,7 @@ import nn
 import nn.functional as F
 from models.transformer import Transformer
 
-SIZES = {  # the [perf] issue's three workloads
+SIZES = {  # the training step at three model and batch sizes
     "tiny": dict(d_model=64, nhead=4, layers=2, ff=256, vocab=32, batch=32, length=16),
     "small": dict(d_model=128, nhead=4, layers=2, ff=512, vocab=64, batch=32, length=32),
     "medium": dict(d_model=256, nhead=8, layers=3, ff=1024, vocab=1000, batch=32, length=64),
@@ -37,15 +39,15 @@ def batch(cfg, seed=0):
     return src, tgt[:, :-1], tgt[:, 1:]
 
 
-def minigrad_step(cfg, seed=0):
-    """A function running one training step of minigrad's models.Transformer."""
+def minigrad_step(cfg, seed=0, device="cpu"):
+    """A function running one training step of minigrad's models.Transformer on ``device``."""
     mg.manual_seed(seed)
     model = Transformer(cfg["vocab"], cfg["vocab"], d_model=cfg["d_model"], nhead=cfg["nhead"],
                         num_encoder_layers=cfg["layers"], num_decoder_layers=cfg["layers"],
                         dim_feedforward=cfg["ff"], dropout=DROPOUT, norm_first=True,
-                        max_len=cfg["length"], pad_id=PAD)
+                        max_len=cfg["length"], pad_id=PAD).to(device)
     optimizer = mg.optim.Adam(model.parameters(), lr=1e-4)
-    src, tgt_in, tgt_out = (mg.tensor(a) for a in batch(cfg, seed))
+    src, tgt_in, tgt_out = (mg.tensor(a, device=device) for a in batch(cfg, seed))
 
     def step():
         logits = model(src, tgt_in)
@@ -58,14 +60,14 @@ def minigrad_step(cfg, seed=0):
     return step
 
 
-def torch_step(cfg, seed=0):
+def torch_step(cfg, seed=0, device="cpu"):
     """The same step in PyTorch: nn.Transformer between the same embeddings and generator."""
     import torch
 
     torch.manual_seed(seed)
-    model = _TorchTransformer(cfg)
+    model = _TorchTransformer(cfg).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    src, tgt_in, tgt_out = (torch.from_numpy(a) for a in batch(cfg, seed))
+    src, tgt_in, tgt_out = (torch.from_numpy(a).to(device) for a in batch(cfg, seed))
     V = cfg["vocab"]
 
     def step():
@@ -108,7 +110,8 @@ def _TorchTransformer(cfg):
 
         def forward(self, src, tgt):
             T = tgt.shape[1]
-            causal = torch.ones(T, T, dtype=torch.bool).triu(1)  # True: may not attend
+            causal = torch.ones(T, T, dtype=torch.bool,  # True: may not attend
+                                device=tgt.device).triu(1)
             out = self.transformer(
                 self.embed(src, self.src_embed), self.embed(tgt, self.tgt_embed),
                 tgt_mask=causal, src_key_padding_mask=src == PAD,
@@ -126,10 +129,10 @@ def attention_inputs(length, heads=8, head_dim=64, seed=0):
             for _ in range(4)]
 
 
-def minigrad_attention(length, seed=0, composite=False):
+def minigrad_attention(length, seed=0, composite=False, device="cpu"):
     """Forward and backward of F.scaled_dot_product_attention: the tiled primitive, or the
     composite of Tensor ops (SDPBackend.MATH) when ``composite``."""
-    q, k, v, g = (mg.tensor(a, requires_grad=i < 3)
+    q, k, v, g = (mg.tensor(a, requires_grad=i < 3, device=device)
                   for i, a in enumerate(attention_inputs(length, seed=seed)))
     backend = nn.attention.SDPBackend.MATH if composite else \
         nn.attention.SDPBackend.FLASH_ATTENTION
@@ -141,13 +144,27 @@ def minigrad_attention(length, seed=0, composite=False):
     return step
 
 
-def torch_attention(length, seed=0):
+def torch_attention(length, seed=0, device="cpu"):
     import torch
 
-    q, k, v, g = (torch.tensor(a, requires_grad=i < 3)
+    q, k, v, g = (torch.tensor(a, requires_grad=i < 3, device=device)
                   for i, a in enumerate(attention_inputs(length, seed=seed)))
 
     def step():
         torch.nn.functional.scaled_dot_product_attention(q, k, v).backward(g)
         q.grad = k.grad = v.grad = None
     return step
+
+
+def torch_attention_kernel(length, device="cpu"):
+    """The name of the kernel torch.nn.functional.scaled_dot_product_attention picks for
+    torch_attention's inputs (its SDPBackend: FLASH_ATTENTION, EFFICIENT_ATTENTION, ...), or
+    "unknown" where this PyTorch does not say."""
+    import torch
+
+    q, k, v = (torch.tensor(a, requires_grad=True, device=device)
+               for a in attention_inputs(length)[:3])
+    try:  # not a public function: read it where it exists, as it stood in PyTorch 2.x
+        return torch.nn.attention.SDPBackend(torch._fused_sdp_choice(q, k, v)).name
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return "unknown"
