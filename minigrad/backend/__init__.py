@@ -10,7 +10,8 @@ which the rest of minigrad reaches as ``backend.<name>``:
   (``check_same_device``) and making an array's GPU current (``device_context``).
 - ``kernels.py``: array-level kernels shared by the ops: ``scatter_add``, ``erf``,
   ``check_index_bounds`` (CuPy does not check index arrays), the fused ``gelu``,
-  ``gelu_backward``, ``dropout``, ``layer_norm`` (and its backward) and ``softmax`` (and
+  ``gelu_backward``, ``dropout``, ``adam`` (the moments and the update), ``layer_norm``
+  (and its backward) and ``softmax`` (and
   log-softmax, and their backward), each one CUDA kernel on the GPU and the same formula
   through the array module elsewhere; ``attention`` and its backward (FlashAttention
   kernels on the GPU, None where the tiled array code runs instead); and ``run_split``,
@@ -25,7 +26,7 @@ import numpy as np  # noqa: F401  (ops compare array modules against backend.np)
 from .devices import (CPU, Device, DeviceError, _NULL_CONTEXT, _XP_BY_TYPE,  # noqa: F401
                       array_module, check_same_device, cuda_is_available, cupy,
                       device_context, device_of, to_device, to_host, xp_of)
-from .kernels import (attention, attention_backward, check_index_bounds,  # noqa: F401
+from .kernels import (adam, attention, attention_backward, check_index_bounds,  # noqa: F401
                       dropout, erf, gelu, gelu_backward, layer_norm, layer_norm_backward,
                       run_split, scatter_add, softmax, softmax_backward)
 from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa: F401

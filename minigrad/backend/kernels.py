@@ -57,6 +57,12 @@ _KERNELS = {  # name: (inputs, output, CUDA body)
                       "T pdf = exp((T)-0.5 * x * x) * (T)0.3989422804014327;"
                       "dx = g * (cdf + x * pdf)"),
     "dropout": ("T x, bool keep, T scale", "T y", "y = keep ? x * scale : (T)0"),
+    # Adam's moments in place and the parameter's update, PyTorch's formula term for term
+    "adam": ("T g, float64 w1, float64 beta2, float64 step_size, float64 bc2_sqrt, "
+             "float64 eps", "T m, T v, T update",
+             "m = (w1 < 0.5 && w1 > -0.5) ? m + (T)w1 * (g - m) : g - (g - m) * (T)(1.0 - w1);"
+             "v = v * (T)beta2 + (T)(1.0 - beta2) * g * g;"
+             "update = ((T)-step_size * m) / (sqrt(v) / (T)bc2_sqrt + (T)eps)"),
 }
 _compiled = {}
 
@@ -104,6 +110,29 @@ def dropout(x, keep, scale):
     out = x * keep
     out *= scale
     return out
+
+
+def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps):
+    """Adam's step on raw arrays: the moments ``m`` and ``v`` updated in place (m lerps to
+    g by 1 - beta1, as torch's lerp_; v = beta2 v + (1 - beta2) g^2) and the parameter's
+    update -step_size * m / (sqrt(v) / bc2_sqrt + eps) returned. One kernel on the GPU."""
+    w1 = 1.0 - beta1
+    if not _on_host(g):
+        update = cupy().empty_like(g)
+        _kernel("adam")(g, w1, beta2, step_size, bc2_sqrt, eps, m, v, update)
+        return update
+    if abs(w1) < 0.5:  # torch's lerp_, in its two forms (the second exact at weight 1)
+        m += w1 * (g - m)
+    else:
+        m[...] = g - (g - m) * (1.0 - w1)
+    v *= beta2
+    v += (1.0 - beta2) * g * g
+    denom = np.sqrt(v)
+    denom /= bc2_sqrt
+    denom += eps
+    update = -step_size * m  # torch's addcdiv_: p + (value * m) / denom
+    update /= denom
+    return update
 
 
 # --- the CPU's cores for work that splits into independent pieces ------------------------

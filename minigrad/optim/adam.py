@@ -85,13 +85,16 @@ class Adam(Optimizer):
             else:
                 g = g + weight_decay * p.data
         m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+        step_size = lr / (1.0 - beta1 ** step)
+        bias_correction2_sqrt = (1.0 - beta2 ** step) ** 0.5
+        if not group["amsgrad"]:  # the moments and the update in one pass (one GPU kernel)
+            update = backend.adam(g, m, v, beta1, beta2, step_size, bias_correction2_sqrt, eps)
+            p.add_(update)
+            return
         _lerp_(m, g, 1.0 - beta1)
         v *= beta2
         v += (1.0 - beta2) * g * g
-        if group["amsgrad"]:
-            v = xp.maximum(state["max_exp_avg_sq"].data, v, out=state["max_exp_avg_sq"].data)
-        step_size = lr / (1.0 - beta1 ** step)
-        bias_correction2_sqrt = (1.0 - beta2 ** step) ** 0.5
+        v = xp.maximum(state["max_exp_avg_sq"].data, v, out=state["max_exp_avg_sq"].data)
         denom = xp.sqrt(v)
         denom /= bias_correction2_sqrt
         denom += eps
