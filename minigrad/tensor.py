@@ -681,6 +681,10 @@ class Tensor(TensorBase):
         integers: the view is overwritten, ``CopySlices``), or as an index put (index
         tensors)."""
         basic, advanced = _split_index(_index(index, self), self.ndim)
+        if isinstance(value, (list, tuple)):
+            value = np.asarray(value)  # host data (NumPy's dtypes), copied to the device below
+        if _is_array(value):
+            value = Tensor._make(backend.to_device(value, self.device))
         if isinstance(value, Tensor) and value.dtype != self.dtype:
             value = value.to(self.dtype)
         recording = _recording(self, value)
@@ -692,9 +696,7 @@ class Tensor(TensorBase):
         else:
             _check_writable(self, "__setitem__")
             raw = value.data if isinstance(value, Tensor) else value
-            if isinstance(raw, (list, tuple)):
-                raw = backend.xp_of(self.data).asarray(raw)
-            elif _is_array(raw):  # an array of another device is copied here
+            if _is_array(raw):  # a tensor of another device is copied here
                 raw = backend.to_device(raw, self.device)
             target = self.data if advanced is None else self.data[basic]
             try:

@@ -378,6 +378,35 @@ def test_setitem_takes_numpy_scalars(device, value):
     np.testing.assert_array_equal(x.numpy(), ref.numpy())
 
 
+@needs_torch
+@pytest.mark.parametrize("value", [[1.5, -2.0], (3, 4), np.array([0.25, 7.0]),
+                                   np.array([5, 6], dtype=np.int64)],
+                         ids=["list", "tuple of ints", "float64 array", "int64 array"])
+@pytest.mark.parametrize("index", [[0, 2], slice(1, 3)], ids=["index list", "slice"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_setitem_takes_host_values_recorded_or_not(device, value, index, dtype):
+    """Host data written into a device tensor, cast to its dtype (NumPy's assignment is the
+    reference; PyTorch refuses lists and arrays here, so its gradient is taken with the same
+    values as a tensor)."""
+    ref = np.zeros(4, dtype)
+    ref[index] = np.asarray(value)
+    plain = mg.zeros(4, dtype=dtype, device=device)
+    plain[index] = value
+    x = mg.zeros(4, dtype=dtype, device=device, requires_grad=True)
+    recorded = x * 2.0
+    recorded[index] = value
+    tx = torch.zeros(4, dtype=getattr(torch, dtype), requires_grad=True)
+    trecorded = tx * 2.0
+    trecorded[torch.tensor(index) if isinstance(index, list) else index] = \
+        torch.tensor(np.asarray(value), dtype=getattr(torch, dtype))
+    for out in (plain, recorded):
+        assert on(out, device) and out.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(out.numpy(), ref)
+    (recorded * recorded).sum().backward()
+    (trecorded * trecorded).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
 def test_inplace_ops_take_host_arrays_and_lists(device):
     x = mg.zeros(3, device=device)
     x.add_(np.array([1.0, 2.0, 3.0], dtype=np.float32))
