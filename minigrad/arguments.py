@@ -24,16 +24,22 @@ def _dims(t, dim, axis):
         dim = axis
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(t.ndim))  # PyTorch reduces over every dim for dim=() too
-    if t.ndim == 0:
-        for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
-            _dim(t, d)
-        return ()
     if isinstance(dim, (tuple, list)):
         dims = tuple(sorted(_dim(t, d) for d in dim))
         if len(set(dims)) != len(dims):
             raise ValueError(f"dim {tuple(dim)} names a dimension more than once")
-        return dims
-    return (_dim(t, dim),)
+    else:
+        dims = (_dim(t, dim),)
+    return dims if t.ndim else ()  # a 0-d tensor's one dim is itself: no axis to reduce
+
+
+def _one_dim(t, dim):
+    """``dim`` as the axis of an op along one dim (softmax, log_softmax): a non-negative
+    int, or for a 0-d tensor, whose one dim (0 or -1, as in PyTorch) is the tensor itself,
+    the empty tuple, so that no axis reaches the array module (CuPy refuses axis 0 of a 0-d
+    array, and the reductions take ``axis=()`` as "no axis")."""
+    d = _dim(t, dim)
+    return d if t.ndim else ()
 
 
 def _kd(keepdim, keepdims):
@@ -63,10 +69,36 @@ def _shape_arg(shape):
 
 
 def _index(index, like):
-    """Turn Tensors and lists inside an index into arrays on ``like``'s device."""
+    """Turn Tensors and lists inside an index into arrays on ``like``'s device, each integer
+    array checked against the size of the dim it indexes (see ``_check_index_arrays``)."""
     if isinstance(index, tuple):
-        return tuple(_index_item(i, like) for i in index)
-    return _index_item(index, like)
+        index = tuple(_index_item(i, like) for i in index)
+        items = index
+    else:
+        index = _index_item(index, like)
+        items = (index,)
+    if builtins.any(type(i) in backend._XP_BY_TYPE and i.dtype.kind in "iu" for i in items):
+        _check_index_arrays(items, like.shape)
+    return index
+
+
+def _check_index_arrays(items, shape):
+    """IndexError for a value of an integer index array outside [-size, size) of the dim
+    it indexes, on every device: NumPy raises it itself, CuPy would wrap the value around
+    (``backend.check_index_bounds`` reads the bounds back there, a no-op on NumPy)."""
+    is_array = [type(i) in backend._XP_BY_TYPE for i in items]
+    used = sum(_dims_used(i, a) for i, a in zip(items, is_array)
+               if i is not None and i is not Ellipsis)
+    dim = 0
+    for i, array in zip(items, is_array):
+        if i is Ellipsis:
+            dim += len(shape) - used
+        elif array and i.dtype.kind in "iu":
+            if dim < len(shape):  # (too many indices: the indexing itself says so)
+                backend.check_index_bounds(i, shape[dim], dim)
+            dim += 1
+        elif i is not None:
+            dim += _dims_used(i, array)
 
 
 def _split_index(index, ndim):
@@ -102,7 +134,7 @@ def _dims_used(i, is_array):
     """How many dims of the indexed tensor an index item consumes (a bool mask: its own)."""
     if is_array and i.dtype == np.bool_:
         return i.ndim
-    return 0 if i is None else 1
+    return 0 if i is None or isinstance(i, (builtins.bool, np.bool_)) else 1  # a bool: a new dim
 
 
 def _adjacent(items, is_array, is_int):

@@ -1,6 +1,11 @@
-"""Making tensors: from data, filled, ranges, and random (all random draws come from the one
-host generator in ``backend``, so a seed gives the same numbers on every device)."""
+"""Making tensors: from data, filled, ranges, and random.
+
+Filled tensors and ranges are built directly by the device's array module. Random draws
+come from the one host generator in ``backend`` and are then copied to the device, on
+purpose: a seed gives the same numbers on every device.
+"""
 import builtins
+import math
 
 import numpy as np
 
@@ -16,28 +21,37 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
+def _module(device):
+    """The array module of ``device`` (None: the CPU): filled tensors and ranges are built
+    there directly, with no copy from the host."""
+    return backend.array_module(backend.CPU if device is None else device)
+
+
 def _filled(fill, size, dtype, device, requires_grad):
-    arr = fill(_shape_arg(size), dtypes.as_dtype(dtype) or dtypes.get_default_dtype())
+    make = getattr(_module(device), fill)
+    arr = make(_shape_arg(size), dtypes.as_dtype(dtype) or dtypes.get_default_dtype())
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(np.zeros, size, dtype, device, requires_grad)
+    return _filled("zeros", size, dtype, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(np.ones, size, dtype, device, requires_grad)
+    return _filled("ones", size, dtype, device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(np.empty, size, dtype, device, requires_grad)
+    return _filled("empty", size, dtype, device, requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     """Filled with ``fill_value``; the dtype follows it (bool, int64 or float32) unless given."""
     if dtype is None:
         dtype = as_array(fill_value).dtype
-    arr = np.full(_shape_arg((size,)), fill_value, dtype=dtypes.as_dtype(dtype))
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    arr = _module(device).full(_shape_arg((size,)), fill_value, dtype=dtypes.as_dtype(dtype))
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
@@ -45,41 +59,91 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     """Values from start to end (exclusive) by step: int64 for integer arguments, else float32."""
     if end is None:
         start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    integral = all(isinstance(v, (builtins.int, np.integer)) for v in (start, end, step))
     if dtype is None:
-        integral = all(isinstance(v, (builtins.int, np.integer)) for v in (start, end, step))
         dtype = dtypes.int64 if integral else dtypes.get_default_dtype()
-    # computed in float64 and then cast, as PyTorch does, so float32 ranges match its values
-    arr = np.arange(start, end, step, dtype=np.float64 if dtypes.as_dtype(dtype).kind == "f"
-                    else None).astype(dtype)
-    return Tensor(arr, device=device, requires_grad=requires_grad)
+    dtype = dtypes.as_dtype(dtype)
+    n = _range_length(start, end, step)
+    xp = _module(device)
+    if integral and dtype.kind != "f":
+        arr = xp.arange(start, end, step, dtype=np.int64)
+    else:  # in float64 and then cast, as PyTorch does, so float32 ranges match its values
+        arr = _float_range(xp, start, step, n)
+    return Tensor(arr.astype(dtype, copy=False), device=device, requires_grad=requires_grad)
+
+
+def _range_length(start, end, step):
+    """How many values arange gives, with PyTorch's errors for a range it cannot make."""
+    if not all(math.isfinite(v) for v in (start, end, step)):
+        raise RuntimeError(f"arange: unsupported range: {start} -> {end} by {step}")
+    if step == 0:
+        raise RuntimeError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"arange: upper bound and lower bound inconsistent with step sign "
+                           f"(start {start}, end {end}, step {step})")
+    return max(math.ceil((end - start) / step), 0)
+
+
+def _float_range(xp, start, step, n):
+    """NumPy's float64 arange, computed with ``xp`` so that every device gives the same
+    values: start, start + step, then start + i * delta with delta = (start + step) - start
+    (each array op rounds once, as NumPy's loop does)."""
+    out = xp.arange(n, dtype=np.float64)  # 0, 1, ..., n - 1: exact
+    out *= float(start + step) - float(start)
+    out += start
+    if n > 0:
+        out[0] = start
+    if n > 1:
+        out[1] = start + step
+    return out
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
-    arr = np.linspace(start, end, steps).astype(dtype or dtypes.get_default_dtype())
+    """``steps`` values evenly spaced from start to end (both included), computed in float64
+    as NumPy's linspace (start + i * step, the last value exactly end) and then cast."""
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    if steps < 0:
+        raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}")
+    out = _module(device).arange(steps, dtype=np.float64)
+    delta = float(end) - float(start)
+    step = delta / (steps - 1) if steps > 1 else 0.0
+    if step == 0.0 and steps > 1:  # (a step that underflows: scale after dividing, as NumPy)
+        out /= steps - 1
+    out *= step if step != 0.0 else delta
+    out += start
+    if steps > 1:
+        out[-1] = end
+    arr = out.astype(dtypes.as_dtype(dtype) or dtypes.get_default_dtype())
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
-    arr = np.eye(n, m, dtype=dtypes.as_dtype(dtype) or dtypes.get_default_dtype())
+    arr = _module(device).eye(n, m, dtype=dtypes.as_dtype(dtype) or dtypes.get_default_dtype())
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
+# Random draws come from the one host generator and are copied to the device, on purpose:
+# a seed gives the same numbers on the CPU and on the GPU.
+
 def rand(*size, dtype=None, device=None, requires_grad=False):
-    """Uniform on [0, 1)."""
+    """Uniform on [0, 1). Drawn on the host by minigrad's one generator and copied to
+    ``device``, so a seed gives the same numbers on the CPU and the GPU."""
     dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
     arr = backend.generator().random(_shape_arg(size), dtype=_draw_dtype(dtype)).astype(dtype)
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
-    """Standard normal."""
+    """Standard normal, drawn on the host as ``rand``'s."""
     dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
     arr = backend.generator().standard_normal(_shape_arg(size), dtype=_draw_dtype(dtype))
     return Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad)
 
 
 def randint(low, high=None, size=(), dtype=None, device=None):
-    """Integers uniform on [low, high) (``randint(high, size)`` also works, as in PyTorch)."""
+    """Integers uniform on [low, high) (``randint(high, size)`` also works, as in PyTorch),
+    drawn on the host as ``rand``'s."""
     if high is None or isinstance(high, (tuple, list)):
         low, high, size = 0, low, size if high is None else high
     arr = backend.generator().integers(low, high, _shape_arg((size,)), dtype=np.int64)

@@ -15,8 +15,8 @@ from .autograd import engine, graph
 from .autograd.grad_mode import STATE, no_grad
 from .autograd.function import ShapeError, _refresh_view
 from .autograd.graph import TensorBase
-from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _required_dim, _shape_arg,
-                        _split_index)
+from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _one_dim, _required_dim,
+                        _shape_arg, _split_index)
 from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, Cos, CopySlices, Div, Erf, Exp, Expand,
                   GetItem, Log, LogSoftmax, LogSumExp, MatMul, Maximum, MaxDim,
                   Minimum, MinDim, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Relu, Reshape,
@@ -511,12 +511,13 @@ class Tensor(TensorBase):
     def softmax(self, dim=None, *, axis=None):
         if self.data.dtype == np.float16:
             return self.float().softmax(dim, axis=axis).half()
-        return Softmax.apply(_floating(self), dim=_dim(self, _required_dim("softmax", dim, axis)))
+        dim = _one_dim(self, _required_dim("softmax", dim, axis))
+        return Softmax.apply(_floating(self), dim=dim)
 
     def log_softmax(self, dim=None, *, axis=None):
         if self.data.dtype == np.float16:
             return self.float().log_softmax(dim, axis=axis).half()
-        dim = _dim(self, _required_dim("log_softmax", dim, axis))
+        dim = _one_dim(self, _required_dim("log_softmax", dim, axis))
         return LogSoftmax.apply(_floating(self), dim=dim)
 
     # --- shape ------------------------------------------------------------------------------
@@ -587,6 +588,7 @@ class Tensor(TensorBase):
         return self.expand(other.shape)
 
     def split(self, split_size_or_sections, dim=0):
+        _check_not_0d(self, "split")
         d = _dim(self, dim)
         n = self.shape[d]
         if isinstance(split_size_or_sections, _PY_SCALARS):
@@ -597,6 +599,7 @@ class Tensor(TensorBase):
         return Split.apply(self, sizes=tuple(sizes or [0]), dim=d)
 
     def chunk(self, chunks, dim=0):
+        _check_not_0d(self, "chunk")
         n = self.shape[_dim(self, dim)]
         return self.split(builtins.max(1, -(-n // chunks)), dim)
 
@@ -662,10 +665,14 @@ class Tensor(TensorBase):
         return self.fill_(0)
 
     def uniform_(self, a=0.0, b=1.0):
+        """Fill with draws uniform on [a, b). Drawn on the host by minigrad's one generator
+        and copied to the tensor's device, on purpose: a seed gives the same numbers on the
+        CPU and the GPU."""
         draw = backend.generator().random(self.shape) * (b - a) + a
         return self.copy_(draw.astype(self.dtype))
 
     def normal_(self, mean=0.0, std=1.0):
+        """Fill with normal draws of ``mean`` and ``std``, drawn on the host as ``uniform_``'s."""
         draw = backend.generator().standard_normal(self.shape) * std + mean
         return self.copy_(draw.astype(self.dtype))
 
@@ -674,6 +681,10 @@ class Tensor(TensorBase):
         integers: the view is overwritten, ``CopySlices``), or as an index put (index
         tensors)."""
         basic, advanced = _split_index(_index(index, self), self.ndim)
+        if isinstance(value, (list, tuple)):
+            value = np.asarray(value)  # host data (NumPy's dtypes), copied to the device below
+        if _is_array(value):
+            value = Tensor._make(backend.to_device(value, self.device))
         if isinstance(value, Tensor) and value.dtype != self.dtype:
             value = value.to(self.dtype)
         recording = _recording(self, value)
@@ -685,10 +696,8 @@ class Tensor(TensorBase):
         else:
             _check_writable(self, "__setitem__")
             raw = value.data if isinstance(value, Tensor) else value
-            if isinstance(raw, (list, tuple, np.ndarray)) or type(raw) is not type(self.data) \
-                    and hasattr(raw, "shape"):
-                raw = backend.to_device(np.asarray(raw) if isinstance(raw, (list, tuple))
-                                        else raw, self.device)
+            if _is_array(raw):  # a tensor of another device is copied here
+                raw = backend.to_device(raw, self.device)
             target = self.data if advanced is None else self.data[basic]
             try:
                 target[basic if advanced is None else advanced] = raw
@@ -746,9 +755,7 @@ def as_array(data, dtype=None, device=None):
     if isinstance(data, Tensor):
         data = data.data
     dtype = dtypes.as_dtype(dtype)
-    if type(data).__module__.startswith("cupy"):
-        backend.cupy()  # registers cupy.ndarray as a backend array type
-    if type(data) in backend._XP_BY_TYPE:
+    if _is_array(data):
         arr = data if dtype is None or data.dtype == dtype else data.astype(dtype)
     else:
         arr = np.asarray(data, dtype=dtype)
@@ -760,6 +767,13 @@ def as_array(data, dtype=None, device=None):
     if device is not None:
         arr = backend.to_device(arr, device)
     return arr
+
+
+def _is_array(value):
+    """Whether ``value`` is a NumPy or CuPy array (not a NumPy scalar)."""
+    if type(value).__module__.startswith("cupy"):
+        backend.cupy()  # registers cupy.ndarray as a backend array type
+    return type(value) in backend._XP_BY_TYPE
 
 
 def as_tensor(value, like):
@@ -805,8 +819,9 @@ def _int_division(fn, x, y, reflected=False):
     x, y = _operands(x, y, reflected)
     divisor = y.data if isinstance(y, Tensor) else y
     if x.dtype.kind in "biu" if isinstance(x, Tensor) else divisor.dtype.kind in "biu":
-        if builtins.bool((backend.xp_of(x.data if isinstance(x, Tensor) else divisor)
-                          .asarray(divisor) == 0).any()):
+        # a number is checked on the host; a tensor's zeros are read back (one read-back)
+        zero = divisor == 0 if isinstance(divisor, _PY_SCALARS) else (divisor == 0).any()
+        if zero:
             raise RuntimeError(f"{fn}: ZeroDivisionError (integer division by zero)")
     return NonDiff.apply(x, y, fn=fn)
 
@@ -834,9 +849,8 @@ def _arithmetic_(t, op, ufunc, other, alpha=1):
     _check_writable(t, op)
     data = t.data
     raw = other.data if isinstance(other, Tensor) else other
-    if isinstance(raw, (list, tuple)) or (isinstance(raw, np.ndarray)
-                                          and type(data) is not np.ndarray):
-        raw = backend.to_device(np.asarray(raw), t.device)
+    if type(raw) is not np.ndarray or type(data) is not np.ndarray:  # (two host arrays: as is)
+        raw = _operand_array(t, op, other, raw)
     if alpha != 1:
         raw = raw * alpha
     if hasattr(raw, "dtype") and getattr(raw, "ndim", 0) > 0 or isinstance(other, Tensor):
@@ -857,6 +871,20 @@ def _arithmetic_(t, op, ufunc, other, alpha=1):
     return t
 
 
+def _operand_array(t, op, other, raw):
+    """The operand ``raw`` of an in-place op on ``t`` as something t's array module takes:
+    numbers as they are, lists as arrays, an array on t's device. A Tensor on another device
+    is an error, as in an op that records a graph; a bare array is copied to t's device."""
+    if isinstance(raw, _PY_SCALARS) or isinstance(raw, np.generic):
+        return raw
+    if isinstance(raw, (list, tuple)):
+        return backend.xp_of(t.data).asarray(raw)
+    if isinstance(other, Tensor):
+        backend.check_same_device(op, [t.data, raw])
+        return raw
+    return backend.to_device(raw, t.device) if _is_array(raw) else raw
+
+
 def _has_arrays(index):
     items = index if isinstance(index, tuple) else (index,)
     return builtins.any(type(i) in backend._XP_BY_TYPE for i in items)
@@ -866,7 +894,8 @@ def _check_writable(t, op):
     """PyTorch's refusals of an in-place write whatever it computes: into an expanded view
     (several elements share one place in memory), and into a view made under no_grad of a
     tensor that requires grad, with grad mode back on."""
-    if not getattr(t.data.flags, "writeable", True):
+    data = t.data
+    if not getattr(data.flags, "writeable", True) or 0 in data.strides and _expanded(data):
         raise RuntimeError(
             f"{op}: unsupported operation: more than one element of the written-to tensor "
             f"(shape {tuple(t.shape)}, an expanded view) refers to a single memory "
@@ -875,6 +904,19 @@ def _check_writable(t, op):
         raise RuntimeError(f"{op}: a view was created in no_grad mode and is being modified "
                            "inplace with grad mode enabled; move both the view and the "
                            "in-place change inside the no_grad block, or both outside")
+
+
+def _expanded(data):
+    """Whether some element of ``data`` is one memory location seen at several indices (a
+    stride of 0 along a dim of size > 1: broadcast_to's views, read-only in NumPy and
+    writable in CuPy). An empty array has no element to share, whatever its strides."""
+    return data.size > 0 and builtins.any(s == 0 and n > 1
+                                          for n, s in zip(data.shape, data.strides))
+
+
+def _check_not_0d(t, op):
+    if t.ndim == 0:
+        raise ShapeError(f"{op}: expects at least a 1-dimensional tensor, got a 0-d tensor")
 
 
 def _check_not_leaf(t, op):
@@ -963,4 +1005,7 @@ def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):
 def _arg_reduce(t, dim, keepdim, op):
     if dim is None:
         return op.apply(t.reshape(-1), dim=0, keepdim=False)[1]
-    return op.apply(t, dim=_dim(t, dim), keepdim=keepdim)[1]
+    d = _dim(t, dim)
+    if t.ndim == 0:  # a 0-d tensor has one dim to reduce, of size 1: index 0
+        return op.apply(t.reshape(1), dim=0, keepdim=False)[1]
+    return op.apply(t, dim=d, keepdim=keepdim)[1]

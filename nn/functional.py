@@ -9,10 +9,12 @@ import warnings
 import numpy as np
 
 import minigrad as mg
+from minigrad import backend
 from minigrad.arguments import _dim
 from minigrad.fused import Attention, CrossEntropy, Dropout, LayerNorm, Linear
 from minigrad.fused.attention import blocks as attention_blocks
 from minigrad.fused.attention import composite as attention_composite
+from minigrad.ops import GetItem
 
 
 class ArgumentError(mg.ShapeError, AssertionError):
@@ -109,7 +111,9 @@ def embedding(input, weight, padding_idx=None):
         raise IndexError(f"embedding: index {bad} is out of range for {n} embeddings "
                          f"(expected ids in [0, {n}))")
     padding_idx = padding_index("embedding", padding_idx, n)
-    out = weight[input]
+    # the rows by the ids, as weight[input] (which would check the ids again: on a GPU, a
+    # second read-back)
+    out = GetItem.apply(weight, index=backend.to_device(input.data, weight.device))
     if padding_idx is not None:
         # the same values, but the padding positions are cut from the graph
         out = mg.where((input == padding_idx).unsqueeze(-1), out.detach(), out)
@@ -129,11 +133,18 @@ def padding_index(op, padding_idx, num_embeddings):
 
 
 def _first_out_of_range(ids, n, ignore_index=None):
-    """The first of the integer ``ids`` outside [0, n) (other than ``ignore_index``), or None."""
-    bad = (ids < 0) | (ids >= n)
+    """The first of the integer ``ids`` outside [0, n) (other than ``ignore_index``), or None.
+    On a GPU this reads back from the device once: whether there is one, and its value."""
+    flat = ids.data.reshape(-1)
+    if flat.size == 0:
+        return None
+    bad = (flat < 0) | (flat >= n)
     if ignore_index is not None:
-        bad = bad & (ids != ignore_index)
-    return int(ids[bad].reshape(-1)[0].item()) if bad.any() else None
+        bad &= flat != ignore_index
+    first = bad.argmax()  # the first True (0 when there is none)
+    xp = backend.xp_of(flat)
+    found, value = backend.to_host(xp.stack((bad[first].astype(flat.dtype), flat[first])))
+    return int(value) if found else None
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",

@@ -10,6 +10,7 @@ import numpy as np
 
 import minigrad as mg
 from minigrad import backend
+from minigrad.tensor import _is_array
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -338,9 +339,7 @@ def _array_of(value):
     it is (on its device), anything else (a list, a number) through NumPy."""
     if isinstance(value, mg.Tensor):
         return value.data
-    if type(value).__module__.startswith("cupy"):
-        backend.cupy()  # registers cupy.ndarray as a backend array type
-    if type(value) in backend._XP_BY_TYPE:
+    if _is_array(value):
         return value
     return np.asarray(value)
 

@@ -10,6 +10,8 @@ import math
 import types
 import warnings
 
+import numpy as np
+
 from minigrad import backend, no_grad
 from minigrad.tensor import Tensor
 
@@ -71,25 +73,18 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     # the same way. Multiplying by a coefficient clamped to 1 changes nothing, but a nan
     # norm must still reach the gradients, as it does in PyTorch.
     coef = xp.asarray(xp.minimum(xp.reciprocal(total + 1e-6) * max_norm, 1.0))
-    plain = bool(xp.isfinite(coef) & (coef != 0))  # else inf * 0 could happen
     for g in grads:
-        g_coef = backend.to_device(coef, backend.device_of(g)).astype(g.dtype)
-        if plain:
-            g *= g_coef
-        else:
-            _scale_by_zero_or_nan(g, g_coef)
+        _scale_(g, backend.to_device(coef, backend.device_of(g)).astype(g.dtype))
     return Tensor(total)
 
 
-def _scale_by_zero_or_nan(g, coef):
-    """``g *= coef`` in place for a coef of 0 (an inf norm, or max_norm=0) or nan, with
-    PyTorch's results: an inf or nan element becomes nan (inf * 0), the others g * coef.
-    The non-finite elements are never multiplied, so no backend has an invalid operation
-    to warn of (NumPy would, and its error state does not reach CuPy)."""
-    xp = backend.xp_of(g)
-    finite = xp.isfinite(g)
-    g[...] = xp.where(finite, g, 0) * coef
-    g[~finite] = xp.nan
+def _scale_(g, coef):
+    """``g *= coef`` in place, with nothing read back from the device (no branch on the
+    coefficient's value). A coef of 0 (an inf norm, or max_norm=0) turns an inf element
+    into nan (inf * 0), as in PyTorch: NumPy warns of that product, and its error state
+    silences the warning; CuPy computes the same nan and never warns."""
+    with np.errstate(invalid="ignore"):
+        g *= coef
 
 
 def clip_grad_value_(parameters, clip_value):

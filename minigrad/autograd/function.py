@@ -135,10 +135,13 @@ class Function(Node):
             node.needs_input_grad = (False,) * len(args)
 
         try:
-            if cls._raw and type(first_data) is _ndarray and not PROCESS.anomaly:
-                out = cls.forward(node, *arrays, **params)
-            else:
+            if not cls._raw or PROCESS.anomaly:
                 out = cls._forward_general(node, arrays, params, first)
+            elif type(first_data) is _ndarray:
+                out = cls.forward(node, *arrays, **params)
+            else:  # a primitive on a GPU: with that GPU current
+                with backend.device_context(first_data):
+                    out = cls.forward(node, *arrays, **params)
         except (ValueError, IndexError) as e:
             raise _with_op_name(cls, e, arrays) from None
 
@@ -192,7 +195,7 @@ class Function(Node):
 
     @classmethod
     def _forward_general(cls, node, arrays, params, first):
-        """forward for user Functions (on Tensors), on a GPU, or in anomaly mode."""
+        """forward for user Functions (on Tensors), and for every op in anomaly mode."""
         if PROCESS.anomaly:
             node.trace = anomaly.user_frames()
         with backend.device_context(first.data), anomaly.quiet_numpy():

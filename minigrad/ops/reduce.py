@@ -1,6 +1,8 @@
 """Reduction primitives, and the softmax family (primitives for stability and memory).
 
-``dims`` is always a tuple of non-negative axes (the Tensor methods normalise ``dim``).
+``dims`` is always a tuple of non-negative axes (the Tensor methods normalise ``dim``). A 0-d
+input's one dim is the tensor itself: its ``dims`` (and softmax's ``dim``) is the empty tuple,
+so that no axis reaches the array module for a 0-d array (CuPy refuses axis 0 there).
 A gradient is given the reduced axes back as size-1 dims (``_keep``) and then broadcast.
 """
 from .. import backend

@@ -18,11 +18,9 @@ import copy
 import warnings
 from collections import defaultdict
 
-import numpy as np
-
 from .. import backend
 from ..autograd import enable_grad
-from ..tensor import Tensor
+from ..tensor import Tensor, _is_array
 
 
 class _RequiredParameter:
@@ -199,7 +197,7 @@ def _cast(value, param, key, where):
     """A copy of one saved state value for ``param``: Tensors on its device and dtype."""
     if key == "step":
         return int(value.item() if isinstance(value, Tensor) else value)
-    if isinstance(value, np.ndarray):  # a checkpoint format that stores arrays
+    if _is_array(value):  # a checkpoint format that stores arrays (host or device)
         value = Tensor(value)
     if not isinstance(value, Tensor):
         return copy.deepcopy(value)
