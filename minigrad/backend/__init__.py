@@ -12,9 +12,9 @@ which the rest of minigrad reaches as ``backend.<name>``:
   ``check_index_bounds`` (CuPy does not check index arrays), the fused ``gelu``,
   ``gelu_backward``, ``dropout``, ``adam`` (the moments and the update), ``layer_norm``
   (and its backward) and ``softmax`` (and log-softmax, and their backward), each one CUDA
-  kernel on the GPU and the same formula through the array module elsewhere; ``attention`` and its backward (FlashAttention
-  kernels on the GPU, None where the tiled array code runs instead); and ``run_split``,
-  which shares CPU work among cores.
+  kernel on the GPU and the same formula through the array module elsewhere; ``attention``
+  and its backward (FlashAttention kernels on the GPU, None where the tiled array code runs
+  instead); and ``run_split``, which shares CPU work among cores.
 - ``cuda.py``: the CUDA source of those kernels, compiled by CuPy on first use.
 - ``random.py``: one seed behind every random op on every device: host draws for values,
   a counter-based device stream for dropout masks on the GPU (``manual_seed``,

@@ -112,12 +112,12 @@ def to_host(array):
 
 def check_same_device(op, arrays):
     """Raise DeviceError naming ``op`` and both devices when ``arrays`` live on two devices."""
-    first = device_of(arrays[0])
+    first = arrays[0]
     for a in arrays[1:]:
-        other = device_of(a)
-        if other != first:
-            raise DeviceError(
-                f"{op}: expected all tensors on the same device, but found {first} and {other}")
+        if type(a) is not type(first) or (type(a) is not np.ndarray
+                                          and a.device.id != first.device.id):
+            raise DeviceError(f"{op}: expected all tensors on the same device, but found "
+                              f"{device_of(first)} and {device_of(a)}")
 
 
 def device_context(array):

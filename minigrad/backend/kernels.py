@@ -13,11 +13,7 @@ from .devices import cupy, xp_of
 
 def scatter_add(target, index, values):
     """``target[index] += values`` with repeated indices accumulated (unbuffered), in place."""
-    if type(target) is np.ndarray:
-        np.add.at(target, index, values)
-    else:
-        import cupyx
-        cupyx.scatter_add(target, index, values)
+    xp_of(target).add.at(target, index, values)
     return target
 
 
@@ -28,7 +24,7 @@ def check_index_bounds(index, size, dim):
     silently, so on the GPU the bounds are read back (one synchronisation)."""
     if type(index) is np.ndarray or index.size == 0:
         return
-    low, high = int(index.min()), int(index.max())
+    low, high = (int(b) for b in xp_of(index).stack((index.min(), index.max())).get())
     if low < -size or high >= size:
         bad = low if low < -size else high
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
