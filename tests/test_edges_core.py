@@ -13,7 +13,7 @@ import pytest
 
 import minigrad as mg
 import nn
-from tests.torch_ref import MinigradOn, needs_torch_at_least
+from tests.torch_ref import On, needs_torch_at_least
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -324,7 +324,7 @@ def _seen_by_new_thread(lib, form):
 
 @pytest.mark.parametrize("form", ["no_grad", "set_grad_enabled_false"])
 def test_new_thread_starts_with_grad_enabled(form, device):
-    mine = _seen_by_new_thread(MinigradOn(device), form)
+    mine = _seen_by_new_thread(On(mg, device), form)
     assert mine == _seen_by_new_thread(torch, form) == [(True, True), False]
 
 
@@ -534,7 +534,7 @@ def test_gradgradcheck_raises_for_non_differentiable_backward(name, device):
     with pytest.raises(RuntimeError) as info_t:
         torch.autograd.gradgradcheck(fn_t, (_f64_input(torch),))
     assert type(info_t.value).__name__ == "GradcheckError"
-    M = MinigradOn(device)
+    M = On(mg, device)
     fn = _user_functions(M)[name].apply
     with pytest.raises(mg.autograd.GradcheckError) as info:
         mg.autograd.gradgradcheck(fn, (_f64_input(M),))
@@ -546,7 +546,7 @@ def test_gradgradcheck_returns_false_for_non_differentiable_backward(name, devic
     fn_t = _user_functions(torch)[name].apply
     assert torch.autograd.gradgradcheck(fn_t, (_f64_input(torch),),
                                         raise_exception=False) is False
-    M = MinigradOn(device)
+    M = On(mg, device)
     fn = _user_functions(M)[name].apply
     assert mg.autograd.gradgradcheck(fn, (_f64_input(M),), raise_exception=False) is False
 
@@ -554,7 +554,7 @@ def test_gradgradcheck_returns_false_for_non_differentiable_backward(name, devic
 @pytest.mark.parametrize("name", BROKEN_BACKWARDS + ["SquareCorrect"])
 def test_gradcheck_passes_for_right_first_derivatives(name, device):
     assert torch.autograd.gradcheck(_user_functions(torch)[name].apply, (_f64_input(torch),))
-    M = MinigradOn(device)
+    M = On(mg, device)
     assert mg.autograd.gradcheck(_user_functions(M)[name].apply, (_f64_input(M),))
 
 
@@ -572,7 +572,7 @@ CORRECT_SECOND_ORDER = {
 @pytest.mark.parametrize("name", list(CORRECT_SECOND_ORDER))
 def test_gradgradcheck_passes_for_differentiable_ops(name, device):
     fn, shapes = CORRECT_SECOND_ORDER[name]
-    inputs = tuple(_f64_input(MinigradOn(device), s) for s in shapes)
+    inputs = tuple(_f64_input(On(mg, device), s) for s in shapes)
     assert mg.autograd.gradgradcheck(fn, inputs)
     assert mg.autograd.gradgradcheck(fn, inputs, raise_exception=False) is True
 
@@ -719,7 +719,7 @@ def _index_makers(lib, index_dtype):
 
 
 def _index_pair(case, device, index_dtype="int64"):
-    return (INDEX_CASES[case](*_index_makers(MinigradOn(device), index_dtype)),
+    return (INDEX_CASES[case](*_index_makers(On(mg, device), index_dtype)),
             INDEX_CASES[case](*_index_makers(torch, index_dtype)))
 
 
@@ -850,7 +850,7 @@ def test_double_backward_through_attention_of_x_with_itself_matches_torch(form, 
     values = np.random.default_rng(9).standard_normal((1, 2, 3, 4))
     x = mg.tensor(values, requires_grad=True, device=device)
     xt = torch.tensor(values, requires_grad=True)
-    g, loss = _sdpa_second_order(MinigradOn(device), MF, x, kwargs, qkv)
+    g, loss = _sdpa_second_order(On(mg, device), MF, x, kwargs, qkv)
     # torch's fused CPU kernel has no derivative of its backward: its math path has
     from torch.nn.attention import SDPBackend, sdpa_kernel
     with sdpa_kernel(SDPBackend.MATH):
@@ -929,7 +929,7 @@ def test_matmul_of_mixed_dtypes_is_a_dtype_error_not_a_shape_error(case, device)
     s1, d1, s2, d2 = MATMUL_MIXED[case]
     with pytest.raises(RuntimeError) as info_t:
         torch.ones(s1, dtype=getattr(torch, d1)) @ torch.ones(s2, dtype=getattr(torch, d2))
-    M = MinigradOn(device)
+    M = On(mg, device)
     with pytest.raises((RuntimeError, TypeError)) as info:
         M.ones(*s1, dtype=getattr(mg, d1)) @ M.ones(*s2, dtype=getattr(mg, d2))
     assert isinstance(info.value, type(info_t.value))
@@ -1032,7 +1032,7 @@ def test_anomaly_in_forward_raises_without_numpy_warning(case, device):
         warnings.simplefilter("always", append=True)
         with mg.autograd.detect_anomaly():
             with pytest.raises(RuntimeError):
-                ANOMALOUS_FORWARD[case](MinigradOn(device))
+                ANOMALOUS_FORWARD[case](On(mg, device))
     assert_no_runtime_warning(caught)
 
 
@@ -1075,7 +1075,7 @@ SILENT_OUTSIDE_ANOMALY = {
 def test_no_numpy_warning_outside_anomaly_mode_and_torchs_values(case, device):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", append=True)
-        out = SILENT_OUTSIDE_ANOMALY[case](MinigradOn(device))
+        out = SILENT_OUTSIDE_ANOMALY[case](On(mg, device))
     out_t = SILENT_OUTSIDE_ANOMALY[case](torch)
     assert str(out.dtype) == str(out_t.dtype).replace("torch.", "")
     np.testing.assert_array_equal(out.numpy(), out_t.numpy())

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from tests.torch_ref import MinigradOn
+from tests.torch_ref import On
 
 torch = pytest.importorskip("torch")
 LIBRARIES = pytest.mark.parametrize("lib", ["minigrad", "torch"])
@@ -18,7 +18,7 @@ LIBRARIES = pytest.mark.parametrize("lib", ["minigrad", "torch"])
 
 def _library(lib, device):
     """The namespace a program is built with: minigrad on ``device``, or torch."""
-    return torch if lib == "torch" else MinigradOn(device)
+    return torch if lib == "torch" else On(mg, device)
 
 
 def _inputs(M):
@@ -126,7 +126,7 @@ def _torch_names(expression):
 @pytest.mark.parametrize("op", list(SAME_NAME))
 def test_grad_fn_is_named_as_in_torch(op, device):
     type_name, name = _torch_names(SAME_NAME[op])
-    y, _ = _build(SAME_NAME[op], MinigradOn(device))
+    y, _ = _build(SAME_NAME[op], On(mg, device))
     assert type(y.grad_fn).__name__ == type_name
     assert y.grad_fn.name() == name
 
@@ -135,7 +135,7 @@ def test_grad_fn_is_named_as_in_torch(op, device):
 def test_grad_fn_of_composite_ops_has_a_torch_style_name(op, device):
     expression, alternatives = OTHER_NAME[op]
     type_name, _ = _torch_names(expression)
-    y, _ = _build(expression, MinigradOn(device))
+    y, _ = _build(expression, On(mg, device))
     got = type(y.grad_fn).__name__
     assert y.grad_fn.name() == got
     assert got in alternatives | {type_name}
@@ -146,11 +146,11 @@ def test_repr_names_the_grad_fn(op, device):
     def grad_fn_part(y):
         return re.search(r"grad_fn=<\w+>", repr(y)).group(0)
     want = grad_fn_part(_build(SAME_NAME[op], torch)[0])
-    assert grad_fn_part(_build(SAME_NAME[op], MinigradOn(device))[0]) == want
+    assert grad_fn_part(_build(SAME_NAME[op], On(mg, device))[0]) == want
 
 
 def test_repr_of_leaves_and_constants(device):
-    for M in (MinigradOn(device), torch):
+    for M in (On(mg, device), torch):
         x, _, c = _inputs(M)
         assert "requires_grad=True" in repr(x) and "grad_fn" not in repr(x)
         assert "requires_grad" not in repr(c) and "grad_fn" not in repr(c)
@@ -159,7 +159,7 @@ def test_repr_of_leaves_and_constants(device):
 @pytest.mark.parametrize("op", list(SAME_NAME))
 def test_next_functions_have_torch_structure(op, device):
     want = _structure(_build(SAME_NAME[op], torch)[0].grad_fn)
-    y, _ = _build(SAME_NAME[op], MinigradOn(device))
+    y, _ = _build(SAME_NAME[op], On(mg, device))
     nodes = y.grad_fn.next_functions
     assert isinstance(nodes, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in nodes)
     assert _structure(y.grad_fn) == want
@@ -257,7 +257,7 @@ INPLACE_OTHER_NAME = {"masked_fill_": "WhereBackward0", "zero_": "CopyBackwards"
 @pytest.mark.parametrize("op", list(INPLACE_NODES))
 def test_inplace_op_replaces_the_grad_fn_as_in_torch(op, device):
     want = _inplace_graph(op, torch).grad_fn
-    got = _inplace_graph(op, MinigradOn(device)).grad_fn
+    got = _inplace_graph(op, On(mg, device)).grad_fn
     assert _type_name(got) in (_type_name(want), INPLACE_OTHER_NAME.get(op))
     if _type_name(want) == "CopySlices":
         # the base's old node comes first in both; torch's second edge is the view op's
@@ -274,7 +274,7 @@ def test_write_into_a_buffer_makes_copy_slices(device):
         buf = M.zeros(3)
         buf[1:] = w[0, 1:] * 3
         return buf.grad_fn
-    want, got = build(torch), build(MinigradOn(device))
+    want, got = build(torch), build(On(mg, device))
     assert _type_name(got) == _type_name(want) == "CopySlices"
     assert _structure(got) == _structure(want)
 
@@ -311,7 +311,7 @@ def _value(v):
 @pytest.mark.parametrize("name,attr,expression", SAVED, ids=[s[0] for s in SAVED])
 def test_saved_values_are_readable_as_in_torch(name, attr, expression, device):
     want, _ = _saved(torch, attr, expression)
-    got, _ = _saved(MinigradOn(device), attr, expression)
+    got, _ = _saved(On(mg, device), attr, expression)
     np.testing.assert_allclose(_value(got), _value(want), rtol=1e-6)
 
 
@@ -336,7 +336,7 @@ def test_saved_values_are_gone_after_backward(device):
         y = x * w
         y.sum().backward()
         return y.grad_fn._saved_self
-    for M in (torch, MinigradOn(device)):
+    for M in (torch, On(mg, device)):
         with pytest.raises(RuntimeError, match=r"(?i)freed|released") as err:
             program(M)
         assert re.search(r"retain_graph", str(err.value))

@@ -13,7 +13,7 @@ import pytest
 
 import minigrad as mg
 import nn as mg_nn
-from tests.torch_ref import MinigradOn
+from tests.torch_ref import On
 
 torch = pytest.importorskip("torch")
 
@@ -82,7 +82,7 @@ def same_as_torch(program, device):
     same things."""
     t_err, want = _run(torch, program)
     assert t_err is None, f"the case is wrong: torch raised {t_err!r}"
-    m_err, got = _run(MinigradOn(device), program)
+    m_err, got = _run(On(mg, device), program)
     if m_err is not None:
         raise AssertionError(f"torch succeeds, minigrad raised {m_err!r}") from m_err
     _assert_same(got, want)
@@ -95,7 +95,7 @@ def raises_like_torch(program, device, torch_phrase, *patterns):
     t_err, _ = _run(torch, program)
     assert isinstance(t_err, RuntimeError), f"the case is wrong: torch gave {t_err!r}"
     assert torch_phrase in str(t_err), f"the case is wrong: torch said {t_err}"
-    m_err, got = _run(MinigradOn(device), program)
+    m_err, got = _run(On(mg, device), program)
     assert m_err is not None, f"torch raises ({t_err}); minigrad returned {got!r}"
     assert isinstance(m_err, RuntimeError), f"expected RuntimeError, minigrad raised {m_err!r}"
     for p in patterns:

@@ -7,8 +7,6 @@ import re
 import numpy as np
 import pytest
 
-import minigrad as mg
-
 try:
     import torch
 except ImportError:  # pragma: no cover - depends on the machine
@@ -44,20 +42,20 @@ def to_torch(t, requires_grad=None):
     return torch.tensor(np.array(t.numpy()), requires_grad=rg)
 
 
-class MinigradOn:
-    """minigrad as a namespace whose tensor makers (``tensor``, ``zeros``, ``arange``, ...)
-    put their tensors on ``device``: programs written once against ``M`` (minigrad or torch)
-    run minigrad on the tested device while torch stays the CPU reference."""
+class On:
+    """``mod`` (minigrad or torch) whose tensor makers (``tensor``, ``zeros``, ``arange``, ...)
+    default to ``device``: a program written once against ``M`` runs minigrad as
+    ``On(mg, device)`` on the tested device while torch stays the CPU reference."""
 
-    MAKERS = frozenset("tensor zeros ones empty full arange linspace eye rand randn "
-                       "randint".split())
+    CREATORS = frozenset("tensor zeros ones empty full arange linspace eye rand randn "
+                         "randint".split())
 
-    def __init__(self, device):
-        self.device = device
+    def __init__(self, mod, device):
+        self.mod, self.device = mod, device
 
     def __getattr__(self, name):
-        value = getattr(mg, name)
-        return functools.partial(value, device=self.device) if name in self.MAKERS else value
+        fn = getattr(self.mod, name)
+        return functools.partial(fn, device=self.device) if name in self.CREATORS else fn
 
     def __repr__(self):
-        return f"minigrad on {self.device}"
+        return f"{self.mod.__name__} on {self.device}"
