@@ -155,7 +155,7 @@ F16_GRAD_CASES = [(op, "sum_overflows") for op in F16_OPS] + [
 
 @pytest.mark.parametrize("op, data", F16_GRAD_CASES)
 def test_float16_reduction_gradients_match_torch(op, data, device):
-    x = mg.tensor(_f16_values(data), requires_grad=True, device=device)
+    x = mg.tensor(_f16_values(data), device=device, requires_grad=True)
     out = F16_OPS[op](MF, x)
     out.backward(mg.tensor(_f16_seed(out.shape), device=device))
     refs = [_torch_op_results(op, data, dtype, backward=True)
@@ -173,7 +173,7 @@ def _torch_layer_norm_module_results(data, dtype):
 
 @pytest.mark.parametrize("data", list(F16_DATA))
 def test_float16_layer_norm_module_matches_torch(data, device):
-    x = mg.tensor(_f16_values(data), requires_grad=True, device=device)
+    x = mg.tensor(_f16_values(data), device=device, requires_grad=True)
     layer = nn.LayerNorm(x.shape[-1], dtype=mg.float16).to(device)
     out = layer(x)
     out.backward(mg.tensor(_f16_seed(out.shape, seed=1), device=device))
@@ -297,7 +297,7 @@ def test_no_grad_in_another_thread_leaves_this_thread_recording(form, device):
     t.start()
     try:
         assert entered.wait(timeout=10)
-        x = mg.ones(2, requires_grad=True, device=device)
+        x = mg.ones(2, device=device, requires_grad=True)
         assert mg.is_grad_enabled()
         assert (x * 2).requires_grad
     finally:
@@ -342,7 +342,7 @@ def test_enable_grad_in_another_thread_leaves_no_grad_here(device):
         try:
             assert entered.wait(timeout=10)
             assert not mg.is_grad_enabled()
-            assert not (mg.ones(2, requires_grad=True, device=device) * 2).requires_grad
+            assert not (mg.ones(2, device=device, requires_grad=True) * 2).requires_grad
         finally:
             checked.set()
             t.join(timeout=10)
@@ -848,7 +848,7 @@ SDPA_FORMS = {
 def test_double_backward_through_attention_of_x_with_itself_matches_torch(form, device):
     qkv, kwargs = SDPA_FORMS[form]
     values = np.random.default_rng(9).standard_normal((1, 2, 3, 4))
-    x = mg.tensor(values, requires_grad=True, device=device)
+    x = mg.tensor(values, device=device, requires_grad=True)
     xt = torch.tensor(values, requires_grad=True)
     g, loss = _sdpa_second_order(On(mg, device), MF, x, kwargs, qkv)
     # torch's fused CPU kernel has no derivative of its backward: its math path has
@@ -878,7 +878,7 @@ DATA_REPLACED = {
 
 @pytest.mark.parametrize("case", list(DATA_REPLACED))
 def test_backward_after_data_replaced_is_torchs_gradient_or_a_clear_error(case, device):
-    x = mg.tensor([1.0, 2.0], requires_grad=True, device=device)
+    x = mg.tensor([1.0, 2.0], device=device, requires_grad=True)
     xt = torch.tensor([1.0, 2.0], requires_grad=True)
     out, out_t = DATA_REPLACED[case](x), DATA_REPLACED[case](xt)
     x.data = mg.tensor([5.0, 7.0], device=device).data
@@ -895,7 +895,7 @@ def test_backward_after_data_replaced_is_torchs_gradient_or_a_clear_error(case, 
 
 
 def test_output_data_replaced_keeps_the_saved_output_as_torch(device):
-    x = mg.tensor([1.0, 2.0], requires_grad=True, device=device)
+    x = mg.tensor([1.0, 2.0], device=device, requires_grad=True)
     xt = torch.tensor([1.0, 2.0], requires_grad=True)
     y, yt = x.exp(), xt.exp()
     y.data = mg.tensor([5.0, 7.0], device=device).data
@@ -985,7 +985,7 @@ def test_backward_with_empty_inputs_raises_as_torch(empty, device):
     xt = torch.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError, match="cannot be empty"):
         (xt * 2).sum().backward(inputs=empty)
-    x = mg.ones(2, requires_grad=True, device=device)
+    x = mg.ones(2, device=device, requires_grad=True)
     with pytest.raises(RuntimeError) as info:
         (x * 2).sum().backward(inputs=empty)
     msg = str(info.value)
@@ -1000,7 +1000,7 @@ def test_grad_with_empty_inputs_raises_as_torch(empty, device):
     xt = torch.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError, match="cannot be empty"):
         torch.autograd.grad((xt * 2).sum(), empty)
-    x = mg.ones(2, requires_grad=True, device=device)
+    x = mg.ones(2, device=device, requires_grad=True)
     with pytest.raises(RuntimeError) as info:
         mg.grad((x * 2).sum(), empty)
     msg = str(info.value)
@@ -1045,7 +1045,7 @@ ANOMALOUS_BACKWARD = {
 
 @pytest.mark.parametrize("case", list(ANOMALOUS_BACKWARD))
 def test_anomaly_in_backward_raises_without_numpy_warning(case, device):
-    x = mg.tensor([0.0, 1.0], requires_grad=True, device=device)
+    x = mg.tensor([0.0, 1.0], device=device, requires_grad=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", append=True)
         with mg.autograd.detect_anomaly():
@@ -1084,7 +1084,7 @@ def test_no_numpy_warning_outside_anomaly_mode_and_torchs_values(case, device):
 
 @pytest.mark.parametrize("case", list(ANOMALOUS_BACKWARD))
 def test_no_numpy_warning_in_backward_outside_anomaly_mode(case, device):
-    x = mg.tensor([0.0, 1.0], requires_grad=True, device=device)
+    x = mg.tensor([0.0, 1.0], device=device, requires_grad=True)
     xt = torch.tensor([0.0, 1.0], requires_grad=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", append=True)
