@@ -59,7 +59,7 @@ def close(a, b, tol=1e-10):
 def test_encoder_layer_matches_torch(norm_first, activation, masks, device):
     ours, theirs = pair("enc", norm_first, device, activation)
     rng = np.random.default_rng(0)
-    x, tx = both(rng.standard_normal((2, 5, 8)))
+    x, tx = both(rng.standard_normal((2, 5, 8)), device)
     kw, tkw = {}, {}
     if masks == "causal":
         kw = dict(is_causal=True)
@@ -88,8 +88,8 @@ def test_encoder_layer_matches_torch(norm_first, activation, masks, device):
 def test_decoder_layer_matches_torch(norm_first, device):
     ours, theirs = pair("dec", norm_first, device)
     rng = np.random.default_rng(1)
-    y, ty = both(rng.standard_normal((2, 4, 8)))
-    m, tm = both(rng.standard_normal((2, 6, 8)))
+    y, ty = both(rng.standard_normal((2, 4, 8)), device)
+    m, tm = both(rng.standard_normal((2, 6, 8)), device)
     pad = np.array([[False] * 6, [False] * 4 + [True] * 2])
     out = ours(y, m, tgt_is_causal=True, memory_key_padding_mask=mg.tensor(pad, device=device))
     tout = theirs(ty, tm, tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(
@@ -227,8 +227,8 @@ def _kw(kind, rng, masks, T, S, device):
 def test_unbatched_layer_matches_torch(kind, norm_first, masks, device):
     ours, theirs = pair(kind, norm_first, device)
     rng = np.random.default_rng(3)
-    x, tx = both(rng.standard_normal((5, 8)))
-    m, tm = both(rng.standard_normal((6, 8)))
+    x, tx = both(rng.standard_normal((5, 8)), device)
+    m, tm = both(rng.standard_normal((6, 8)), device)
     kw, tkw = _kw(kind, rng, masks, 5, 6, device)
     out = ours(x, **kw) if kind == "enc" else ours(x, m, **kw)
     tout = theirs(tx, **tkw) if kind == "enc" else theirs(tx, tm, **tkw)
@@ -263,8 +263,8 @@ def test_unbatched_stacks_match_torch(norm_first, device):
         tsd.update({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()
                     if k.startswith("norm.")})
         theirs.load_state_dict(tsd)
-    x, tx = both(rng.standard_normal((5, 8)))
-    m, tm = both(rng.standard_normal((6, 8)))
+    x, tx = both(rng.standard_normal((5, 8)), device)
+    m, tm = both(rng.standard_normal((6, 8)), device)
     kw, tkw = _kw("enc", rng, "all", 5, 6, device)
     tkw["mask"] = tkw.pop("src_mask")  # the stack's name of it
     close(enc(x, **kw), tenc(tx, **tkw))
