@@ -224,8 +224,8 @@ def test_mhc_gpt_cache_and_generate(device):
     model = tiny(device, residual="mhc")
     with mg.no_grad():  # away from the start, where mHC is the ordinary residual
         for block in model.blocks:
-            block.hc1.res_logits.copy_(mg.randn(4, 4))
-            block.hc2.pre.copy_(mg.rand(4))
+            block.hc1.res_logits.copy_(mg.randn(4, 4, device=device))
+            block.hc2.pre.copy_(mg.rand(4, device=device))
     x = ids(IDX, device)
     full = model(x).numpy()
     cache = model.new_cache()

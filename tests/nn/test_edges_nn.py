@@ -261,7 +261,7 @@ def test_padding_idx_range_and_normalisation_match_torch(padding_idx, device):
                                                   padding_idx),
             "embedding", f"padding_idx {padding_idx}")
         return
-    assert nn.Embedding(10, 4, padding_idx=padding_idx).padding_idx == expected
+    assert nn.Embedding(10, 4, padding_idx=padding_idx, device=device).padding_idx == expected
 
 
 @needs_torch

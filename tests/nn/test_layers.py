@@ -201,7 +201,7 @@ def test_linear_is_x_w_transposed_plus_b(device):
     lin.load_state_dict({"weight": w, "bias": np.array([0.5, -2.0], np.float32)})
     x = mg.tensor([[1.0, 1.0, 1.0], [2.0, 0.0, -1.0]], device=device)
     np.testing.assert_allclose(lin(x).numpy(), [[6.5, -2.5], [-0.5, -4.0]])
-    assert list(nn.Linear(3, 2, bias=False).state_dict()) == ["weight"]
+    assert list(nn.Linear(3, 2, bias=False, device=device).state_dict()) == ["weight"]
 
 
 # --- Embedding -------------------------------------------------------------------------------

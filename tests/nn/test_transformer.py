@@ -122,12 +122,12 @@ def test_stacks_match_torch(norm_first, device):
 
 
 def test_layers_are_independent_copies(device):
-    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16)
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16).to(device)
     enc = nn.TransformerEncoder(layer, 3)
     ws = [enc.layers[i].ffn.linear1.weight for i in range(3)]
     assert ws[0] is not ws[1] and ws[1] is not ws[2]
     assert len(list(enc.parameters())) == 3 * len(list(layer.parameters()))
-    enc2 = nn.TransformerEncoder(lambda: nn.TransformerEncoderLayer(8, 2, 16), 2)
+    enc2 = nn.TransformerEncoder(lambda: nn.TransformerEncoderLayer(8, 2, 16), 2).to(device)
     assert "layers.1.self_attn.q_proj.weight" in enc2.state_dict()
 
 
