@@ -1,7 +1,8 @@
 """The recorded graph as the user sees it, against PyTorch: ``grad_fn`` names and reprs,
 ``next_functions`` (with AccumulateGrad nodes for leaves) and saved values.
 
-Each expression is written once and built with ``M = minigrad`` and with ``M = torch``.
+Each expression is written once and built with ``M = minigrad`` (its tensors made on the
+tested device) and with ``M = torch`` (the CPU reference).
 """
 import re
 
@@ -9,8 +10,15 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from tests.torch_ref import On
 
 torch = pytest.importorskip("torch")
+LIBRARIES = pytest.mark.parametrize("lib", ["minigrad", "torch"])
+
+
+def _library(lib, device):
+    """The namespace a program is built with: minigrad on ``device``, or torch."""
+    return torch if lib == "torch" else On(mg, device)
 
 
 def _inputs(M):
@@ -35,7 +43,7 @@ def _structure(node):
 
 
 def _gelu(M, x):
-    return x.gelu() if M is mg else torch.nn.functional.gelu(x)
+    return torch.nn.functional.gelu(x) if M is torch else x.gelu()
 
 
 # Ops whose minigrad node is the same kind as torch's: the name must be torch's.
@@ -116,49 +124,50 @@ def _torch_names(expression):
 
 
 @pytest.mark.parametrize("op", list(SAME_NAME))
-def test_grad_fn_is_named_as_in_torch(op):
+def test_grad_fn_is_named_as_in_torch(op, device):
     type_name, name = _torch_names(SAME_NAME[op])
-    y, _ = _build(SAME_NAME[op], mg)
+    y, _ = _build(SAME_NAME[op], On(mg, device))
     assert type(y.grad_fn).__name__ == type_name
     assert y.grad_fn.name() == name
 
 
 @pytest.mark.parametrize("op", list(OTHER_NAME))
-def test_grad_fn_of_composite_ops_has_a_torch_style_name(op):
+def test_grad_fn_of_composite_ops_has_a_torch_style_name(op, device):
     expression, alternatives = OTHER_NAME[op]
     type_name, _ = _torch_names(expression)
-    y, _ = _build(expression, mg)
+    y, _ = _build(expression, On(mg, device))
     got = type(y.grad_fn).__name__
     assert y.grad_fn.name() == got
     assert got in alternatives | {type_name}
 
 
 @pytest.mark.parametrize("op", ["mul", "add_scalar", "sum", "exp", "view", "to_float64"])
-def test_repr_names_the_grad_fn(op):
+def test_repr_names_the_grad_fn(op, device):
     def grad_fn_part(y):
         return re.search(r"grad_fn=<\w+>", repr(y)).group(0)
     want = grad_fn_part(_build(SAME_NAME[op], torch)[0])
-    assert grad_fn_part(_build(SAME_NAME[op], mg)[0]) == want
+    assert grad_fn_part(_build(SAME_NAME[op], On(mg, device))[0]) == want
 
 
-def test_repr_of_leaves_and_constants():
-    for M in (mg, torch):
+def test_repr_of_leaves_and_constants(device):
+    for M in (On(mg, device), torch):
         x, _, c = _inputs(M)
         assert "requires_grad=True" in repr(x) and "grad_fn" not in repr(x)
         assert "requires_grad" not in repr(c) and "grad_fn" not in repr(c)
 
 
 @pytest.mark.parametrize("op", list(SAME_NAME))
-def test_next_functions_have_torch_structure(op):
+def test_next_functions_have_torch_structure(op, device):
     want = _structure(_build(SAME_NAME[op], torch)[0].grad_fn)
-    y, _ = _build(SAME_NAME[op], mg)
+    y, _ = _build(SAME_NAME[op], On(mg, device))
     nodes = y.grad_fn.next_functions
     assert isinstance(nodes, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in nodes)
     assert _structure(y.grad_fn) == want
 
 
-@pytest.mark.parametrize("M", [mg, torch], ids=["minigrad", "torch"])
-def test_accumulate_grad_holds_the_leaf(M):
+@LIBRARIES
+def test_accumulate_grad_holds_the_leaf(lib, device):
+    M = _library(lib, device)
     x, w, c = _inputs(M)
     (acc, i), (nothing, j) = (x * c).grad_fn.next_functions
     assert type(acc).__name__ == "AccumulateGrad" and acc.variable is x and i == 0
@@ -167,15 +176,17 @@ def test_accumulate_grad_holds_the_leaf(M):
     assert a.variable is x and b.variable is w
 
 
-@pytest.mark.parametrize("M", [mg, torch], ids=["minigrad", "torch"])
-def test_a_leaf_used_twice_has_one_accumulate_grad(M):
+@LIBRARIES
+def test_a_leaf_used_twice_has_one_accumulate_grad(lib, device):
+    M = _library(lib, device)
     x, _, _ = _inputs(M)
     (a, _), (b, _) = (x * x).grad_fn.next_functions
     assert a is b
 
 
-@pytest.mark.parametrize("M", [mg, torch], ids=["minigrad", "torch"])
-def test_next_functions_chain_through_the_graph(M):
+@LIBRARIES
+def test_next_functions_chain_through_the_graph(lib, device):
+    M = _library(lib, device)
     x, w, _ = _inputs(M)
     h = x * w
     y = h.exp().sum()
@@ -185,16 +196,18 @@ def test_next_functions_chain_through_the_graph(M):
     assert mul_node is h.grad_fn
 
 
-@pytest.mark.parametrize("M", [mg, torch], ids=["minigrad", "torch"])
-def test_outputs_of_one_node_are_told_apart_by_index(M):
+@LIBRARIES
+def test_outputs_of_one_node_are_told_apart_by_index(lib, device):
+    M = _library(lib, device)
     x, _, _ = _inputs(M)
     a, b = x.split(1)
     (na, ia), (nb, ib) = (a + b).grad_fn.next_functions
     assert na is nb and type(na).__name__ == "SplitBackward0" and (ia, ib) == (0, 1)
 
 
-@pytest.mark.parametrize("M", [mg, torch], ids=["minigrad", "torch"])
-def test_no_grad_fn_without_a_graph(M):
+@LIBRARIES
+def test_no_grad_fn_without_a_graph(lib, device):
+    M = _library(lib, device)
     x, _, c = _inputs(M)
     with M.no_grad():
         y = x * 2
@@ -242,9 +255,9 @@ INPLACE_OTHER_NAME = {"masked_fill_": "WhereBackward0", "zero_": "CopyBackwards"
 
 
 @pytest.mark.parametrize("op", list(INPLACE_NODES))
-def test_inplace_op_replaces_the_grad_fn_as_in_torch(op):
+def test_inplace_op_replaces_the_grad_fn_as_in_torch(op, device):
     want = _inplace_graph(op, torch).grad_fn
-    got = _inplace_graph(op, mg).grad_fn
+    got = _inplace_graph(op, On(mg, device)).grad_fn
     assert _type_name(got) in (_type_name(want), INPLACE_OTHER_NAME.get(op))
     if _type_name(want) == "CopySlices":
         # the base's old node comes first in both; torch's second edge is the view op's
@@ -255,13 +268,13 @@ def test_inplace_op_replaces_the_grad_fn_as_in_torch(op):
         assert _structure(got) == _structure(want)
 
 
-def test_write_into_a_buffer_makes_copy_slices():
+def test_write_into_a_buffer_makes_copy_slices(device):
     def build(M):
         _, w, _ = _inputs(M)
         buf = M.zeros(3)
         buf[1:] = w[0, 1:] * 3
         return buf.grad_fn
-    want, got = build(torch), build(mg)
+    want, got = build(torch), build(On(mg, device))
     assert _type_name(got) == _type_name(want) == "CopySlices"
     assert _structure(got) == _structure(want)
 
@@ -296,32 +309,34 @@ def _value(v):
 
 
 @pytest.mark.parametrize("name,attr,expression", SAVED, ids=[s[0] for s in SAVED])
-def test_saved_values_are_readable_as_in_torch(name, attr, expression):
+def test_saved_values_are_readable_as_in_torch(name, attr, expression, device):
     want, _ = _saved(torch, attr, expression)
-    got, _ = _saved(mg, attr, expression)
+    got, _ = _saved(On(mg, device), attr, expression)
     np.testing.assert_allclose(_value(got), _value(want), rtol=1e-6)
 
 
-@pytest.mark.parametrize("M", [mg, torch], ids=["minigrad", "torch"])
-def test_saved_leaf_is_the_leaf_itself(M):
+@LIBRARIES
+def test_saved_leaf_is_the_leaf_itself(lib, device):
+    M = _library(lib, device)
     x, w, _ = _inputs(M)
     y = x * w
     assert y.grad_fn._saved_self is x and y.grad_fn._saved_other is w
 
 
-@pytest.mark.parametrize("M", [mg, torch], ids=["minigrad", "torch"])
-def test_unsaved_input_reads_as_none(M):
+@LIBRARIES
+def test_unsaved_input_reads_as_none(lib, device):
+    M = _library(lib, device)
     x, _, c = _inputs(M)
     assert (x * c).grad_fn._saved_self is None  # x's value is not needed: c has no grad
 
 
-def test_saved_values_are_gone_after_backward():
+def test_saved_values_are_gone_after_backward(device):
     def program(M):
         x, w, _ = _inputs(M)
         y = x * w
         y.sum().backward()
         return y.grad_fn._saved_self
-    for M in (torch, mg):
+    for M in (torch, On(mg, device)):
         with pytest.raises(RuntimeError, match=r"(?i)freed|released") as err:
             program(M)
         assert re.search(r"retain_graph", str(err.value))

@@ -1,7 +1,8 @@
 """In-place operations, views and the version counter, against PyTorch.
 
 Every case is one small program written once against the shared API and run twice: with
-``M = minigrad`` and with ``M = torch``. Either both succeed and give the same values,
+``M = minigrad`` (its tensors made on the tested device) and with ``M = torch`` (the CPU
+reference). Either both succeed and give the same values,
 gradients, versions and flags, or both raise RuntimeError (minigrad's message is matched on
 a few robust words, since its wording is its own).
 """
@@ -12,6 +13,7 @@ import pytest
 
 import minigrad as mg
 import nn as mg_nn
+from tests.torch_ref import On
 
 torch = pytest.importorskip("torch")
 
@@ -19,11 +21,16 @@ torch = pytest.importorskip("torch")
 # --- the harness ----------------------------------------------------------------------------
 
 def _nn(M):
-    return mg_nn if M is mg else torch.nn
+    return torch.nn if M is torch else mg_nn
+
+
+def _on_device(M, module):
+    """``module`` moved to minigrad's tested device (torch's stays on the CPU)."""
+    return module if M is torch else module.to(M.device)
 
 
 def _grad(M, *args, **kwargs):
-    return (mg.grad if M is mg else torch.autograd.grad)(*args, **kwargs)
+    return (torch.autograd.grad if M is torch else mg.grad)(*args, **kwargs)
 
 
 def _numpy(t):
@@ -70,23 +77,25 @@ def _assert_same(got, want, where="result"):
         assert got == want, f"{where}: minigrad {got!r}, torch {want!r}"
 
 
-def same_as_torch(program):
-    """Both libraries run ``program`` without error and return the same things."""
+def same_as_torch(program, device):
+    """Both libraries run ``program`` (minigrad on ``device``) without error and return the
+    same things."""
     t_err, want = _run(torch, program)
     assert t_err is None, f"the case is wrong: torch raised {t_err!r}"
-    m_err, got = _run(mg, program)
+    m_err, got = _run(On(mg, device), program)
     if m_err is not None:
         raise AssertionError(f"torch succeeds, minigrad raised {m_err!r}") from m_err
     _assert_same(got, want)
 
 
-def raises_like_torch(program, torch_phrase, *patterns):
-    """Both raise RuntimeError: torch's message contains ``torch_phrase`` and minigrad's
-    matches every regular expression in ``patterns`` (case-insensitive). Returns both."""
+def raises_like_torch(program, device, torch_phrase, *patterns):
+    """Both raise RuntimeError (minigrad on ``device``): torch's message contains
+    ``torch_phrase`` and minigrad's matches every regular expression in ``patterns``
+    (case-insensitive). Returns both."""
     t_err, _ = _run(torch, program)
     assert isinstance(t_err, RuntimeError), f"the case is wrong: torch gave {t_err!r}"
     assert torch_phrase in str(t_err), f"the case is wrong: torch said {t_err}"
-    m_err, got = _run(mg, program)
+    m_err, got = _run(On(mg, device), program)
     assert m_err is not None, f"torch raises ({t_err}); minigrad returned {got!r}"
     assert isinstance(m_err, RuntimeError), f"expected RuntimeError, minigrad raised {m_err!r}"
     for p in patterns:
@@ -97,10 +106,10 @@ def raises_like_torch(program, torch_phrase, *patterns):
 INPLACE_WORDS = r"in[- ]?place"
 
 
-def raises_version_error(program):
+def raises_version_error(program, device):
     """torch's 'modified by an inplace operation ... is at version N; expected version M':
     minigrad must say so too, naming both versions."""
-    m_err, t_err = raises_like_torch(program, "modified by an inplace operation",
+    m_err, t_err = raises_like_torch(program, device, "modified by an inplace operation",
                                      INPLACE_WORDS, "version")
     now, expected = re.search(r"is at version (\d+); expected version (\d+)", str(t_err)).groups()
     for n in (now, expected):
@@ -190,7 +199,7 @@ VIEWS = {
 
 
 @pytest.mark.parametrize("view", list(VIEWS))
-def test_inplace_on_view_and_base_share_versions(view):
+def test_inplace_on_view_and_base_share_versions(view, device):
     def program(M):
         x = _base(M)
         v = VIEWS[view](x)
@@ -202,38 +211,38 @@ def test_inplace_on_view_and_base_share_versions(view):
         v.zero_()
         states.append((x._version, v._version, x))
         return states
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 @pytest.mark.parametrize("op", OP_NAMES)
 @pytest.mark.parametrize("view", ["slice", "transpose"])
-def test_each_inplace_op_on_a_view_bumps_the_base(op, view):
+def test_each_inplace_op_on_a_view_bumps_the_base(op, view, device):
     def program(M):
         x = _base(M)
         v = VIEWS[view](x)
         INPLACE_OPS[op](M, v)
         return x._version, v._version, x, v
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 @pytest.mark.parametrize("op", OP_NAMES)
-def test_each_inplace_op_on_the_base_bumps_its_views(op):
+def test_each_inplace_op_on_the_base_bumps_its_views(op, device):
     def program(M):
         x = _base(M)
         views = [x[1:], x.transpose(0, 2), x.detach(), x.view(12)]
         INPLACE_OPS[op](M, x)
         return [(v._version, v) for v in views] + [x._version]
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_expanded_view_shares_the_version_of_its_base():
+def test_expanded_view_shares_the_version_of_its_base(device):
     def program(M):
         x = M.zeros(1, 3)
         v = x.expand(2, 3)
         x.add_(1.0)
         v.fill_(4.0)  # allowed in torch: every element is written with the same value
         return x._version, v._version, x, v
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 COPIES = {
@@ -249,13 +258,13 @@ COPIES = {
 
 
 @pytest.mark.parametrize("copy", list(COPIES))
-def test_inplace_on_a_copy_leaves_the_original_alone(copy):
+def test_inplace_on_a_copy_leaves_the_original_alone(copy, device):
     def program(M):
         x = _base(M)
         c = COPIES[copy](x)
         c.add_(1.0)
         return x._version, c._version, x, c
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 # --- tensors saved for backward and then changed in place ---------------------------------
@@ -322,28 +331,28 @@ def _saved_program(case, modify):
 
 
 @pytest.mark.parametrize("case", list(SAVED))
-def test_changing_a_saved_tensor_fails_backward(case):
-    raises_version_error(_saved_program(SAVED[case], INPLACE_OPS["add_"]))
+def test_changing_a_saved_tensor_fails_backward(case, device):
+    raises_version_error(_saved_program(SAVED[case], INPLACE_OPS["add_"]), device)
 
 
 @pytest.mark.parametrize("op", OP_NAMES)
-def test_each_inplace_op_on_a_saved_input_fails_backward(op):
-    raises_version_error(_saved_program(SAVED["mul_other"], INPLACE_OPS[op]))
+def test_each_inplace_op_on_a_saved_input_fails_backward(op, device):
+    raises_version_error(_saved_program(SAVED["mul_other"], INPLACE_OPS[op]), device)
 
 
 @pytest.mark.parametrize("op", OP_NAMES)
-def test_each_inplace_op_on_a_saved_output_fails_backward(op):
-    raises_version_error(_saved_program(SAVED["exp_output"], INPLACE_OPS[op]))
+def test_each_inplace_op_on_a_saved_output_fails_backward(op, device):
+    raises_version_error(_saved_program(SAVED["exp_output"], INPLACE_OPS[op]), device)
 
 
 @pytest.mark.parametrize("case", list(NOT_SAVED))
-def test_changing_a_tensor_that_was_not_saved_is_fine(case):
-    same_as_torch(_saved_program(NOT_SAVED[case], INPLACE_OPS["add_"]))
+def test_changing_a_tensor_that_was_not_saved_is_fine(case, device):
+    same_as_torch(_saved_program(NOT_SAVED[case], INPLACE_OPS["add_"]), device)
 
 
 @pytest.mark.parametrize("op", ["mul_", "setitem_all", "zero_", "copy_", "iadd"])
-def test_other_inplace_ops_on_unsaved_tensors_are_fine(op):
-    same_as_torch(_saved_program(NOT_SAVED["add_other"], INPLACE_OPS[op]))
+def test_other_inplace_ops_on_unsaved_tensors_are_fine(op, device):
+    same_as_torch(_saved_program(NOT_SAVED["add_other"], INPLACE_OPS[op]), device)
 
 
 THROUGH_VIEWS = {
@@ -355,36 +364,36 @@ THROUGH_VIEWS = {
 
 
 @pytest.mark.parametrize("how", list(THROUGH_VIEWS))
-def test_changing_a_saved_tensor_through_a_view_fails_backward(how):
+def test_changing_a_saved_tensor_through_a_view_fails_backward(how, device):
     def program(M):
         x = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
         a = M.tensor([2.0, 3.0, 4.0])
         y = x * a
         THROUGH_VIEWS[how](M, a)
         y.sum().backward()
-    raises_version_error(program)
+    raises_version_error(program, device)
 
 
-def test_changing_the_base_of_a_saved_view_fails_backward():
+def test_changing_the_base_of_a_saved_view_fails_backward(device):
     def program(M):
         x = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
         base = M.tensor([1.0, 2.0, 3.0, 4.0])
         y = x * base[1:]
         base.mul_(2.0)
         y.sum().backward()
-    raises_version_error(program)
+    raises_version_error(program, device)
 
 
-def test_detached_output_changed_in_place_fails_backward():
+def test_detached_output_changed_in_place_fails_backward(device):
     def program(M):
         x = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
         y = x.exp()
         y.detach().add_(1.0)
         y.sum().backward()
-    raises_version_error(program)
+    raises_version_error(program, device)
 
 
-def test_changes_undone_do_not_fool_the_check():
+def test_changes_undone_do_not_fool_the_check(device):
     def program(M):
         x = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
         a = M.tensor([2.0, 3.0, 4.0])
@@ -392,17 +401,17 @@ def test_changes_undone_do_not_fool_the_check():
         a.add_(1.0)
         a.sub_(1.0)  # same values, but two versions later
         y.sum().backward()
-    raises_version_error(program)
+    raises_version_error(program, device)
 
 
-def test_mg_grad_also_checks_versions():
+def test_mg_grad_also_checks_versions(device):
     def program(M):
         x = M.tensor([0.5, 1.0, 1.5], requires_grad=True)
         a = M.tensor([2.0, 3.0, 4.0])
         y = (x * a).sum()
         a[0] = 9.0
         return _grad(M, y, x)
-    raises_version_error(program)
+    raises_version_error(program, device)
 
 
 # --- in-place operations inside the graph -------------------------------------------------
@@ -438,14 +447,14 @@ CHAINS = {
 
 
 @pytest.mark.parametrize("chain", list(CHAINS))
-def test_inplace_on_a_non_leaf_is_recorded(chain):
+def test_inplace_on_a_non_leaf_is_recorded(chain, device):
     def program(M):
         x, w = _leaves(M)
         b = x * 1
         CHAINS[chain](M, b, x, w)
         _weighted_backward(M, b)
         return b, b.is_leaf, b.requires_grad, b._version, x.grad, w.grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 BUFFER_WRITES = {
@@ -467,7 +476,7 @@ BUFFER_WRITES = {
 
 
 @pytest.mark.parametrize("write", list(BUFFER_WRITES))
-def test_writing_graph_tensors_into_a_plain_buffer(write):
+def test_writing_graph_tensors_into_a_plain_buffer(write, device):
     def program(M):
         _, w = _leaves(M)
         buf = M.tensor([1.0, -2.0, 3.0])
@@ -475,20 +484,20 @@ def test_writing_graph_tensors_into_a_plain_buffer(write):
         flags = (buf.requires_grad, buf.is_leaf, buf._version)
         _weighted_backward(M, buf)
         return buf, flags, w.grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_writing_into_a_column_of_a_2d_buffer_broadcasts():
+def test_writing_into_a_column_of_a_2d_buffer_broadcasts(device):
     def program(M):
         w = M.tensor(2.0, requires_grad=True)
         buf = M.zeros(3, 2)
         buf[:, 0] = w
         _weighted_backward(M, buf)
         return buf, buf.requires_grad, w.grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_write_into_a_view_then_backward_through_the_base():
+def test_write_into_a_view_then_backward_through_the_base(device):
     def program(M):
         _, w = _leaves(M)
         buf = M.zeros(4)
@@ -496,7 +505,7 @@ def test_write_into_a_view_then_backward_through_the_base():
         v.add_(w)
         buf.sum().backward()
         return buf, buf.requires_grad, buf.is_leaf, v.requires_grad, w.grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 NON_LEAF_VIEW_WRITES = {
@@ -510,17 +519,17 @@ NON_LEAF_VIEW_WRITES = {
 
 
 @pytest.mark.parametrize("write", list(NON_LEAF_VIEW_WRITES))
-def test_inplace_on_a_view_of_a_non_leaf_reaches_the_base(write):
+def test_inplace_on_a_view_of_a_non_leaf_reaches_the_base(write, device):
     def program(M):
         x, w = _leaves(M)
         h = x * 2
         NON_LEAF_VIEW_WRITES[write](M, h, w)
         _weighted_backward(M, h)
         return h, h._version, x.grad, w.grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_view_taken_before_an_inplace_on_the_base_sees_the_new_graph():
+def test_view_taken_before_an_inplace_on_the_base_sees_the_new_graph(device):
     def program(M):
         x, w = _leaves(M)
         h = x * 2
@@ -528,10 +537,10 @@ def test_view_taken_before_an_inplace_on_the_base_sees_the_new_graph():
         h.mul_(w)
         _weighted_backward(M, v)
         return v, x.grad, w.grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_inplace_after_use_by_an_op_that_did_not_save_it():
+def test_inplace_after_use_by_an_op_that_did_not_save_it(device):
     def program(M):
         x, w = _leaves(M)
         h = x * 2
@@ -539,10 +548,10 @@ def test_inplace_after_use_by_an_op_that_did_not_save_it():
         h.mul_(3.0)
         (y.sum() + (h * h).sum()).backward()
         return y, h, x.grad, w.grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_inplace_result_used_twice():
+def test_inplace_result_used_twice(device):
     def program(M):
         x, w = _leaves(M)
         h = x + 0
@@ -550,19 +559,19 @@ def test_inplace_result_used_twice():
         out = h * h + h
         h.add_(1.0)  # h * h saved h
         out.sum().backward()
-    raises_version_error(program)
+    raises_version_error(program, device)
 
 
-def test_inplace_multiply_by_itself_fails_backward():
+def test_inplace_multiply_by_itself_fails_backward(device):
     def program(M):
         x, _ = _leaves(M)
         b = x * 1
         b.mul_(b)  # mul saved b, which the same op then overwrites
         b.sum().backward()
-    raises_version_error(program)
+    raises_version_error(program, device)
 
 
-def test_inplace_returns_the_same_object():
+def test_inplace_returns_the_same_object(device):
     def program(M):
         x, w = _leaves(M)
         b = x * 1
@@ -570,7 +579,7 @@ def test_inplace_returns_the_same_object():
                    b.fill_(1.0) is b, b.copy_(w) is b, b.sub_(w) is b, b.div_(2.0) is b,
                    b.masked_fill_(b > 0, 1.0) is b]
         return results
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 # --- a leaf that requires grad, changed in place ------------------------------------------
@@ -584,10 +593,10 @@ def _leaf(M):
 
 
 @pytest.mark.parametrize("op", OP_NAMES)
-def test_inplace_on_a_leaf_that_requires_grad_raises(op):
+def test_inplace_on_a_leaf_that_requires_grad_raises(op, device):
     def program(M):
         INPLACE_OPS[op](M, _leaf(M))
-    raises_like_torch(program, LEAF_MESSAGE, "leaf", "requires grad", INPLACE_WORDS)
+    raises_like_torch(program, device, LEAF_MESSAGE, "leaf", "requires grad", INPLACE_WORDS)
 
 
 LEAF_VIEWS = ["slice", "int_index", "transpose_2d", "view", "unsqueeze"]
@@ -601,20 +610,20 @@ def _leaf_view(name, x):
 
 @pytest.mark.parametrize("op", ["add_", "setitem_first", "copy_", "iadd"])
 @pytest.mark.parametrize("view", LEAF_VIEWS)
-def test_inplace_on_a_view_of_a_leaf_that_requires_grad_raises(view, op):
+def test_inplace_on_a_view_of_a_leaf_that_requires_grad_raises(view, op, device):
     def program(M):
         INPLACE_OPS[op](M, _leaf_view(view, _leaf(M)))
-    raises_like_torch(program, VIEW_OF_LEAF_MESSAGE, "view", "leaf", INPLACE_WORDS)
+    raises_like_torch(program, device, VIEW_OF_LEAF_MESSAGE, "view", "leaf", INPLACE_WORDS)
 
 
 @pytest.mark.parametrize("op", OP_NAMES)
-def test_inplace_on_a_leaf_under_no_grad_is_allowed(op):
+def test_inplace_on_a_leaf_under_no_grad_is_allowed(op, device):
     def program(M):
         x = _leaf(M)
         with M.no_grad():
             INPLACE_OPS[op](M, x)
         return x, x._version, x.is_leaf, x.requires_grad, x.grad_fn is None
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 MULTI_VIEW_MESSAGE = "This view is the output of a function that returns multiple views"
@@ -622,51 +631,51 @@ MULTI_VIEW_MESSAGE = "This view is the output of a function that returns multipl
 
 @pytest.mark.parametrize("piece", ["split", "chunk"])
 @pytest.mark.parametrize("source", ["leaf", "non_leaf"])
-def test_inplace_on_a_split_piece_of_a_tensor_requiring_grad_raises(source, piece):
+def test_inplace_on_a_split_piece_of_a_tensor_requiring_grad_raises(source, piece, device):
     def program(M):
         x = _leaf(M)
         t = x if source == "leaf" else x * 2
         parts = t.split(1) if piece == "split" else t.chunk(2)
         parts[1].add_(1.0)
-    raises_like_torch(program, MULTI_VIEW_MESSAGE, "view", INPLACE_WORDS)
+    raises_like_torch(program, device, MULTI_VIEW_MESSAGE, "view", INPLACE_WORDS)
 
 
 @pytest.mark.parametrize("view", LEAF_VIEWS + ["split_piece"])
-def test_inplace_on_a_view_of_a_leaf_under_no_grad_is_allowed(view):
+def test_inplace_on_a_view_of_a_leaf_under_no_grad_is_allowed(view, device):
     def program(M):
         x = _leaf(M)
         with M.no_grad():
             v = _leaf_view(view, x)
             v.mul_(2.0)
         return x, x._version, v._version, x.is_leaf, x.requires_grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_inplace_on_the_detached_leaf_is_allowed():
+def test_inplace_on_the_detached_leaf_is_allowed(device):
     def program(M):
         x = _leaf(M)
         x.detach().add_(1.0)
         return x, x._version, x.requires_grad, x.is_leaf
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_view_made_under_no_grad_changed_with_grad_on_raises():
+def test_view_made_under_no_grad_changed_with_grad_on_raises(device):
     def program(M):
         x = _leaf(M)
         with M.no_grad():
             v = x[1:]
         v.add_(1.0)
-    raises_like_torch(program, "A view was created in no_grad mode", "no_grad", "view")
+    raises_like_torch(program, device, "A view was created in no_grad mode", "no_grad", "view")
 
 
-def test_leaf_changed_under_no_grad_then_used():
+def test_leaf_changed_under_no_grad_then_used(device):
     def program(M):
         x = _leaf(M)
         with M.no_grad():
             x.mul_(2.0)
         (x * x).sum().backward()
         return x.grad, x._version
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 # --- manual SGD steps -------------------------------------------------------------------
@@ -694,14 +703,14 @@ SGD_STEPS = {
 
 @pytest.mark.parametrize("zero", ["set_to_none", "zero_"])
 @pytest.mark.parametrize("step", list(SGD_STEPS))
-def test_manual_sgd_updates_parameters_in_place(step, zero):
+def test_manual_sgd_updates_parameters_in_place(step, zero, device):
     def program(M):
         X, Y, w0 = _data()
         X, Y = M.tensor(X), M.tensor(Y)
         w = M.tensor(w0, requires_grad=True)
         b = M.zeros(1, requires_grad=True)
         params = [w, b]
-        arrays = [_numpy(p) for p in params]  # NumPy views taken before training
+        arrays = [_numpy(p) for p in params]  # NumPy views (on the CPU) taken before training
         for _ in range(3):
             loss = ((X @ w + b - Y) ** 2).mean()
             loss.backward()
@@ -713,20 +722,22 @@ def test_manual_sgd_updates_parameters_in_place(step, zero):
                     p.grad.zero_()
                 else:
                     p.grad = None
-        return {"params": params, "arrays": arrays,
-                "same_objects": [p is q for p, q in zip(params, [w, b])],
-                "shares_memory": [bool(np.shares_memory(a, _numpy(p)))
-                                  for a, p in zip(arrays, params)],
-                "versions": [p._version for p in params],
-                "leaf": [(p.is_leaf, p.requires_grad, p.grad_fn is None) for p in params]}
-    same_as_torch(program)
+        result = {"params": params,
+                  "same_objects": [p is q for p, q in zip(params, [w, b])],
+                  "versions": [p._version for p in params],
+                  "leaf": [(p.is_leaf, p.requires_grad, p.grad_fn is None) for p in params]}
+        if device == "cpu":  # numpy() of a GPU tensor is a copy, in torch too
+            shared = [bool(np.shares_memory(a, _numpy(p))) for a, p in zip(arrays, params)]
+            result.update(arrays=arrays, shares_memory=shared)
+        return result
+    same_as_torch(program, device)
 
 
-def test_sgd_step_on_linear_layer_parameters():
+def test_sgd_step_on_linear_layer_parameters(device):
     def program(M):
         X, Y, _ = _data()
         M.manual_seed(0)
-        layer = _nn(M).Linear(3, 1)
+        layer = _on_device(M, _nn(M).Linear(3, 1))
         with M.no_grad():
             layer.weight.copy_(M.tensor([[0.1, -0.2, 0.3]]))
             layer.bias.fill_(0.0)
@@ -740,7 +751,7 @@ def test_sgd_step_on_linear_layer_parameters():
                     p.grad = None
         after = list(layer.parameters())
         return after, [p is q for p, q in zip(before, after)], [p._version for p in after]
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 # --- dtype and shape rules of in-place operations --------------------------------------
@@ -756,15 +767,15 @@ CAST_ERRORS = {
 
 
 @pytest.mark.parametrize("case", list(CAST_ERRORS))
-def test_inplace_result_that_cannot_be_cast_raises(case):
-    raises_like_torch(CAST_ERRORS[case], "can't be cast to the desired output type", "cast")
+def test_inplace_result_that_cannot_be_cast_raises(case, device):
+    raises_like_torch(CAST_ERRORS[case], device, "can't be cast to the desired output type", "cast")
 
 
-def test_int_iadd_float_names_both_dtypes():
+def test_int_iadd_float_names_both_dtypes(device):
     def program(M):
         x = M.tensor([1, 2])
         x += 1.5
-    m_err, _ = raises_like_torch(program, "result type Float can't be cast to the desired "
+    m_err, _ = raises_like_torch(program, device, "result type Float can't be cast to the desired "
                                  "output type Long", "cast")
     assert re.search(r"float", str(m_err), re.I) and re.search(r"long|int64", str(m_err), re.I)
 
@@ -796,14 +807,14 @@ DTYPE_KEPT = {  # (the tensor written to, the in-place op)
 
 
 @pytest.mark.parametrize("case", list(DTYPE_KEPT))
-def test_inplace_keeps_the_dtype_of_the_written_tensor(case):
+def test_inplace_keeps_the_dtype_of_the_written_tensor(case, device):
     make, op = DTYPE_KEPT[case]
 
     def program(M):
         t = make(M)
         op(M, t)
         return t, t.dtype, t._version
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 SHAPE_ERRORS = {
@@ -816,51 +827,53 @@ SHAPE_ERRORS = {
 
 
 @pytest.mark.parametrize("op", list(SHAPE_ERRORS))
-def test_inplace_cannot_grow_the_output_by_broadcasting(op):
+def test_inplace_cannot_grow_the_output_by_broadcasting(op, device):
     def program(M):
         SHAPE_ERRORS[op](M, M.ones(3), M.ones(2, 3))
-    raises_like_torch(program, "output with shape [3] doesn't match the broadcast shape [2, 3]",
+    raises_like_torch(program, device,
+                      "output with shape [3] doesn't match the broadcast shape [2, 3]",
                       _shape(3), _shape(2, 3))
 
 
-def test_setitem_value_too_big_raises():
+def test_setitem_value_too_big_raises(device):
     def program(M):
         t = M.ones(3)
         t[...] = M.ones(2, 3)
-    raises_like_torch(program, "expand", _shape(2, 3))
+    raises_like_torch(program, device, "expand", _shape(2, 3))
 
 
 @pytest.mark.parametrize("op", list(SHAPE_ERRORS))
-def test_inplace_broadcasts_the_other_operand(op):
+def test_inplace_broadcasts_the_other_operand(op, device):
     def program(M):
         t = M.ones(2, 3)
         SHAPE_ERRORS[op](M, t, M.tensor([1.0, 2.0, 3.0]))
         return t
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 @pytest.mark.parametrize("op", ["add_", "mul_", "iadd", "copy_", "clamp_"])
-def test_inplace_on_an_expanded_view_raises(op):
+def test_inplace_on_an_expanded_view_raises(op, device):
     def program(M):
         x = M.ones(1, 3)
         INPLACE_OPS[op](M, x.expand(2, 3))
-    raises_like_torch(program, "more than one element of the written-to tensor refers to a "
-                      "single memory location", r"more than one element|single memory|overlap")
+    raises_like_torch(program, device, "more than one element of the written-to tensor "
+                      "refers to a single memory location",
+                      r"more than one element|single memory|overlap")
 
 
 @pytest.mark.parametrize("op", ["fill_", "zero_"])
-def test_fill_on_an_expanded_view_is_allowed(op):
+def test_fill_on_an_expanded_view_is_allowed(op, device):
     def program(M):
         x = M.ones(1, 3)
         v = x.expand(2, 3)
         INPLACE_OPS[op](M, v)
         return x, v, x._version
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 # --- gradients handed out are owned by whoever holds them -------------------------------
 
-def test_gradient_stored_by_a_leaf_hook_is_never_changed():
+def test_gradient_stored_by_a_leaf_hook_is_never_changed(device):
     def program(M):
         x = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
         seen = []
@@ -868,10 +881,10 @@ def test_gradient_stored_by_a_leaf_hook_is_never_changed():
         (x * 2).sum().backward()
         (x * 3).sum().backward()
         return seen, x.grad, [g is x.grad for g in seen]
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_gradient_stored_by_a_non_leaf_hook_is_never_changed():
+def test_gradient_stored_by_a_non_leaf_hook_is_never_changed(device):
     def program(M):
         x = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
         seen = []
@@ -881,10 +894,10 @@ def test_gradient_stored_by_a_non_leaf_hook_is_never_changed():
         y.backward(retain_graph=True)
         y.backward()
         return seen, x.grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_retained_grad_of_a_non_leaf_is_replaced_not_mutated():
+def test_retained_grad_of_a_non_leaf_is_replaced_not_mutated(device):
     def program(M):
         x = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
         h = x * 2
@@ -894,10 +907,10 @@ def test_retained_grad_of_a_non_leaf_is_replaced_not_mutated():
         first = h.grad
         y.backward()
         return first, h.grad, first is h.grad, x.grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_leaf_grad_is_accumulated_in_place():
+def test_leaf_grad_is_accumulated_in_place(device):
     def program(M):
         x = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
         y = (x * x).sum()
@@ -905,24 +918,24 @@ def test_leaf_grad_is_accumulated_in_place():
         first = x.grad
         y.backward()
         return first, x.grad, first is x.grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_assigned_grad_receives_the_accumulation():
+def test_assigned_grad_receives_the_accumulation(device):
     def program(M):
         x = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
         mine = M.ones(3)
         x.grad = mine
         (x * 2).sum().backward()
         return mine, x.grad is mine
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 # (PyTorch itself fails this for x.view(3): its AccumulateGrad takes the view of the
 # caller's gradient as the leaf's .grad, so later accumulation writes into the caller's
 # tensor; minigrad copies it)
 @pytest.mark.parametrize("graph", ["identity", "scale", "sum_twice"])
-def test_backward_never_changes_the_gradient_passed_in(graph):
+def test_backward_never_changes_the_gradient_passed_in(graph, device):
     build = {"identity": lambda x: x + 0, "scale": lambda x: x * 2,
              "view": lambda x: x.view(3), "sum_twice": lambda x: x + x}[graph]
 
@@ -933,12 +946,12 @@ def test_backward_never_changes_the_gradient_passed_in(graph):
         build(x).backward(seed)
         x.grad.mul_(10.0)
         return seed, x.grad
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
-def test_backward_through_a_view_never_changes_the_gradient_passed_in():
-    x = mg.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    seed = mg.tensor([1.0, -1.0, 0.5])
+def test_backward_through_a_view_never_changes_the_gradient_passed_in(device):
+    x = mg.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
+    seed = mg.tensor([1.0, -1.0, 0.5], device=device)
     x.view(3).backward(seed)
     x.view(3).backward(seed)
     x.grad.mul_(10.0)
@@ -947,7 +960,7 @@ def test_backward_through_a_view_never_changes_the_gradient_passed_in():
 
 
 @pytest.mark.parametrize("graph", ["identity", "scale", "sum_twice"])
-def test_mg_grad_never_changes_grad_outputs(graph):
+def test_mg_grad_never_changes_grad_outputs(graph, device):
     build = {"identity": lambda x: x + 0, "scale": lambda x: x * 2,
              "sum_twice": lambda x: x + x}[graph]
 
@@ -958,34 +971,34 @@ def test_mg_grad_never_changes_grad_outputs(graph):
         (g1,) = _grad(M, y, x, grad_outputs=seed, retain_graph=True)
         (g2,) = _grad(M, y, x, grad_outputs=seed)
         return seed, g1, g2
-    same_as_torch(program)
+    same_as_torch(program, device)
 
 
 @pytest.mark.parametrize("where", ["leaf", "non_leaf"])
-def test_hook_changing_the_size_raises(where):
+def test_hook_changing_the_size_raises(where, device):
     def program(M):
         x = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
         t = x if where == "leaf" else x * 2
         t.register_hook(lambda g: M.ones(2))
         (t * 2).sum().backward()
-    raises_like_torch(program, "has changed the size of value", "hook", "size|shape")
+    raises_like_torch(program, device, "has changed the size of value", "hook", "size|shape")
 
 
-def test_assigning_grad_of_the_wrong_size_raises():
+def test_assigning_grad_of_the_wrong_size_raises(device):
     def program(M):
         x = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
         x.grad = M.ones(2)
-    raises_like_torch(program, "attempting to assign a gradient of size '[2]' to a tensor of "
-                      "size '[3]'", "grad", _shape(2), _shape(3))
+    raises_like_torch(program, device, "attempting to assign a gradient of size '[2]' to a "
+                      "tensor of size '[3]'", "grad", _shape(2), _shape(3))
 
 
 @pytest.mark.parametrize("dtype", ["float64", "int64"])
-def test_assigning_grad_of_the_wrong_dtype_raises(dtype):
+def test_assigning_grad_of_the_wrong_dtype_raises(dtype, device):
     def program(M):
         x = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
         x.grad = M.ones(3, dtype=getattr(M, dtype))
     names = {"float64": r"float64|double", "int64": r"int64|long"}[dtype]
-    raises_like_torch(program, "attempting to assign a gradient with dtype", "grad", names,
+    raises_like_torch(program, device, "attempting to assign a gradient with dtype", "grad", names,
                       r"float32|float")
 
 
@@ -993,33 +1006,33 @@ def test_assigning_grad_of_the_wrong_dtype_raises(dtype):
 
 def _linear(M, seed=0):
     M.manual_seed(seed)
-    return _nn(M).Linear(2, 2)
+    return _on_device(M, _nn(M).Linear(2, 2))
 
 
 def _state(M):
     return {"weight": M.tensor([[1.0, 2.0], [3.0, 4.0]]), "bias": M.tensor([0.5, -0.5])}
 
 
-def test_load_state_dict_after_forward_fails_backward():
+def test_load_state_dict_after_forward_fails_backward(device):
     def program(M):
         m = _linear(M)
         x = M.tensor([[1.0, -1.0]], requires_grad=True)
         y = m(x)
         m.load_state_dict(_state(M))
         y.sum().backward()
-    raises_version_error(program)
+    raises_version_error(program, device)
 
 
-def test_load_state_dict_into_a_later_layer_fails_backward():
+def test_load_state_dict_into_a_later_layer_fails_backward(device):
     def program(M):
         m1, m2 = _linear(M, 0), _linear(M, 1)
         y = m2(m1(M.tensor([[1.0, -1.0]])))
         m2.load_state_dict(_state(M))
         y.sum().backward()
-    raises_version_error(program)
+    raises_version_error(program, device)
 
 
-def test_load_state_dict_bumps_versions_and_keeps_identity():
+def test_load_state_dict_bumps_versions_and_keeps_identity(device):
     def program(M):
         m = _linear(M)
         params = list(m.parameters())
@@ -1027,18 +1040,20 @@ def test_load_state_dict_bumps_versions_and_keeps_identity():
         versions = [p._version for p in params]
         m.load_state_dict(_state(M))
         after = list(m.parameters())
-        return {"same": [p is q for p, q in zip(params, after)],
-                "version_steps": [p._version - v for p, v in zip(after, versions)],
-                "values": after, "arrays": arrays,
-                "leaf": [(p.is_leaf, p.requires_grad) for p in after]}
-    same_as_torch(program)
+        result = {"same": [p is q for p, q in zip(params, after)],
+                  "version_steps": [p._version - v for p, v in zip(after, versions)],
+                  "values": after, "leaf": [(p.is_leaf, p.requires_grad) for p in after]}
+        if device == "cpu":  # the NumPy views taken before see the loaded values
+            result["arrays"] = arrays
+        return result
+    same_as_torch(program, device)
 
 
-def test_forward_after_load_state_dict_trains_normally():
+def test_forward_after_load_state_dict_trains_normally(device):
     def program(M):
         m = _linear(M)
         m.load_state_dict(_state(M))
         x = M.tensor([[1.0, -1.0], [0.5, 2.0]])
         m(x).pow(2).sum().backward()
         return m.weight.grad, m.bias.grad
-    same_as_torch(program)
+    same_as_torch(program, device)

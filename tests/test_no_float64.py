@@ -77,13 +77,14 @@ def assert_float32(model, optimizer, loss):
             assert getattr(value, "dtype", np.float32) == np.float32, key
 
 
-def test_a_transformer_training_step_stays_float32(float64_arrays):
+def test_a_transformer_training_step_stays_float32(float64_arrays, device):
     mg.manual_seed(0)
     model = Transformer(20, 20, d_model=16, nhead=2, num_encoder_layers=2,
                         num_decoder_layers=2, dim_feedforward=32, dropout=0.1,
-                        norm_first=True, max_len=16)
+                        norm_first=True, max_len=16).to(device)
     rng = np.random.default_rng(0)
-    src, tgt = (mg.tensor(np.where(rng.random((3, 9)) < 0.2, 0, rng.integers(1, 20, (3, 9))))
+    src, tgt = (mg.tensor(np.where(rng.random((3, 9)) < 0.2, 0, rng.integers(1, 20, (3, 9))),
+                          device=device)
                 for _ in range(2))
 
     def loss_fn():
@@ -96,11 +97,11 @@ def test_a_transformer_training_step_stays_float32(float64_arrays):
 
 
 @pytest.mark.parametrize("positional", ["learned", "rope"])
-def test_a_gpt_training_step_stays_float32(float64_arrays, positional):
+def test_a_gpt_training_step_stays_float32(float64_arrays, positional, device):
     mg.manual_seed(0)
     model = GPT(12, d_model=16, nhead=2, num_layers=2, dim_feedforward=32, dropout=0.1,
-                max_len=8, positional=positional)
-    idx = mg.tensor(np.random.default_rng(1).integers(0, 12, (2, 9)))
+                max_len=8, positional=positional).to(device)
+    idx = mg.tensor(np.random.default_rng(1).integers(0, 12, (2, 9)), device=device)
 
     def loss_fn():
         return F.cross_entropy(model(idx[:, :-1]).reshape(-1, 12), idx[:, 1:].reshape(-1))
@@ -109,8 +110,8 @@ def test_a_gpt_training_step_stays_float32(float64_arrays, positional):
     assert_float32(model, optimizer, loss)
 
 
-def test_the_watch_sees_float64(float64_arrays):
+def test_the_watch_sees_float64(float64_arrays, device):
     """The fixture is not blind: float64 work is reported."""
-    x = mg.tensor(np.ones(3), requires_grad=True)       # float64 on purpose
+    x = mg.tensor(np.ones(3), device=device, requires_grad=True)       # float64 on purpose
     (x * 2.0).sum().backward()
     assert ("Mul", "output", (3,)) in float64_arrays

@@ -159,9 +159,9 @@ def test_blocks_hold_at_most_one_tile_of_scores():
 
 @pytest.mark.parametrize("kwargs", [{}, {"is_causal": True}, {"scale": 0.3}],
                          ids=["plain", "causal", "scale"])
-def test_sdpa_long_sequence_tiles_and_equals_the_composite(kwargs):
+def test_sdpa_long_sequence_tiles_and_equals_the_composite(kwargs, device):
     """Long enough that the automatic path tiles: equal to the composite to 1e-5 (float32)."""
-    q, k, v = qkv((1, 4, 800, 16), 800, Dv=16, dtype=np.float32)
+    q, k, v = qkv((1, 4, 800, 16), 800, Dv=16, device=device, dtype=np.float32)
     assert blocks(4, 800, 800) != (800, 800)
     ref = values_and_grads(lambda q, k, v: _sdpa_math(q, k, v, **kwargs), [q, k, v])
     got = values_and_grads(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kwargs),
@@ -184,8 +184,8 @@ def test_sdpa_kernel_restores_the_backend_and_rejects_unknown_ones():
             pass
 
 
-def test_shapes_and_dtypes_are_checked():
-    q, k, v = qkv((1, 2, 4, 3), 5)
+def test_shapes_and_dtypes_are_checked(device):
+    q, k, v = qkv((1, 2, 4, 3), 5, device=device)
     with pytest.raises(mg.ShapeError, match=r"query \(1, 2, 4, 3\), key \(1, 2, 5, 2\)"):
         fused(q, k[..., :2], v, None, None, 1.0, (4, 5))
     with pytest.raises(mg.ShapeError, match="one dtype"):
@@ -195,9 +195,10 @@ def test_shapes_and_dtypes_are_checked():
 @needs_torch
 @pytest.mark.parametrize("T, S, causal, mask_kind", params(CASES[:7]))
 @pytest.mark.parametrize("block", [(3, 4), (64, 64)], ids=["tiled", "one_tile"])
-def test_matches_torch_sdpa(T, S, causal, mask_kind, block):
-    inputs = qkv((2, 3, T, 4), S, dtype=np.float32)
-    mask = None if mask_kind is None else padding_mask((2, 3), T, S, dtype=np.float32)
+def test_matches_torch_sdpa(T, S, causal, mask_kind, block, device):
+    inputs = qkv((2, 3, T, 4), S, device=device, dtype=np.float32)
+    mask = None if mask_kind is None else padding_mask((2, 3), T, S, device=device,
+                                                       dtype=np.float32)
     got = values_and_grads(lambda q, k, v: fused(q, k, v, mask, causal, 0.5, block), inputs)
     ts = [torch.tensor(t.numpy(), requires_grad=True) for t in inputs]
     bias = torch.zeros(T, S)

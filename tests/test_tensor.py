@@ -1,14 +1,14 @@
 """Tensor basics with PyTorch's semantics: creation and default dtypes, seeding, dtype
 promotion, attributes and conversion methods, devices, in-place ops and version counters,
 and repr. Expected values come from PyTorch (where installed) or are written out by hand."""
-import functools
 import importlib.util
+import re
 
 import numpy as np
 import pytest
 
 import minigrad as mg
-from tests.torch_ref import needs_torch, torch
+from tests.torch_ref import On, needs_torch, torch
 
 
 def host(x):
@@ -21,21 +21,6 @@ def torch_dtype(tt):
 
 def on(x, device):
     return x.device.type == mg.Device(device).type
-
-
-class On:
-    """``mod`` (mg or torch) whose creation functions default to ``device``, so one table
-    line builds the same tensors in both libraries."""
-    CREATORS = {"tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "eye"}
-
-    def __init__(self, mod, device):
-        self.mod, self.device = mod, device
-
-    def __getattr__(self, name):
-        fn = getattr(self.mod, name)
-        if name in self.CREATORS:
-            return functools.partial(fn, device=self.device)
-        return fn
 
 
 # --- creation and default dtypes --------------------------------------------------------
@@ -561,25 +546,34 @@ def test_optimizer_style_update_under_no_grad(device):
 
 # --- repr ---------------------------------------------------------------------------------
 
-REPRS = [  # expected strings are what torch prints for the same tensors
-    (lambda: mg.tensor([1.0, 2.0], requires_grad=True), "tensor([1., 2.], requires_grad=True)"),
-    (lambda: mg.tensor([1.0, 2.0]), "tensor([1., 2.])"),
-    (lambda: mg.tensor([1, 2]), "tensor([1, 2])"),
-    (lambda: mg.tensor([True, False]), "tensor([ True, False])"),
-    (lambda: mg.tensor(2.0, requires_grad=True), "tensor(2., requires_grad=True)"),
-    (lambda: mg.tensor([[1.0, 2.0], [3.0, 4.0]]), "tensor([[1., 2.],\n        [3., 4.]])"),
-    (lambda: mg.tensor([1.5, 2.25]), "tensor([1.5000, 2.2500])"),
-    (lambda: mg.tensor(3.5), "tensor(3.5000)"),
+REPRS = [  # expected strings are what torch prints for the same tensors on the CPU
+    (lambda M: M.tensor([1.0, 2.0], requires_grad=True), "tensor([1., 2.], requires_grad=True)"),
+    (lambda M: M.tensor([1.0, 2.0]), "tensor([1., 2.])"),
+    (lambda M: M.tensor([1, 2]), "tensor([1, 2])"),
+    (lambda M: M.tensor([True, False]), "tensor([ True, False])"),
+    (lambda M: M.tensor(2.0, requires_grad=True), "tensor(2., requires_grad=True)"),
+    (lambda M: M.tensor([[1.0, 2.0], [3.0, 4.0]]), "tensor([[1., 2.],\n        [3., 4.]])"),
+    (lambda M: M.tensor([1.5, 2.25]), "tensor([1.5000, 2.2500])"),
+    (lambda M: M.tensor(3.5), "tensor(3.5000)"),
 ]
+
+
+def repr_on(expected, device):
+    """torch's repr of a tensor on ``device``, from ``expected``, its repr on the CPU: a
+    GPU's name comes first among the extras (device, dtype, grad_fn or requires_grad)."""
+    if mg.Device(device).type == "cpu":
+        return expected
+    extras = re.search(r"(, (dtype|grad_fn|requires_grad)=.*)?\)$", expected, re.S).start()
+    return f"{expected[:extras]}, device='{mg.Device(device)}'{expected[extras:]}"
 
 
 @pytest.mark.parametrize("make, expected", REPRS,
                          ids=[r[1].replace("\n", "").replace(" ", "") for r in REPRS])
-def test_repr_like_torch(make, expected):
-    assert repr(make()) == expected
+def test_repr_like_torch(make, expected, device):
+    assert repr(make(On(mg, device))) == repr_on(expected, device)
 
 
-def test_repr_shows_non_default_dtype_and_grad_fn():
-    assert "float64" in repr(mg.tensor([1.0], dtype=mg.float64))
-    r = repr(mg.tensor([1.0], requires_grad=True) * 2)
-    assert r.startswith("tensor([2.], grad_fn=<Mul")
+def test_repr_shows_non_default_dtype_and_grad_fn(device):
+    assert "float64" in repr(mg.tensor([1.0], dtype=mg.float64, device=device))
+    r = repr(mg.tensor([1.0], device=device, requires_grad=True) * 2)
+    assert r == repr_on("tensor([2.], grad_fn=<MulBackward0>)", device)

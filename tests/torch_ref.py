@@ -1,5 +1,9 @@
 """PyTorch as a reference: ``torch`` is None where it is not installed, and ``needs_torch``
-skips a test cleanly then. minigrad itself never imports torch."""
+skips a test cleanly then (``needs_torch_at_least`` where an older torch behaves otherwise).
+minigrad itself never imports torch."""
+import functools
+import re
+
 import numpy as np
 import pytest
 
@@ -9,9 +13,49 @@ except ImportError:  # pragma: no cover - depends on the machine
     torch = None
 
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+# (major, minor) of the installed torch; (0, 0) without one
+TORCH_VERSION = (0, 0) if torch is None else tuple(
+    int(n) for n in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+
+
+def torch_older_than(version):
+    """True where torch is missing or older than ``version``, a (major, minor) pair."""
+    return TORCH_VERSION < version
+
+
+def older_torch_reason(version, behaviour):
+    """Why a test is skipped: it needs ``behaviour``, which PyTorch has from ``version``."""
+    found = "not installed" if torch is None else torch.__version__
+    return (f"needs PyTorch {version[0]}.{version[1]} or newer, where {behaviour}; "
+            f"PyTorch here: {found}")
+
+
+def needs_torch_at_least(version, behaviour):
+    """Skips a test whose PyTorch reference ``behaviour`` is that of ``version`` or newer."""
+    return pytest.mark.skipif(torch_older_than(version),
+                              reason=older_torch_reason(version, behaviour))
 
 
 def to_torch(t, requires_grad=None):
     """A torch tensor with the values (and by default requires_grad) of minigrad tensor ``t``."""
     rg = t.requires_grad if requires_grad is None else requires_grad
     return torch.tensor(np.array(t.numpy()), requires_grad=rg)
+
+
+class On:
+    """``mod`` (minigrad or torch) whose tensor makers (``tensor``, ``zeros``, ``arange``, ...)
+    default to ``device``: a program written once against ``M`` runs minigrad as
+    ``On(mg, device)`` on the tested device while torch stays the CPU reference."""
+
+    CREATORS = frozenset("tensor zeros ones empty full arange linspace eye rand randn "
+                         "randint".split())
+
+    def __init__(self, mod, device):
+        self.mod, self.device = mod, device
+
+    def __getattr__(self, name):
+        fn = getattr(self.mod, name)
+        return functools.partial(fn, device=self.device) if name in self.CREATORS else fn
+
+    def __repr__(self):
+        return f"{self.mod.__name__} on {self.device}"

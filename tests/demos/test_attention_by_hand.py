@@ -69,10 +69,10 @@ def test_main_writes_the_graph_and_metrics(tmp_path, capsys, device):
     assert saved["output"] == pytest.approx(metrics["output"]) == pytest.approx(5.701874, 1e-6)
 
 
-def test_missing_dot_is_reported_clearly(tmp_path, monkeypatch, capsys):
+def test_missing_dot_is_reported_clearly(tmp_path, monkeypatch, capsys, device):
     pytest.importorskip("graphviz")
     monkeypatch.setattr(shutil, "which", lambda name: None)  # as if dot were not installed
-    demo.main(["--out", str(tmp_path)])
+    demo.main(["--out", str(tmp_path), "--device", device])
     out = capsys.readouterr().out
     assert "No SVG written" in out and "apt-get install graphviz" in out
     assert (tmp_path / "attention_graph.dot").exists()

@@ -304,11 +304,12 @@ def test_from_the_shell_a_bad_argument_is_one_line(tmp_path, name, argv, option)
         assert "no CUDA device is available" in done.stderr
 
 
-def test_from_the_shell_a_checkpoint_that_does_not_fit_is_one_line(tmp_path):
+def test_from_the_shell_a_checkpoint_that_does_not_fit_is_one_line(tmp_path, device):
     """A found but unusable --resume is reported when it is read: one line that names the
     file and, for a model of another size, the first key that differs."""
     tiny = ["--d-model", "16", "--nhead", "2", "--layers", "1", "--ff", "32", "--task", "copy",
-            "--out", str(tmp_path), "--eval-size", "5", "--no-progress", "--steps", "4"]
+            "--out", str(tmp_path), "--eval-size", "5", "--no-progress", "--steps", "4",
+            "--device", device]
     args = seq2seq.parse_args(tiny)
     model, optimizer, scheduler = seq2seq.build(args, seq2seq.TASKS["copy"])
     path = tmp_path / seq2seq.CHECKPOINT

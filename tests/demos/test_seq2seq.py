@@ -109,11 +109,12 @@ def test_copy_on_short_sequences_learns_to_100_percent(tmp_path, monkeypatch, de
         assert (out / "graph.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
 
 
-def test_same_seed_same_metrics(tmp_path):
+def test_same_seed_same_metrics(tmp_path, device):
     untimed = ("train_seconds",)
-    a, _ = run(tmp_path, "a", "--task", "add", "--steps", "8", "--dropout", "0.1")
-    b, _ = run(tmp_path, "b", "--task", "add", "--steps", "8", "--dropout", "0.1")
-    c, _ = run(tmp_path, "c", "--task", "add", "--steps", "8", "--dropout", "0.1", "--seed", "1")
+    argv = ["--task", "add", "--steps", "8", "--dropout", "0.1"]
+    a, _ = run(tmp_path, "a", *argv, device=device)
+    b, _ = run(tmp_path, "b", *argv, device=device)
+    c, _ = run(tmp_path, "c", *argv, "--seed", "1", device=device)
     strip = lambda m: {k: v for k, v in m.items() if k not in untimed}  # noqa: E731
     assert strip(a) == strip(b)
     assert a["final_train_loss"] != c["final_train_loss"]
@@ -147,16 +148,16 @@ def test_a_ctrl_c_waits_for_the_step_and_a_second_one_does_not():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_ctrl_c_then_resume_is_bit_identical(tmp_path, monkeypatch, capsys):
+def test_ctrl_c_then_resume_is_bit_identical(tmp_path, monkeypatch, capsys, device):
     argv = ["--task", "reverse", "--steps", "14", "--dropout", "0.1", "--eval-every", "5"]
-    _, whole = run(tmp_path, "whole", *argv)
+    _, whole = run(tmp_path, "whole", *argv, device=device)
     _interrupt_at(monkeypatch, 9)
     with pytest.raises(SystemExit) as info:
-        run(tmp_path, "split", *argv)
+        run(tmp_path, "split", *argv, device=device)
     assert info.value.code == 130
     assert "interrupted after step 9" in capsys.readouterr().err
     monkeypatch.undo()
-    _, split = run(tmp_path, "split", *argv, "--resume")
+    _, split = run(tmp_path, "split", *argv, "--resume", device=device)
     assert "resuming from" in capsys.readouterr().err
     a = nn.load(whole / "checkpoint.safetensors", with_metadata=True)
     b = nn.load(split / "checkpoint.safetensors", with_metadata=True)
@@ -169,20 +170,21 @@ def test_ctrl_c_then_resume_is_bit_identical(tmp_path, monkeypatch, capsys):
     assert meta_a["extra"]["loss"] == meta_b["extra"]["loss"]
 
 
-def test_resuming_into_another_model_size_names_the_key_and_shapes(tmp_path):
-    _, out = run(tmp_path, "run", "--task", "copy", "--steps", "2")
+def test_resuming_into_another_model_size_names_the_key_and_shapes(tmp_path, device):
+    _, out = run(tmp_path, "run", "--task", "copy", "--steps", "2", device=device)
     with pytest.raises(SystemExit) as info:
-        run(tmp_path, "run", "--task", "copy", "--steps", "4", "--ff", "48", "--resume")
+        run(tmp_path, "run", "--task", "copy", "--steps", "4", "--ff", "48", "--resume",
+            device=device)
     message = str(info.value.code)
     assert message.startswith("python -m demos.seq2seq: error: --resume:") and "\n" not in message
     assert "encoder.layers.0.ffn.linear1.weight has shape (32, 16) in the checkpoint but " \
            "(48, 16) in the model" in message
 
 
-def test_checkpoint_round_trip_and_layer_mismatch(tmp_path):
-    args = seq2seq.parse_args([*TINY, "--task", "sort", "--steps", "10"])
+def test_checkpoint_round_trip_and_layer_mismatch(tmp_path, device):
+    args = seq2seq.parse_args([*TINY, "--task", "sort", "--steps", "10", "--device", device])
     model, opt, sched = seq2seq.build(args, TASKS["sort"])
-    batch = [mg.tensor(a) for a in Dataset(TASKS["sort"], 0, 5).batch(0, 8)]
+    batch = [mg.tensor(a, device=device) for a in Dataset(TASKS["sort"], 0, 5).batch(0, 8)]
     for _ in range(3):
         seq2seq.train_step(model, opt, sched, batch, args)
     save_checkpoint(tmp_path / "c", model, opt, sched, 3, extra={"note": "hi"})
@@ -193,7 +195,8 @@ def test_checkpoint_round_trip_and_layer_mismatch(tmp_path):
         np.testing.assert_array_equal(v.numpy(), w.numpy(), err_msg=k)
     assert fresh[2].state_dict() == sched.state_dict()
     assert fresh[1].param_groups[0]["lr"] == opt.param_groups[0]["lr"]
-    deeper = seq2seq.build(seq2seq.parse_args([*TINY, "--layers", "2"]), TASKS["sort"])[0]
+    deeper_args = seq2seq.parse_args([*TINY, "--layers", "2", "--device", device])
+    deeper = seq2seq.build(deeper_args, TASKS["sort"])[0]
     with pytest.raises(CheckpointMismatch, match=r"encoder\.layers\.1\..* \(shape .*\) is "
                        r"missing from the checkpoint \(and \d+ more\)"):
         load_checkpoint(tmp_path / "c", deeper)

@@ -45,10 +45,10 @@ def test_patchify_is_a_strided_convolution(device):
             np.testing.assert_array_equal(patches[:, 4 * i + j], expected)
 
 
-def test_sinusoidal_2d():
+def test_sinusoidal_2d(device):
     """Rows in the first half of the channels, columns in the second: every patch distinct."""
     table = sinusoidal_2d(4, 16)
-    row_table = nn.SinusoidalPositionalEncoding(8, 4).pe.numpy()
+    row_table = nn.SinusoidalPositionalEncoding(8, 4, device=device).pe.numpy()
     assert table.shape == (16, 16)
     np.testing.assert_allclose(table[4 * 2 + 3], np.concatenate([row_table[2], row_table[3]]),
                                atol=1e-6)

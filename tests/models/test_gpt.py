@@ -126,9 +126,9 @@ def test_generate_restores_the_training_flag(device):
     assert model.training and all(m.training for m in model.modules())
 
 
-def test_sampling_distribution():
+def test_sampling_distribution(device):
     """sample_next draws from softmax(logits / temperature) over the top_k logits only."""
-    logits = mg.tensor(np.log([[0.1, 0.2, 0.3, 0.4]]).repeat(20000, axis=0))
+    logits = mg.tensor(np.log([[0.1, 0.2, 0.3, 0.4]]).repeat(20000, axis=0), device=device)
     mg.manual_seed(0)
     freq = np.bincount(gpt.sample_next(logits), minlength=4) / 20000
     np.testing.assert_allclose(freq, [0.1, 0.2, 0.3, 0.4], atol=0.01)
@@ -224,8 +224,8 @@ def test_mhc_gpt_cache_and_generate(device):
     model = tiny(device, residual="mhc")
     with mg.no_grad():  # away from the start, where mHC is the ordinary residual
         for block in model.blocks:
-            block.hc1.res_logits.copy_(mg.randn(4, 4))
-            block.hc2.pre.copy_(mg.rand(4))
+            block.hc1.res_logits.copy_(mg.randn(4, 4, device=device))
+            block.hc2.pre.copy_(mg.rand(4, device=device))
     x = ids(IDX, device)
     full = model(x).numpy()
     cache = model.new_cache()

@@ -97,8 +97,8 @@ def test_callers_still_get_what_they_asked_for(device):
     assert none is None and store[0].shape == (2, H, 5, 5)
 
 
-def test_plot_attention_draws_a_labelled_grid(tmp_path):
-    model, src, tgt = model_and_batch("cpu")
+def test_plot_attention_draws_a_labelled_grid(tmp_path, device):
+    model, src, tgt = model_and_batch(device)
     maps = collect_attention(model, src, tgt)
     src_tokens, tgt_tokens = ["3", "4", "5", "6", "7"], ["<s>", "3", "4", "5"]
     fig = plot_attention(maps, src_tokens, tgt_tokens, tmp_path / "attention.png")

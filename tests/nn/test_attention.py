@@ -278,7 +278,7 @@ def test_need_weights_false_and_the_state_dict(device):
     assert list(m.state_dict()) == [f"{p}.{n}" for p in ("q_proj", "k_proj", "v_proj", "out_proj")
                                     for n in ("weight", "bias")]
     assert m.k_proj.weight.shape == (8, 3) and m.v_proj.weight.shape == (8, 5)
-    assert list(MultiheadAttention(8, 2, bias=False).state_dict()) == [
+    assert list(MultiheadAttention(8, 2, bias=False, device=device).state_dict()) == [
         "q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"]
 
 
@@ -317,14 +317,14 @@ def test_initialisation_follows_torch(device):
 
 
 @needs_torch
-def test_initialisation_bounds_match_torchs():
+def test_initialisation_bounds_match_torchs(device):
     torch.manual_seed(0)
     t = torch.nn.MultiheadAttention(64, 4, batch_first=True)
-    m = MultiheadAttention(64, 4)
+    m = MultiheadAttention(64, 4, device=device)
     ours_max = max(np.abs(p.weight.numpy()).max() for p in (m.q_proj, m.k_proj, m.v_proj))
     assert abs(ours_max - t.in_proj_weight.abs().max().item()) < 0.01
     t = torch.nn.MultiheadAttention(64, 4, kdim=16, vdim=32, batch_first=True)
-    m = MultiheadAttention(64, 4, kdim=16, vdim=32)
+    m = MultiheadAttention(64, 4, kdim=16, vdim=32, device=device)
     for ours_proj, name in ((m.k_proj, "k_proj_weight"), (m.v_proj, "v_proj_weight")):
         assert abs(np.abs(ours_proj.weight.numpy()).max()
                    - getattr(t, name).abs().max().item()) < 0.02

@@ -32,7 +32,7 @@ def test_sinkhorn_gradcheck(device):
 
 
 def test_default_h_res_is_close_to_identity(device):
-    hc = HyperConnection(4)
+    hc = HyperConnection(4).to(device)
     h = hc.h_res().numpy()
     assert (np.diag(h) > 0.9).all()
     np.testing.assert_allclose(h.sum(0), 1.0, atol=1e-6)
@@ -53,9 +53,9 @@ def test_identity_mixing_reads_and_writes_as_told(device):
     H_post[k] * F(sum_j H_pre[j] X_j) added."""
     hc = HyperConnection(3).to(device)
     with mg.no_grad():
-        hc.res_logits.copy_(mg.eye(3) * 1000.0)
-        hc.pre.copy_(mg.tensor([0.2, 0.3, 0.5]))
-        hc.post.copy_(mg.tensor([1.0, 2.0, 0.0]))
+        hc.res_logits.copy_(mg.eye(3, device=device) * 1000.0)
+        hc.pre.copy_(mg.tensor([0.2, 0.3, 0.5], device=device))
+        hc.post.copy_(mg.tensor([1.0, 2.0, 0.0], device=device))
     streams = mg.randn(2, 4, 3, 5, device=device)
     f = nn.Linear(5, 5).to(device)
     out = hc(streams, f).numpy()
@@ -117,8 +117,8 @@ def test_mhc_stack_at_initialisation_is_the_ordinary_one(device):
 def test_read_and_write_are_the_two_halves_of_forward(device):
     hc = HyperConnection(3).to(device)
     with mg.no_grad():
-        hc.pre.copy_(mg.tensor([0.2, -0.3, 0.5]))   # |.|: read with 0.3
-        hc.res_logits.copy_(mg.randn(3, 3))
+        hc.pre.copy_(mg.tensor([0.2, -0.3, 0.5], device=device))   # |.|: read with 0.3
+        hc.res_logits.copy_(mg.randn(3, 3, device=device))
     streams = mg.randn(2, 4, 3, 5, device=device)
     f = nn.Linear(5, 5).to(device)
     read = hc.read(streams).numpy()

@@ -201,7 +201,7 @@ def test_linear_is_x_w_transposed_plus_b(device):
     lin.load_state_dict({"weight": w, "bias": np.array([0.5, -2.0], np.float32)})
     x = mg.tensor([[1.0, 1.0, 1.0], [2.0, 0.0, -1.0]], device=device)
     np.testing.assert_allclose(lin(x).numpy(), [[6.5, -2.5], [-0.5, -4.0]])
-    assert list(nn.Linear(3, 2, bias=False).state_dict()) == ["weight"]
+    assert list(nn.Linear(3, 2, bias=False, device=device).state_dict()) == ["weight"]
 
 
 # --- Embedding -------------------------------------------------------------------------------
@@ -223,8 +223,8 @@ def test_embedding_padding_row_starts_at_zero_and_gets_no_gradient(padding_idx, 
 
 
 @needs_torch
-def test_embedding_negative_padding_idx_matches_torch():
-    assert nn.Embedding(7, 2, padding_idx=-2).padding_idx == \
+def test_embedding_negative_padding_idx_matches_torch(device):
+    assert nn.Embedding(7, 2, padding_idx=-2, device=device).padding_idx == \
         torch.nn.Embedding(7, 2, padding_idx=-2).padding_idx
 
 
@@ -386,8 +386,8 @@ def test_feed_forward_dropout_follows_train_and_eval(device):
     assert not np.allclose(ffn(x).numpy(), expected)
 
 
-def test_feed_forward_structure():
-    ffn = nn.FeedForward(4, 16)
+def test_feed_forward_structure(device):
+    ffn = nn.FeedForward(4, 16).to(device)
     assert [n for n, _ in ffn.named_parameters()] == [
         "linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias"]
     assert ffn.linear1.weight.shape == (16, 4) and ffn.linear2.weight.shape == (4, 16)
@@ -395,8 +395,8 @@ def test_feed_forward_structure():
 
 # --- default initialisation ------------------------------------------------------------------
 
-def test_linear_default_init_is_uniform_within_one_over_sqrt_in():
-    lin = nn.Linear(256, 128)
+def test_linear_default_init_is_uniform_within_one_over_sqrt_in(device):
+    lin = nn.Linear(256, 128, device=device)
     bound = 1 / math.sqrt(256)
     for p in (lin.weight, lin.bias):
         v = p.numpy()
@@ -406,28 +406,28 @@ def test_linear_default_init_is_uniform_within_one_over_sqrt_in():
     assert abs(w.mean()) < 0.01 * bound * 10
     np.testing.assert_allclose(w.std(), bound / math.sqrt(3), rtol=0.02)  # U(-b, b): b/sqrt3
     assert lin.weight.dtype == np.float32
-    assert nn.Linear(3, 2, dtype=mg.float64).weight.dtype == np.float64
+    assert nn.Linear(3, 2, device=device, dtype=mg.float64).weight.dtype == np.float64
 
 
-def test_embedding_default_init_is_standard_normal():
-    w = nn.Embedding(1000, 64).weight.numpy()
+def test_embedding_default_init_is_standard_normal(device):
+    w = nn.Embedding(1000, 64, device=device).weight.numpy()
     assert abs(w.mean()) < 0.02  # the std of the mean is 1/sqrt(64000) = 0.004
     np.testing.assert_allclose(w.std(), 1.0, rtol=0.02)
     assert np.abs(w).max() > 3.5  # a normal, not a bounded distribution
 
 
-def test_layer_norm_default_init_is_ones_and_zeros():
-    ln = nn.LayerNorm((2, 3))
+def test_layer_norm_default_init_is_ones_and_zeros(device):
+    ln = nn.LayerNorm((2, 3), device=device)
     np.testing.assert_array_equal(ln.weight.numpy(), np.ones((2, 3)))
     np.testing.assert_array_equal(ln.bias.numpy(), np.zeros((2, 3)))
     assert ln.eps == 1e-5
 
 
-def test_initialisation_follows_manual_seed():
+def test_initialisation_follows_manual_seed(device):
     mg.manual_seed(7)
-    a = nn.Linear(4, 4).weight.numpy()
+    a = nn.Linear(4, 4, device=device).weight.numpy()
     mg.manual_seed(7)
-    b = nn.Linear(4, 4).weight.numpy()
+    b = nn.Linear(4, 4, device=device).weight.numpy()
     np.testing.assert_array_equal(a, b)
 
 

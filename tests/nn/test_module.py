@@ -7,7 +7,7 @@ import pytest
 
 import minigrad as mg
 import nn
-from tests.torch_ref import needs_torch, torch
+from tests.torch_ref import On, needs_torch, needs_torch_at_least, torch
 
 
 def build_net(lib, zeros):
@@ -70,7 +70,7 @@ def test_attributes_register_parameters_buffers_and_modules(device):
     m.w = nn.Parameter(mg.ones(2, 3, device=device))
     m.plain = mg.ones(2, device=device)            # a plain Tensor is only an attribute
     m.register_buffer("buf", mg.zeros(3, device=device))
-    m.child = nn.Linear(3, 2)
+    m.child = nn.Linear(3, 2, device=device)
     assert [n for n, _ in m.named_parameters()] == ["w", "child.weight", "child.bias"]
     assert [n for n, _ in m.named_buffers()] == ["buf"]
     assert [n for n, _ in m.named_children()] == ["child"]
@@ -91,7 +91,7 @@ def test_plain_attributes_can_be_deleted():
 
 
 def test_assigning_a_tensor_to_a_parameter_name_raises_type_error(device):
-    m = nn.Linear(2, 2)
+    m = nn.Linear(2, 2, device=device)
     with pytest.raises(TypeError, match="weight"):
         m.weight = mg.zeros(2, 2, device=device)
 
@@ -148,8 +148,8 @@ def shared_net(lib):
     return net
 
 
-def test_parameters_deduplicate_shared_parameters():
-    net = shared_net(nn)
+def test_parameters_deduplicate_shared_parameters(device):
+    net = shared_net(nn).to(device)
     names = [n for n, _ in net.named_parameters()]
     assert names == ["a.weight", "a.bias", "b.bias"]
     assert len(list(net.parameters())) == 3
@@ -158,25 +158,25 @@ def test_parameters_deduplicate_shared_parameters():
     assert set(net.state_dict()) >= {"a.weight", "a.bias", "b.weight", "b.bias"}
 
 
-def test_state_dict_names_every_path_of_a_shared_module():
+def test_state_dict_names_every_path_of_a_shared_module(device):
     # as torch: a module registered twice is saved under both names, so that a torch
     # checkpoint of the same model loads strictly
-    net = shared_net(nn)
+    net = shared_net(nn).to(device)
     assert list(net.state_dict()) == ["a.weight", "a.bias", "b.weight", "b.bias",
                                       "again.weight", "again.bias"]
 
 
-def test_reassigning_a_parameter_keeps_its_place():
+def test_reassigning_a_parameter_keeps_its_place(device):
     # torch replaces the entry in place: the names keep their order
-    lin = nn.Linear(2, 3)
-    lin.weight = nn.Parameter(mg.zeros(3, 2))
+    lin = nn.Linear(2, 3, device=device)
+    lin.weight = nn.Parameter(mg.zeros(3, 2, device=device))
     assert [n for n, _ in lin.named_parameters()] == ["weight", "bias"]
     assert list(lin.state_dict()) == ["weight", "bias"]
 
 
 @needs_torch
-def test_shared_parameters_match_torch():
-    ours, theirs = shared_net(nn), shared_net(torch.nn)
+def test_shared_parameters_match_torch(device):
+    ours, theirs = shared_net(nn).to(device), shared_net(torch.nn)
     assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
     assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
     assert list(ours.state_dict()) == list(theirs.state_dict())
@@ -228,10 +228,10 @@ def test_load_state_dict_non_strict_returns_named_tuple(device):
 
 
 @needs_torch
-def test_load_state_dict_non_strict_keys_match_torch():
-    ours, theirs = mg_net("cpu"), torch_net()
+def test_load_state_dict_non_strict_keys_match_torch(device):
+    ours, theirs = mg_net(device), torch_net()
     sd_ours, sd_theirs = ours.state_dict(), theirs.state_dict()
-    for sd, zeros in ((sd_ours, mg.zeros), (sd_theirs, torch.zeros)):
+    for sd, zeros in ((sd_ours, On(mg, device).zeros), (sd_theirs, torch.zeros)):
         del sd["blocks.1.norm.bias"], sd["steps"]
         sd["blocks.2.scale"] = zeros(6)
         sd["junk"] = zeros(1)
@@ -472,7 +472,7 @@ def test_apply_can_initialise(device):
 # --- containers ----------------------------------------------------------------------------
 
 def test_sequential(device):
-    a, r, b = nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)
+    a, r, b = nn.Linear(3, 4, device=device), nn.ReLU(), nn.Linear(4, 2, device=device)
     seq = nn.Sequential(a, r, b).to(device)
     assert len(seq) == 3 and list(seq) == [a, r, b]
     assert seq[0] is a and seq[-1] is b and seq[1] is r
@@ -483,13 +483,14 @@ def test_sequential(device):
     tail = seq[1:]
     assert [n for n, _ in tail.named_children()] == ["1", "2"]  # slices keep the names
     assert [n for n, _ in seq.named_parameters()] == ["0.weight", "0.bias", "2.weight", "2.bias"]
-    c = nn.Linear(2, 2)
+    c = nn.Linear(2, 2, device=device)
     assert seq.append(c) is seq and len(seq) == 4 and seq[3] is c
     assert "3.weight" in seq.state_dict()
 
 
 def test_sequential_extend_and_insert(device):
-    a, b, c, d = nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2), nn.GELU()
+    a, c = nn.Linear(2, 2, device=device), nn.Linear(2, 2, device=device)
+    b, d = nn.ReLU(), nn.GELU()
     seq = nn.Sequential(a)
     assert seq.extend([b, c]) is seq
     assert seq.insert(1, d) is seq
@@ -507,7 +508,7 @@ def test_sequential_from_ordered_dict(device):
 
 
 def test_module_list(device):
-    layers = [nn.Linear(2, 2) for _ in range(3)]
+    layers = [nn.Linear(2, 2, device=device) for _ in range(3)]
     ml = nn.ModuleList(layers[:2])
     assert len(ml) == 2 and list(ml) == layers[:2]
     assert ml[0] is layers[0] and ml[-1] is layers[1]
@@ -517,7 +518,7 @@ def test_module_list(device):
     assert isinstance(sliced, nn.ModuleList) and list(sliced) == layers[1:]
     extra = [nn.ReLU(), nn.GELU()]
     assert ml.extend(extra) is ml and len(ml) == 5 and ml[4] is extra[1]
-    new = nn.Linear(2, 2)
+    new = nn.Linear(2, 2, device=device)
     ml.insert(1, new)
     assert list(ml) == [layers[0], new, layers[1], layers[2]] + extra
     assert [n for n, _ in ml.named_children()] == ["0", "1", "2", "3", "4", "5"]
@@ -533,7 +534,7 @@ def test_module_list(device):
 
 
 def test_module_list_setitem_keeps_the_position(device):
-    a, b, c, d = (nn.Linear(2, 2) for _ in range(4))
+    a, b, c, d = (nn.Linear(2, 2, device=device) for _ in range(4))
     ml = nn.ModuleList([a, b, c])
     ml[0] = d
     ml[-2] = a
@@ -546,7 +547,7 @@ def test_module_list_setitem_keeps_the_position(device):
 
 
 @needs_torch
-def test_module_list_names_match_torch():
+def test_module_list_names_match_torch(device):
     def build(lib):
         ml = lib.ModuleList([lib.Linear(2, 2), lib.Linear(2, 3)])
         ml.insert(0, lib.Linear(2, 4))
@@ -555,20 +556,20 @@ def test_module_list_names_match_torch():
         del ml[1]
         return ml
 
-    ours, theirs = build(nn), build(torch.nn)
+    ours, theirs = build(nn).to(device), build(torch.nn)
     assert [(n, p.shape) for n, p in ours.named_parameters()] == \
         [(n, tuple(p.shape)) for n, p in theirs.named_parameters()]
 
 
 def test_module_dict(device):
-    a, b = nn.Linear(2, 2), nn.Linear(2, 3)
+    a, b = nn.Linear(2, 2, device=device), nn.Linear(2, 3, device=device)
     md = nn.ModuleDict({"b": b, "a": a})
     assert len(md) == 2 and list(md) == ["b", "a"] and list(md.keys()) == ["b", "a"]
     assert md["a"] is a and "a" in md and "c" not in md
     assert list(md.values()) == [b, a] and list(md.items()) == [("b", b), ("a", a)]
     c = nn.ReLU()
     md["c"] = c
-    md.update({"d": nn.Linear(3, 1)})
+    md.update({"d": nn.Linear(3, 1, device=device)})
     assert list(md) == ["b", "a", "c", "d"]
     assert [n for n, _ in md.named_parameters()] == [
         "b.weight", "b.bias", "a.weight", "a.bias", "d.weight", "d.bias"]
@@ -648,16 +649,17 @@ REPR = """Net(
 )"""
 
 
-def test_repr_small_model():
-    assert repr(small_model(nn)) == REPR
+def test_repr_small_model(device):
+    assert repr(small_model(nn).to(device)) == REPR
 
 
 @needs_torch
-def test_repr_matches_torch():
-    assert repr(small_model(nn)) == repr(small_model(torch.nn))
+def test_repr_matches_torch(device):
+    assert repr(small_model(nn).to(device)) == repr(small_model(torch.nn))
 
 
 @needs_torch
-def test_layer_norm_repr_matches_torch():
+@needs_torch_at_least((2, 13), "LayerNorm's repr shows bias=True")
+def test_layer_norm_repr_matches_torch(device):
     for args in [(8,), ((2, 3),), (4, 1e-6, False)]:
-        assert repr(nn.LayerNorm(*args)) == repr(torch.nn.LayerNorm(*args))
+        assert repr(nn.LayerNorm(*args).to(device)) == repr(torch.nn.LayerNorm(*args))

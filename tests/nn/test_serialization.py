@@ -53,9 +53,9 @@ def test_round_trip(device, tmp_path, name, make):
     assert not w.requires_grad
 
 
-def test_loaded_tensors_own_writable_memory(tmp_path):
-    save({"w": mg.ones(3)}, tmp_path / "c")
-    w = load(tmp_path / "c")["w"]
+def test_loaded_tensors_own_writable_memory(tmp_path, device):
+    save({"w": mg.ones(3, device=device)}, tmp_path / "c")
+    w = load(tmp_path / "c", device=device)["w"]
     w.mul_(2.0)  # an optimizer updates loaded parameters in place
     np.testing.assert_array_equal(w.numpy(), [2.0, 2.0, 2.0])
 
@@ -86,8 +86,8 @@ def test_empty_state_dict(tmp_path):
     assert load(tmp_path / "c") == {}
 
 
-def test_path_may_be_str_or_pathlike(tmp_path):
-    save({"w": mg.ones(2)}, str(tmp_path / "c"))
+def test_path_may_be_str_or_pathlike(tmp_path, device):
+    save({"w": mg.ones(2, device=device)}, str(tmp_path / "c"))
     assert list(load(str(tmp_path / "c"))) == ["w"]
     assert list(load(tmp_path / "c")) == ["w"]
 
@@ -99,18 +99,18 @@ def test_save_cpu_load_on_device(device, tmp_path):
     np.testing.assert_array_equal(w.numpy(), [0, 1, 2, 3])
 
 
-def test_overwrite_replaces_previous_checkpoint(tmp_path):
+def test_overwrite_replaces_previous_checkpoint(tmp_path, device):
     path = tmp_path / "c"
-    save({"old": mg.ones(2)}, path)
-    save({"new": mg.zeros(3)}, path)
-    assert list(load(path)) == ["new"]
+    save({"old": mg.ones(2, device=device)}, path)
+    save({"new": mg.zeros(3, device=device)}, path)
+    assert list(load(path, device=device)) == ["new"]
     assert os.listdir(tmp_path) == ["c"]
 
 
-def test_file_is_plain_safetensors(tmp_path):
+def test_file_is_plain_safetensors(tmp_path, device):
     """Readable without minigrad: safetensors.numpy gives the same arrays."""
     from safetensors.numpy import load_file
-    sd = {"a.weight": mg.randn(2, 3), "a.bias": mg.tensor([1, 2])}
+    sd = {"a.weight": mg.randn(2, 3, device=device), "a.bias": mg.tensor([1, 2], device=device)}
     save(sd, tmp_path / "c")
     arrays = load_file(str(tmp_path / "c"))
     assert sorted(arrays) == ["a.bias", "a.weight"]
@@ -118,18 +118,18 @@ def test_file_is_plain_safetensors(tmp_path):
         np.testing.assert_array_equal(arrays[name], t.numpy())
 
 
-def test_foreign_file_loads_in_layout_order(tmp_path):
+def test_foreign_file_loads_in_layout_order(tmp_path, device):
     """A file written by other tools (no key order in its metadata) loads in byte order."""
     from safetensors.numpy import save_file
     save_file({"b": np.ones(2, np.float32), "a": np.zeros(3, np.int64)}, str(tmp_path / "c"))
-    out = load(tmp_path / "c")
-    assert sorted(out) == ["a", "b"] and out["a"].dtype == np.int64
+    out = load(tmp_path / "c", device=device)
+    assert sorted(out) == ["a", "b"] and out["a"].dtype == np.int64 and on(out["a"], device)
 
 
-def test_torch_reads_the_checkpoint(tmp_path):
+def test_torch_reads_the_checkpoint(tmp_path, device):
     torch = pytest.importorskip("torch")
     from safetensors.torch import load_file
-    w = mg.randn(4, 3)
+    w = mg.randn(4, 3, device=device)
     save({"fc.weight": w}, tmp_path / "c")
     out = load_file(str(tmp_path / "c"))
     assert out["fc.weight"].dtype == torch.float32
@@ -153,52 +153,52 @@ CRASHES = [
 
 
 @pytest.mark.parametrize("name, exc", CRASHES, ids=[c[0] for c in CRASHES])
-def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch, name, exc):
+def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch, name, exc, device):
     path = tmp_path / "c"
-    save({"w": mg.tensor([1.0, 2.0])}, path)
+    save({"w": mg.tensor([1.0, 2.0], device=device)}, path)
     before = path.read_bytes()
     monkeypatch.setattr(serialization, "_write_all", _partial_then(exc))
     with pytest.raises(type(exc)):
-        save({"w": mg.randn(1000)}, path)
+        save({"w": mg.randn(1000, device=device)}, path)
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["c"]  # no temporary file left behind
-    np.testing.assert_array_equal(load(path)["w"].numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(load(path, device=device)["w"].numpy(), [1.0, 2.0])
 
 
 @pytest.mark.parametrize("step", ["fsync", "replace"])
-def test_failure_before_rename_keeps_previous_checkpoint(tmp_path, monkeypatch, step):
+def test_failure_before_rename_keeps_previous_checkpoint(tmp_path, monkeypatch, step, device):
     path = tmp_path / "c"
-    save({"w": mg.ones(2)}, path)
+    save({"w": mg.ones(2, device=device)}, path)
     before = path.read_bytes()
 
     def boom(*args):
         raise OSError(5, f"simulated {step} failure")
     monkeypatch.setattr(serialization.os, step, boom)
     with pytest.raises(OSError, match="simulated"):
-        save({"w": mg.zeros(5)}, path)
+        save({"w": mg.zeros(5, device=device)}, path)
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["c"]
 
 
-def test_first_failed_write_leaves_nothing(tmp_path, monkeypatch):
+def test_first_failed_write_leaves_nothing(tmp_path, monkeypatch, device):
     monkeypatch.setattr(serialization, "_write_all", _partial_then(OSError(28, "full")))
     with pytest.raises(OSError):
-        save({"w": mg.ones(2)}, tmp_path / "c")
+        save({"w": mg.ones(2, device=device)}, tmp_path / "c")
     assert os.listdir(tmp_path) == []
 
 
-def test_invalid_state_dict_writes_nothing(tmp_path):
+def test_invalid_state_dict_writes_nothing(tmp_path, device):
     path = tmp_path / "c"
-    save({"w": mg.ones(2)}, path)
+    save({"w": mg.ones(2, device=device)}, path)
     before = path.read_bytes()
     with pytest.raises(TypeError):
-        save({"w": mg.zeros(2), "step": 3}, path)
+        save({"w": mg.zeros(2, device=device), "step": 3}, path)
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["c"]
 
 
 @pytest.mark.parametrize("where", ["missing folder", "file as folder", "relative"])
-def test_missing_directory_names_the_path(tmp_path, monkeypatch, where):
+def test_missing_directory_names_the_path(tmp_path, monkeypatch, where, device):
     """A FileNotFoundError (as open()) that is also torch.save's RuntimeError, naming the
     path asked for, not the temporary file."""
     (tmp_path / "file").write_bytes(b"x")
@@ -206,7 +206,7 @@ def test_missing_directory_names_the_path(tmp_path, monkeypatch, where):
     path = {"missing folder": tmp_path / "no" / "c", "file as folder": tmp_path / "file" / "c",
             "relative": os.path.join("no", "c")}[where]
     with pytest.raises(FileNotFoundError) as info:
-        save({"w": mg.ones(2)}, path)
+        save({"w": mg.ones(2, device=device)}, path)
     assert isinstance(info.value, RuntimeError)
     assert info.value.filename == os.fspath(path) and os.fspath(path) in str(info.value)
     assert ".tmp" not in str(info.value)
@@ -219,36 +219,39 @@ def test_missing_directory_is_a_runtime_error_in_torch_too(tmp_path):
         torch.save({"w": torch.ones(2)}, tmp_path / "no" / "c")
 
 
-def test_saving_onto_a_directory_names_it_and_writes_nothing(tmp_path):
+def test_saving_onto_a_directory_names_it_and_writes_nothing(tmp_path, device):
     target = tmp_path / "folder"
     target.mkdir()
     with pytest.raises(IsADirectoryError) as info:
-        save({"w": mg.ones(2)}, target)
+        save({"w": mg.ones(2, device=device)}, target)
     assert isinstance(info.value, RuntimeError) and info.value.filename == os.fspath(target)
     assert sorted(os.listdir(tmp_path)) == ["folder"] and os.listdir(target) == []
 
 
 # --- errors -------------------------------------------------------------------------------
 
-BAD_STATE_DICTS = [
-    ("not a dict", [mg.ones(2)], r"expected a dict of name -> Tensor, got list"),
-    ("int key", {0: mg.ones(2)}, r"keys must be str, got 0 of type int"),
-    ("int value", {"step": 3}, r"key 'step' holds a int"),
-    ("ndarray value", {"w": np.ones(2)}, r"key 'w' holds a ndarray"),
-    ("None value", {"b": None}, r"key 'b' holds a NoneType"),
-    ("nested dict", {"opt": {"lr": mg.ones(1)}}, r"key 'opt' holds a nested dict"),
+BAD_STATE_DICTS = [  # (name, the state dict made on a device, message)
+    ("not a dict", lambda d: [mg.ones(2, device=d)],
+     r"expected a dict of name -> Tensor, got list"),
+    ("int key", lambda d: {0: mg.ones(2, device=d)}, r"keys must be str, got 0 of type int"),
+    ("int value", lambda d: {"step": 3}, r"key 'step' holds a int"),
+    ("ndarray value", lambda d: {"w": np.ones(2)}, r"key 'w' holds a ndarray"),
+    ("None value", lambda d: {"b": None}, r"key 'b' holds a NoneType"),
+    ("nested dict", lambda d: {"opt": {"lr": mg.ones(1, device=d)}},
+     r"key 'opt' holds a nested dict"),
 ]
 
 
-@pytest.mark.parametrize("name, sd, message", BAD_STATE_DICTS, ids=[c[0] for c in BAD_STATE_DICTS])
-def test_bad_state_dict_raises_type_error(tmp_path, name, sd, message):
+@pytest.mark.parametrize("name, make, message", BAD_STATE_DICTS,
+                         ids=[c[0] for c in BAD_STATE_DICTS])
+def test_bad_state_dict_raises_type_error(tmp_path, name, make, message, device):
     with pytest.raises(TypeError, match=message):
-        save(sd, tmp_path / "c")
+        save(make(device), tmp_path / "c")
 
 
-def test_reserved_key(tmp_path):
+def test_reserved_key(tmp_path, device):
     with pytest.raises(ValueError, match="__metadata__"):
-        save({"__metadata__": mg.ones(1)}, tmp_path / "c")
+        save({"__metadata__": mg.ones(1, device=device)}, tmp_path / "c")
 
 
 def _valid_bytes():
@@ -303,19 +306,19 @@ def test_metadata_round_trip(device, tmp_path):
     assert list(load(tmp_path / "c")) == ["w"]  # without the flag: the dict alone
 
 
-def test_metadata_is_plain_safetensors_metadata(tmp_path):
+def test_metadata_is_plain_safetensors_metadata(tmp_path, device):
     from safetensors import safe_open
-    save({"w": mg.ones(2)}, tmp_path / "c", metadata={"note": "hello"})
+    save({"w": mg.ones(2, device=device)}, tmp_path / "c", metadata={"note": "hello"})
     with safe_open(str(tmp_path / "c"), framework="numpy") as f:
         assert f.metadata()["note"] == "hello"
 
 
-def test_no_metadata_gives_an_empty_dict(tmp_path):
+def test_no_metadata_gives_an_empty_dict(tmp_path, device):
     from safetensors.numpy import save_file
-    save({"w": mg.ones(2)}, tmp_path / "a")
+    save({"w": mg.ones(2, device=device)}, tmp_path / "a")
     save_file({"w": np.ones(2)}, str(tmp_path / "b"))
     for name in ("a", "b"):
-        assert load(tmp_path / name, with_metadata=True)[1] == {}
+        assert load(tmp_path / name, device=device, with_metadata=True)[1] == {}
 
 
 BAD_METADATA = [
@@ -328,7 +331,7 @@ BAD_METADATA = [
 
 @pytest.mark.parametrize("name, meta, exc, message", BAD_METADATA,
                          ids=[c[0] for c in BAD_METADATA])
-def test_bad_metadata_writes_nothing(tmp_path, name, meta, exc, message):
+def test_bad_metadata_writes_nothing(tmp_path, name, meta, exc, message, device):
     with pytest.raises(exc, match=message):
-        save({"w": mg.ones(2)}, tmp_path / "c", metadata=meta)
+        save({"w": mg.ones(2, device=device)}, tmp_path / "c", metadata=meta)
     assert os.listdir(tmp_path) == []

@@ -30,20 +30,21 @@ def torch_state(sd):
     return out
 
 
-def pair(kind, norm_first, activation="relu", d=8, heads=2, ff=16):
+def pair(kind, norm_first, device, activation="relu", d=8, heads=2, ff=16):
+    """Our layer (float64, on ``device``) and torch's (on the CPU) with the same weights."""
     mg_cls = {"enc": nn.TransformerEncoderLayer, "dec": nn.TransformerDecoderLayer}[kind]
     torch_cls = {"enc": torch.nn.TransformerEncoderLayer,
                  "dec": torch.nn.TransformerDecoderLayer}[kind]
     ours = mg_cls(d, heads, dim_feedforward=ff, dropout=0.0, activation=activation,
-                  norm_first=norm_first).double()
+                  norm_first=norm_first).double().to(device)
     theirs = torch_cls(d, heads, dim_feedforward=ff, dropout=0.0, activation=activation,
                        norm_first=norm_first, batch_first=True).double()
     theirs.load_state_dict(torch_state(ours.state_dict()))
     return ours, theirs
 
 
-def both(arr, requires_grad=True):
-    return (mg.tensor(arr, requires_grad=requires_grad),
+def both(arr, device, requires_grad=True):
+    return (mg.tensor(arr, device=device, requires_grad=requires_grad),
             torch.tensor(arr, requires_grad=requires_grad))
 
 
@@ -55,10 +56,10 @@ def close(a, b, tol=1e-10):
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("masks", ["none", "causal", "padding", "float"])
-def test_encoder_layer_matches_torch(norm_first, activation, masks):
-    ours, theirs = pair("enc", norm_first, activation)
+def test_encoder_layer_matches_torch(norm_first, activation, masks, device):
+    ours, theirs = pair("enc", norm_first, device, activation)
     rng = np.random.default_rng(0)
-    x, tx = both(rng.standard_normal((2, 5, 8)))
+    x, tx = both(rng.standard_normal((2, 5, 8)), device)
     kw, tkw = {}, {}
     if masks == "causal":
         kw = dict(is_causal=True)
@@ -66,15 +67,15 @@ def test_encoder_layer_matches_torch(norm_first, activation, masks):
             5, dtype=torch.float64), is_causal=True)
     elif masks == "padding":
         pad = np.array([[False] * 5, [False, False, False, True, True]])
-        kw = dict(src_key_padding_mask=mg.tensor(pad))
+        kw = dict(src_key_padding_mask=mg.tensor(pad, device=device))
         tkw = dict(src_key_padding_mask=torch.tensor(pad))
     elif masks == "float":
         m = rng.standard_normal((5, 5))
-        kw, tkw = dict(src_mask=mg.tensor(m)), dict(src_mask=torch.tensor(m))
+        kw, tkw = dict(src_mask=mg.tensor(m, device=device)), dict(src_mask=torch.tensor(m))
     out, tout = ours(x, **kw), theirs(tx, **tkw)
     close(out, tout)
     w = rng.standard_normal(out.shape)
-    (out * mg.tensor(w)).sum().backward()
+    (out * mg.tensor(w, device=device)).sum().backward()
     (tout * torch.tensor(w)).sum().backward()
     close(x.grad, tx.grad)
     tparams = dict(theirs.named_parameters())
@@ -84,13 +85,13 @@ def test_encoder_layer_matches_torch(norm_first, activation, masks):
 
 @needs_torch
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_decoder_layer_matches_torch(norm_first):
-    ours, theirs = pair("dec", norm_first)
+def test_decoder_layer_matches_torch(norm_first, device):
+    ours, theirs = pair("dec", norm_first, device)
     rng = np.random.default_rng(1)
-    y, ty = both(rng.standard_normal((2, 4, 8)))
-    m, tm = both(rng.standard_normal((2, 6, 8)))
+    y, ty = both(rng.standard_normal((2, 4, 8)), device)
+    m, tm = both(rng.standard_normal((2, 6, 8)), device)
     pad = np.array([[False] * 6, [False] * 4 + [True] * 2])
-    out = ours(y, m, tgt_is_causal=True, memory_key_padding_mask=mg.tensor(pad))
+    out = ours(y, m, tgt_is_causal=True, memory_key_padding_mask=mg.tensor(pad, device=device))
     tout = theirs(ty, tm, tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(
         4, dtype=torch.float64), tgt_is_causal=True,
         memory_key_padding_mask=torch.tensor(pad))
@@ -103,9 +104,9 @@ def test_decoder_layer_matches_torch(norm_first):
 
 @needs_torch
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_stacks_match_torch(norm_first):
-    layer, tlayer = pair("enc", norm_first)
-    enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8).double())
+def test_stacks_match_torch(norm_first, device):
+    layer, tlayer = pair("enc", norm_first, device)
+    enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8).double()).to(device)
     tenc = torch.nn.TransformerEncoder(tlayer, 2, norm=torch.nn.LayerNorm(8).double(),
                                        enable_nested_tensor=False)
     sd = enc.state_dict()
@@ -116,17 +117,17 @@ def test_stacks_match_torch(norm_first):
     tsd.update({k: torch.tensor(v.numpy()) for k, v in sd.items() if k.startswith("norm.")})
     tenc.load_state_dict(tsd)
     assert list(sd) and all(k.startswith(("layers.0.", "layers.1.", "norm.")) for k in sd)
-    x, tx = both(np.random.default_rng(2).standard_normal((2, 5, 8)))
+    x, tx = both(np.random.default_rng(2).standard_normal((2, 5, 8)), device)
     close(enc(x), tenc(tx))
 
 
 def test_layers_are_independent_copies(device):
-    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16)
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16).to(device)
     enc = nn.TransformerEncoder(layer, 3)
     ws = [enc.layers[i].ffn.linear1.weight for i in range(3)]
     assert ws[0] is not ws[1] and ws[1] is not ws[2]
     assert len(list(enc.parameters())) == 3 * len(list(layer.parameters()))
-    enc2 = nn.TransformerEncoder(lambda: nn.TransformerEncoderLayer(8, 2, 16), 2)
+    enc2 = nn.TransformerEncoder(lambda: nn.TransformerEncoderLayer(8, 2, 16), 2).to(device)
     assert "layers.1.self_attn.q_proj.weight" in enc2.state_dict()
 
 
@@ -194,17 +195,18 @@ def test_mhc_encoder_layer_trains_and_keeps_shapes(device, norm_first):
 
 # --- unbatched input (T, E), as PyTorch's layers and stacks accept -------------------------
 
-def _kw(kind, rng, masks, T, S):
-    """The same masks for our layer and torch's, for an unbatched input of T (and S)."""
+def _kw(kind, rng, masks, T, S, device):
+    """The same masks for our layer (on ``device``) and torch's, for an unbatched input of T
+    (and S)."""
     name = "src" if kind == "enc" else "tgt"
     kw, tkw = {}, {}
     if masks in ("padding", "all"):
         pad = np.array([False] * (T - 1) + [True])
-        kw[f"{name}_key_padding_mask"] = mg.tensor(pad)
+        kw[f"{name}_key_padding_mask"] = mg.tensor(pad, device=device)
         tkw[f"{name}_key_padding_mask"] = torch.tensor(pad)
         if kind == "dec":
             mpad = np.array([False] * (S - 2) + [True, True])
-            kw["memory_key_padding_mask"] = mg.tensor(mpad)
+            kw["memory_key_padding_mask"] = mg.tensor(mpad, device=device)
             tkw["memory_key_padding_mask"] = torch.tensor(mpad)
     if masks in ("causal", "all"):
         causal = torch.ones(T, T, dtype=torch.bool).triu(1)
@@ -214,7 +216,7 @@ def _kw(kind, rng, masks, T, S):
     if masks == "float":
         m = rng.standard_normal((T, T))
         key = "src_mask" if kind == "enc" else "tgt_mask"
-        kw[key], tkw[key] = mg.tensor(m), torch.tensor(m)
+        kw[key], tkw[key] = mg.tensor(m, device=device), torch.tensor(m)
     return kw, tkw
 
 
@@ -222,18 +224,18 @@ def _kw(kind, rng, masks, T, S):
 @pytest.mark.parametrize("kind", ["enc", "dec"])
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("masks", ["none", "padding", "causal", "float", "all"])
-def test_unbatched_layer_matches_torch(kind, norm_first, masks):
-    ours, theirs = pair(kind, norm_first)
+def test_unbatched_layer_matches_torch(kind, norm_first, masks, device):
+    ours, theirs = pair(kind, norm_first, device)
     rng = np.random.default_rng(3)
-    x, tx = both(rng.standard_normal((5, 8)))
-    m, tm = both(rng.standard_normal((6, 8)))
-    kw, tkw = _kw(kind, rng, masks, 5, 6)
+    x, tx = both(rng.standard_normal((5, 8)), device)
+    m, tm = both(rng.standard_normal((6, 8)), device)
+    kw, tkw = _kw(kind, rng, masks, 5, 6, device)
     out = ours(x, **kw) if kind == "enc" else ours(x, m, **kw)
     tout = theirs(tx, **tkw) if kind == "enc" else theirs(tx, tm, **tkw)
     assert out.shape == tuple(tout.shape) == (5, 8)
     close(out, tout)
     w = rng.standard_normal(out.shape)
-    (out * mg.tensor(w)).sum().backward()
+    (out * mg.tensor(w, device=device)).sum().backward()
     (tout * torch.tensor(w)).sum().backward()
     close(x.grad, tx.grad)
     if kind == "dec":
@@ -243,14 +245,14 @@ def test_unbatched_layer_matches_torch(kind, norm_first, masks):
 
 @needs_torch
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_unbatched_stacks_match_torch(norm_first):
+def test_unbatched_stacks_match_torch(norm_first, device):
     rng = np.random.default_rng(4)
-    layer, tlayer = pair("enc", norm_first)
-    enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8).double())
+    layer, tlayer = pair("enc", norm_first, device)
+    enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8).double()).to(device)
     tenc = torch.nn.TransformerEncoder(tlayer, 2, norm=torch.nn.LayerNorm(8).double(),
                                        enable_nested_tensor=False)
-    dlayer, tdlayer = pair("dec", norm_first)
-    dec = nn.TransformerDecoder(dlayer, 2, norm=nn.LayerNorm(8).double())
+    dlayer, tdlayer = pair("dec", norm_first, device)
+    dec = nn.TransformerDecoder(dlayer, 2, norm=nn.LayerNorm(8).double()).to(device)
     tdec = torch.nn.TransformerDecoder(tdlayer, 2, norm=torch.nn.LayerNorm(8).double())
     for ours, theirs in ((enc, tenc), (dec, tdec)):
         tsd = {}
@@ -261,12 +263,12 @@ def test_unbatched_stacks_match_torch(norm_first):
         tsd.update({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()
                     if k.startswith("norm.")})
         theirs.load_state_dict(tsd)
-    x, tx = both(rng.standard_normal((5, 8)))
-    m, tm = both(rng.standard_normal((6, 8)))
-    kw, tkw = _kw("enc", rng, "all", 5, 6)
+    x, tx = both(rng.standard_normal((5, 8)), device)
+    m, tm = both(rng.standard_normal((6, 8)), device)
+    kw, tkw = _kw("enc", rng, "all", 5, 6, device)
     tkw["mask"] = tkw.pop("src_mask")  # the stack's name of it
     close(enc(x, **kw), tenc(tx, **tkw))
-    kw, tkw = _kw("dec", rng, "all", 5, 6)
+    kw, tkw = _kw("dec", rng, "all", 5, 6, device)
     close(dec(x, m, **kw), tdec(tx, tm, **tkw))
 
 
@@ -297,12 +299,12 @@ def test_unbatched_is_a_batch_of_one(device, residual, norm_first):
 @needs_torch
 @pytest.mark.parametrize("case", ["2-D padding of unbatched", "batched memory",
                                   "unbatched memory", "2-D memory padding"])
-def test_unbatched_shape_errors_as_torch(case):
+def test_unbatched_shape_errors_as_torch(case, device):
     """PyTorch's layers raise AssertionError for mixed batched and unbatched arguments."""
     for kind in ("enc", "dec"):
         if kind == "enc" and case != "2-D padding of unbatched":
             continue
-        ours, theirs = pair(kind, False)
+        ours, theirs = pair(kind, False, device)
         x, m = np.zeros((5, 8)), np.zeros((6, 8))
         kw = {}
         if case == "2-D padding of unbatched":
@@ -317,11 +319,12 @@ def test_unbatched_shape_errors_as_torch(case):
         with pytest.raises(AssertionError) as expected:
             theirs(*[torch.tensor(a) for a in args], **{k: torch.tensor(v) for k, v in kw.items()})
         with pytest.raises(AssertionError) as got:
-            ours(*[mg.tensor(a) for a in args], **{k: mg.tensor(v) for k, v in kw.items()})
+            ours(*[mg.tensor(a, device=device) for a in args],
+                 **{k: mg.tensor(v, device=device) for k, v in kw.items()})
         assert str(got.value).startswith(str(expected.value).split(" but ")[0])
 
 
-def test_state_dict_keys_are_stable():
+def test_state_dict_keys_are_stable(device):
     """Checkpoints written before keep loading: the layers' keys, mHC's included."""
     def keys(layer):
         return sorted({k.rsplit(".", 1)[0] for k in layer.state_dict()})
@@ -329,9 +332,10 @@ def test_state_dict_keys_are_stable():
     attn = ["self_attn.k_proj", "self_attn.out_proj", "self_attn.q_proj", "self_attn.v_proj"]
     ffn = ["ffn.linear1", "ffn.linear2"]
     cross = [k.replace("self_attn", "cross_attn") for k in attn]
-    assert keys(nn.TransformerEncoderLayer(8, 2, 16)) == sorted(attn + ffn + ["norm1", "norm2"])
-    assert keys(nn.TransformerDecoderLayer(8, 2, 16)) == sorted(
-        attn + cross + ffn + ["norm1", "norm2", "norm3"])
-    mhc = nn.TransformerDecoderLayer(8, 2, 16, residual="mhc")
+    enc = nn.TransformerEncoderLayer(8, 2, 16).to(device)
+    dec = nn.TransformerDecoderLayer(8, 2, 16).to(device)
+    assert keys(enc) == sorted(attn + ffn + ["norm1", "norm2"])
+    assert keys(dec) == sorted(attn + cross + ffn + ["norm1", "norm2", "norm3"])
+    mhc = nn.TransformerDecoderLayer(8, 2, 16, residual="mhc").to(device)
     assert [k for k in mhc.state_dict() if k.startswith("hc")] == [
         f"hc{i}.{p}" for i in (1, 2, 3) for p in ("pre", "post", "res_logits")]

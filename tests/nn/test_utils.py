@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import minigrad as mg
 import nn
@@ -98,16 +98,17 @@ def test_clip_coefficient_rounds_as_torch(device, max_norm):
 
 
 @needs_torch
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shapes=st.lists(st.lists(st.integers(0, 5), max_size=3), min_size=1, max_size=4),
        max_norm=st.floats(0.01, 100.0), norm_type=st.sampled_from([1.0, 2.0, 2.5, math.inf]),
        seed=st.integers(0, 2**16))
-def test_clip_grad_norm_over_drawn_shapes(shapes, max_norm, norm_type, seed):
+def test_clip_grad_norm_over_drawn_shapes(shapes, max_norm, norm_type, seed, device):
     rng = np.random.default_rng(seed)
     grads = [rng.standard_normal(s).astype(F32) * 2 for s in shapes]
     if norm_type == math.inf and any(g.size == 0 for g in grads):
         grads = [g for g in grads if g.size] or [np.ones(1, F32)]
-    ours, theirs = make_params(grads, "cpu")
+    ours, theirs = make_params(grads, device)
     total = clip_grad_norm_(ours, max_norm, norm_type)
     expected = torch.nn.utils.clip_grad_norm_(theirs, max_norm, norm_type)
     np.testing.assert_allclose(total.numpy(), expected.numpy(), rtol=1e-5, atol=1e-7)
@@ -251,8 +252,9 @@ def test_clip_grad_value_single_tensor_and_generator(device):
 
 # --- evaluating ------------------------------------------------------------------------------
 
-def _net():
+def _net(device):
     net = nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.5), nn.Sequential(nn.Dropout(0.5)))
+    net.to(device)
     net[2].eval()  # a submodule kept in eval mode inside a training model
     return net
 
@@ -261,11 +263,11 @@ def _flags(net):
     return [m.training for m in net.modules()]
 
 
-def test_evaluating_runs_in_eval_mode_without_grad_and_restores_each_flag():
-    net = _net()
+def test_evaluating_runs_in_eval_mode_without_grad_and_restores_each_flag(device):
+    net = _net(device)
     before = _flags(net)
     assert before == [True, True, True, False, False]
-    x = mg.randn(5, 3)
+    x = mg.randn(5, 3, device=device)
     with evaluating(net) as model:
         assert model is net and not any(_flags(net)) and not mg.is_grad_enabled()
         out = net(x)
@@ -274,8 +276,8 @@ def test_evaluating_runs_in_eval_mode_without_grad_and_restores_each_flag():
     assert _flags(net) == before and mg.is_grad_enabled()
 
 
-def test_evaluating_restores_after_an_error_and_keeps_an_outer_no_grad():
-    net = _net()
+def test_evaluating_restores_after_an_error_and_keeps_an_outer_no_grad(device):
+    net = _net(device)
     before = _flags(net)
     with pytest.raises(ValueError, match="inside"):
         with evaluating(net):
