@@ -702,8 +702,9 @@ class Tensor(TensorBase):
             try:
                 target[basic if advanced is None else advanced] = raw
             except ValueError as e:
-                raise RuntimeError(f"__setitem__: {e} (tensor of shape {tuple(self.shape)})") \
-                    from None
+                shape = tuple(raw.shape) if _is_array(raw) else np.shape(raw)
+                raise RuntimeError(f"__setitem__: {e} (a value of shape {shape} written into "
+                                   f"a tensor of shape {tuple(self.shape)})") from None
             self._shared_counter()[0] += 1
 
     def __iadd__(self, other): return self.add_(other)

@@ -704,6 +704,11 @@ SGD_STEPS = {
 @pytest.mark.parametrize("zero", ["set_to_none", "zero_"])
 @pytest.mark.parametrize("step", list(SGD_STEPS))
 def test_manual_sgd_updates_parameters_in_place(step, zero, device):
+    if step == "data_isub" and device == "cuda":
+        # a CuPy array's in-place operators take arrays and numbers only: they never ask a
+        # Tensor operand (NumPy's do, through __array_ufunc__)
+        pytest.xfail("on CuPy, p.data -= tensor needs p.grad.data (or p -= ... under no_grad)")
+
     def program(M):
         X, Y, w0 = _data()
         X, Y = M.tensor(X), M.tensor(Y)

