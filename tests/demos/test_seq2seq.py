@@ -163,10 +163,12 @@ def test_ctrl_c_then_resume_is_bit_identical(tmp_path, monkeypatch, capsys, devi
     a = nn.load(whole / "checkpoint.safetensors", with_metadata=True)
     b = nn.load(split / "checkpoint.safetensors", with_metadata=True)
     assert list(a[0]) == list(b[0]) and any(k.startswith("optimizer.") for k in a[0])
-    # the model and Adam's moments, bit for bit on the CPU; on the GPU the embeddings'
-    # gradients are atomic scatter-adds, whose order (and so the last bit) varies, as PyTorch's
+    # the model and Adam's moments, bit for bit on the CPU. On the GPU the embeddings'
+    # gradients are atomic scatter-adds, whose order (and so the last bit) varies, as
+    # PyTorch's; Adam then scales gradients that are rounding noise (a key projection's
+    # bias, which softmax cancels) to steps of lr: equal to a small fraction of lr
     same = np.testing.assert_array_equal if device == "cpu" else \
-        partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6)
+        partial(np.testing.assert_allclose, rtol=1e-4, atol=1e-3)
     for key in a[0]:
         same(a[0][key].numpy(), b[0][key].numpy(), err_msg=key)
     meta_a, meta_b = (json.loads(m["minigrad.training"]) for m in (a[1], b[1]))
