@@ -165,12 +165,13 @@ def test_ctrl_c_then_resume_is_bit_identical(tmp_path, monkeypatch, capsys, devi
     assert list(a[0]) == list(b[0]) and any(k.startswith("optimizer.") for k in a[0])
     # the model and Adam's moments, bit for bit on the CPU. On the GPU the embeddings'
     # gradients are atomic scatter-adds, whose order (and so the last bit) varies, as
-    # PyTorch's; Adam then scales gradients that are rounding noise (a key projection's
-    # bias, which softmax cancels) to steps of lr: equal to a small fraction of lr
+    # PyTorch's; Adam scales gradients that are only rounding noise (the key projections'
+    # biases, which softmax cancels) to steps of lr, so those are left out there
     same = np.testing.assert_array_equal if device == "cpu" else \
-        partial(np.testing.assert_allclose, rtol=1e-4, atol=1e-3)
+        partial(np.testing.assert_allclose, rtol=1e-3, atol=1e-4)
     for key in a[0]:
-        same(a[0][key].numpy(), b[0][key].numpy(), err_msg=key)
+        if device == "cpu" or "k_proj.bias" not in key:
+            same(a[0][key].numpy(), b[0][key].numpy(), err_msg=key)
     meta_a, meta_b = (json.loads(m["minigrad.training"]) for m in (a[1], b[1]))
     for key in ("step", "optimizer", "scheduler", "rng"):
         assert meta_a[key] == meta_b[key], key
