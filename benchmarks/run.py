@@ -198,7 +198,7 @@ def bench_attention(lengths, args, target, results):
         if L in kernels:
             row["torch_kernel"] = kernels[L]
         line = (f"{L:>6} {m * 1e3:8.1f}ms {t * 1e3 if t else float('nan'):8.1f}ms "
-                f"{ratio(m, t):>6} {c * 1e3 if c else float('nan'):8.1f}ms")
+                f"{ratio(m, t):>6} " + (f"{c * 1e3:8.1f}ms" if c else f"{'-':>10}"))
         if not args.no_memory:
             row["minigrad_bytes"] = target.memory("attention", str(L), "minigrad")
             row["torch_bytes"] = (target.memory("attention", str(L), "torch")
