@@ -37,6 +37,7 @@ from minigrad import backend
 from benchmarks import bench_engine, gpu, workloads
 from benchmarks.timing import (blas_threads, interleaved, machine_line, peak_extra_memory,
                                set_threads, synced, torch)
+from demos._cli import positive_int
 
 PROG = "python -m benchmarks.run"
 STEPS = ("tiny", "small", "medium")
@@ -211,16 +212,6 @@ def bench_attention(lengths, args, target, results):
                      f"{mb(row['composite_bytes']) if c else '-':>13}")
         print(line, flush=True)
         results[f"attention_{L}"] = row
-
-
-def positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
 
 
 def int_list(text):

@@ -56,36 +56,22 @@ def _number(kind, text):
     return value
 
 
-def positive_int(text):
-    """An integer > 0: a number of steps, a size, a batch."""
-    value = _number(int, text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
+def _bounded(kind, strict, doc):
+    """An argument type: a number of ``kind`` above 0 (``strict``) or at least 0."""
+    def parse(text):
+        value = _number(kind, text)
+        if value < 0 or (strict and value == 0):
+            shown = value if kind is int else f"{value:g}"
+            raise argparse.ArgumentTypeError(f"must be {'>' if strict else '>='} 0, got {shown}")
+        return value
+    parse.__doc__ = doc
+    return parse
 
 
-def nonneg_int(text):
-    """An integer >= 0: a count that may be zero, a seed."""
-    value = _number(int, text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def positive_float(text):
-    """A finite number > 0: a learning rate."""
-    value = _number(float, text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value:g}")
-    return value
-
-
-def nonneg_float(text):
-    """A finite number >= 0: a clipping norm (0 for none)."""
-    value = _number(float, text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value:g}")
-    return value
+positive_int = _bounded(int, True, "An integer > 0: a number of steps, a size, a batch.")
+nonneg_int = _bounded(int, False, "An integer >= 0: a count that may be zero, a seed.")
+positive_float = _bounded(float, True, "A finite number > 0: a learning rate.")
+nonneg_float = _bounded(float, False, "A finite number >= 0: a clipping norm (0 for none).")
 
 
 def probability(text):

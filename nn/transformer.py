@@ -25,6 +25,13 @@ from .module import Module, ModuleList
 from .norm import LayerNorm
 
 
+def _self_attention_block(layer, x, attn_mask, key_padding_mask, is_causal, cache=None):
+    """A layer's self-attention branch, before its residual: dropout(self_attn(x, x, x))."""
+    x = layer.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                        need_weights=False, is_causal=is_causal, cache=cache)[0]
+    return layer.dropout1(x)
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention then a feed-forward block, each with a residual connection and norm.
 
@@ -76,10 +83,7 @@ class TransformerEncoderLayer(Module):
         x = _narrow(self, src, x)
         return x.squeeze(0) if unbatched else x
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal, cache=None):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal, cache=cache)[0]
-        return self.dropout1(x)
+    _sa_block = _self_attention_block
 
     def _ff_block(self, x):
         return self.dropout2(self.ffn(x))
@@ -143,10 +147,7 @@ class TransformerDecoderLayer(Module):
         x = _narrow(self, tgt, x)
         return x.squeeze(0) if unbatched else x
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal, cache=None):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal, cache=cache)[0]
-        return self.dropout1(x)
+    _sa_block = _self_attention_block
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal, cache=None):
         x = self.cross_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
