@@ -37,7 +37,7 @@ from minigrad import backend
 from benchmarks import bench_engine, gpu, workloads
 from benchmarks.timing import (blas_threads, interleaved, machine_line, peak_extra_memory,
                                set_threads, synced, torch)
-from demos._cli import positive_int
+from minigrad.demos._cli import positive_int
 
 PROG = "python -m benchmarks.run"
 STEPS = ("tiny", "small", "medium")

@@ -15,9 +15,9 @@ import warnings
 import numpy as np
 
 import minigrad as mg
-import nn
-import nn.functional as F
-from models.transformer import Transformer
+from minigrad import nn
+import minigrad.nn.functional as F
+from minigrad.models.transformer import Transformer
 
 SIZES = {  # the training step at three model and batch sizes
     "tiny": dict(d_model=64, nhead=4, layers=2, ff=256, vocab=32, batch=32, length=16),

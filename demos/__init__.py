@@ -1,1 +1,1 @@
-"""Runnable programs, one idea each: ``python -m demos.<name>``."""
+"""Runnable programs, one idea each: ``python -m minigrad.demos.<name>``."""

@@ -1,6 +1,6 @@
 """What the demo programs share on their command line.
 
-Every program builds its parser with ``make_parser`` (named ``python -m demos.<name>``,
+Every program builds its parser with ``make_parser`` (named ``python -m minigrad.demos.<name>``,
 each option's default shown in ``-h``), checks values with the argument types below, so that
 a bad value stops it before any work with one line, ``prog: error: argument --x: ...``,
 and reports a problem found later (a checkpoint that does not fit) with ``fail``: one line,
@@ -27,18 +27,18 @@ class _DefaultsShown(argparse.HelpFormatter):
 
 
 def prog(name):
-    """How a demo is run: ``python -m demos.<name>``."""
-    return f"python -m demos.{name}"
+    """How a demo is run: ``python -m minigrad.demos.<name>``."""
+    return f"python -m minigrad.demos.{name}"
 
 
 def make_parser(name, description):
-    """The parser of ``python -m demos.<name>``."""
+    """The parser of ``python -m minigrad.demos.<name>``."""
     return argparse.ArgumentParser(prog=prog(name), description=description,
                                    formatter_class=_DefaultsShown)
 
 
 def fail(name, message):
-    """Stop demo ``name`` with one line on stderr, ``python -m demos.<name>: error:
+    """Stop demo ``name`` with one line on stderr, ``python -m minigrad.demos.<name>: error:
     <message>``, and exit status 1 (a caller of ``main`` gets SystemExit with that line)."""
     raise SystemExit(f"{prog(name)}: error: {message}")
 

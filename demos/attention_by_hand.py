@@ -1,6 +1,6 @@
 """The attention example worked by hand, computed by the engine: one query, three keys.
 
-    python -m demos.attention_by_hand [--out DIR] [--device cpu|cuda]
+    python -m minigrad.demos.attention_by_hand [--out DIR] [--device cpu|cuda]
 
 "I love NLP" with one-number embeddings: the query of "love" is q = 2, the keys of the
 three words are k = [1, 2, 3] and their values v = [2, 4, 6]. Attention scores each key by

@@ -1,6 +1,6 @@
 """A tour of the engine: train a small network written with raw tensors, then look inside.
 
-    python -m demos.autograd_tour [--steps 1000] [--device cpu] [--seed 0]
+    python -m minigrad.demos.autograd_tour [--steps 1000] [--device cpu] [--seed 0]
 
 1. Two interleaved spirals, classified by a 2-64-64-2 MLP written with nothing but
    minigrad tensors and SGD with momentum (no nn library): loss and accuracy as it learns.

@@ -1,7 +1,7 @@
 """Train models.BERT on a Markov chain and compare its masked-token accuracy with the best
 possible.
 
-    python -m demos.bert [--steps N] [--seed 0] [--out runs/bert] [--device cpu|cuda]
+    python -m minigrad.demos.bert [--steps N] [--seed 0] [--out runs/bert] [--device cpu|cuda]
                          [--no-progress]
 
 The data are sequences from a seeded random first-order Markov chain over 16 symbols. BERT
@@ -22,9 +22,9 @@ import time
 import numpy as np
 
 import minigrad as mg
-import nn
-from models.bert import BERT, mask_tokens
-from models.markov import MarkovChain
+from minigrad import nn
+from minigrad.models.bert import BERT, mask_tokens
+from minigrad.models.markov import MarkovChain
 
 from ._cli import add_run_options, check_out_dir, make_out_dir, make_parser, positive_int
 

@@ -1,6 +1,6 @@
 """Train models.Captioner to describe synthetic pictures of one or two shapes.
 
-    python -m demos.caption [--steps N] [--seed 0] [--out runs/caption] [--device cpu|cuda]
+    python -m minigrad.demos.caption [--steps N] [--seed 0] [--out runs/caption] [--device cpu|cuda]
                             [--no-progress]        # about 4-5 minutes on one CPU core
 
 The pictures (demos/shapes.py) are 32x32, one or two circles, squares or triangles in six
@@ -24,10 +24,10 @@ import time
 import numpy as np
 
 import minigrad as mg
-import nn.functional as F
-from demos import shapes
-from demos.gpt import train
-from models.captioner import Captioner
+import minigrad.nn.functional as F
+from minigrad.demos import shapes
+from minigrad.demos.gpt import train
+from minigrad.models.captioner import Captioner
 
 from ._cli import (add_run_options, check_out_dir, make_out_dir, make_parser, positive_float,
                    positive_int)

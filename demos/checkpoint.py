@@ -17,8 +17,7 @@ anything is copied, with an error that names the first mismatched key and both s
 import json
 
 import minigrad as mg
-import nn
-
+from minigrad import nn
 META_KEY = "minigrad.training"
 _MODEL, _OPTIM = "model.", "optimizer.state."
 

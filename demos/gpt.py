@@ -1,6 +1,6 @@
 """Train models.GPT on two tasks whose best result is known in advance.
 
-    python -m demos.gpt [--task markov|recall|both] [--steps N] [--seed 0] [--out runs/gpt]
+    python -m minigrad.demos.gpt [--task markov|recall|both] [--steps N] [--seed 0] [--out runs/gpt]
                         [--device cpu|cuda] [--no-progress]
 
 markov   sequences from a seeded random Markov chain of order 2 over 16 symbols. No model
@@ -27,10 +27,10 @@ import time
 import numpy as np
 
 import minigrad as mg
-import nn
-import nn.functional as F
-from models.gpt import GPT
-from models.markov import MarkovChain
+from minigrad import nn
+import minigrad.nn.functional as F
+from minigrad.models.gpt import GPT
+from minigrad.models.markov import MarkovChain
 
 from ._cli import add_run_options, check_out_dir, make_out_dir, make_parser, positive_int
 

@@ -1,6 +1,6 @@
 """Post-LN, pre-LN and manifold-constrained hyper-connections (mHC) on one deep, narrow model.
 
-    python -m demos.residuals [--steps 400] [--layers 16] [--d-model 64] [--lr 3e-3]
+    python -m minigrad.demos.residuals [--steps 400] [--layers 16] [--d-model 64] [--lr 3e-3]
                               [--warmup 0.1] [--seed 0] [--out runs/residuals]
                               [--device cpu|cuda] [--no-progress]
 
@@ -41,9 +41,9 @@ import time
 import numpy as np
 
 import minigrad as mg
-import nn
-import nn.functional as F
-from models.markov import MarkovChain
+from minigrad import nn
+import minigrad.nn.functional as F
+from minigrad.models.markov import MarkovChain
 
 from ._cli import (add_run_options, check_out_dir, fraction, make_out_dir, make_parser,
                    positive_float, positive_int)

@@ -1,8 +1,8 @@
 """Train an encoder-decoder Transformer, built on minigrad, on a toy sequence task.
 
-    python -m demos.seq2seq --task reverse            # about 2 minutes on 2 CPU cores
-    python -m demos.seq2seq --task add --device cuda  # the same program on a GPU
-    python -m demos.seq2seq --task reverse --resume   # continue runs/reverse after Ctrl-C
+    python -m minigrad.demos.seq2seq --task reverse            # about 2 minutes on 2 CPU cores
+    python -m minigrad.demos.seq2seq --task add --device cuda  # the same program on a GPU
+    python -m minigrad.demos.seq2seq --task reverse --resume   # continue runs/reverse after Ctrl-C
 
 Tasks (demos/tasks.py): copy, reverse and sort sequences of 1 to 16 symbols, or add two
 numbers of up to 4 digits. The progress bar shows the training loss, the teacher-forced
@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 
 import minigrad as mg
-import nn
-import nn.functional as F
-from demos.checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
-from demos.tasks import BOS, EOS, PAD, TASKS, Dataset, collate
-from models import Transformer
+from minigrad import nn
+import minigrad.nn.functional as F
+from minigrad.demos.checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
+from minigrad.demos.tasks import BOS, EOS, PAD, TASKS, Dataset, collate
+from minigrad.models import Transformer
 
 from ._cli import (add_run_options, check_out_dir, fail, make_out_dir, make_parser, nonneg_float,
                    nonneg_int, positive_float, positive_int, probability)
@@ -332,7 +332,7 @@ def plot_curves(run, path):
 
 def report(args, task, data, model, run, last_eval=None):
     """Final evaluation, a few decoded examples, metrics.json, curves.png, attention.png."""
-    from models.inspect import collect_attention, plot_attention
+    from minigrad.models.inspect import collect_attention, plot_attention
 
     if last_eval is None:
         last_eval = evaluate(model, task, data.eval, args.device, args.beam)

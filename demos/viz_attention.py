@@ -1,7 +1,7 @@
 """One multi-head attention block (nn.MultiheadAttention, 16 features, 4 heads, causal
 self-attention over a batch of 2 sequences of 5), drawn forward and backward.
 
-    python -m demos.viz_attention [--out runs/viz/viz_attention] [--png]
+    python -m minigrad.demos.viz_attention [--out runs/viz/viz_attention] [--png]
 
 minigrad normally runs the attention core as one tiled op (``attention``, see
 minigrad.fused.Attention); this demo asks for the composite of Tensor ops instead
@@ -27,7 +27,7 @@ minigrad.fused.Attention); this demo asks for the composite of Tensor ops instea
 """
 
 import minigrad as mg
-import nn
+from minigrad import nn
 from minigrad.autograd import engine
 from minigrad.viz.graph import held_bytes, nbytes_text, shape_text
 

@@ -1,7 +1,8 @@
 """The backward pass of a small graph, step by step: ``mg.viz.explain_backward`` prints
 one row per node the engine runs and draws one picture per step.
 
-    python -m demos.viz_backward_walkthrough [--out runs/viz/viz_backward_walkthrough] [--png]
+    python -m minigrad.demos.viz_backward_walkthrough [--png]
+        [--out runs/viz/viz_backward_walkthrough]
 
 The graph: a tanh layer over a batch of 4 inputs plus an L2 penalty on its weight,
 
@@ -31,7 +32,7 @@ import os
 import shutil
 
 import minigrad as mg
-import nn
+from minigrad import nn
 from minigrad.viz.explain import format_table
 
 from . import _pictures

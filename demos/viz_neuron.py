@@ -1,7 +1,7 @@
 """One neuron, o = tanh(w1 x1 + w2 x2 + b), drawn as micrograd draws it: every node with its
 value and, after backward, its gradient.
 
-    python -m demos.viz_neuron [--out runs/viz/viz_neuron] [--png]
+    python -m minigrad.demos.viz_neuron [--out runs/viz/viz_neuron] [--png]
 
 The numbers are micrograd's own (x1 = 2, x2 = 0, w1 = -3, w2 = 1, b = 6.8814, so that
 n = 0.8814 and o = tanh(n) = 0.7071). Three pictures:

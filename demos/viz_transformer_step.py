@@ -3,7 +3,7 @@ layers, d_model 16, 2 heads, the 2017 post-LN layout): forward, cross-entropy lo
 backward, gradient clipping and one Adam step. Its graph has a few hundred ops; folded by
 module it fits on a page.
 
-    python -m demos.viz_transformer_step [--out runs/viz/viz_transformer_step] [--png]
+    python -m minigrad.demos.viz_transformer_step [--out runs/viz/viz_transformer_step] [--png]
 
 - ``transformer_step_depth1.svg``: ``depth=1``, after ``backward()``, with ``show_grad``.
   The model's own children are clusters (``src_embed (Embedding)``, ``encoder
@@ -32,10 +32,10 @@ loop would not pass it.
 import re
 
 import minigrad as mg
-import nn
-import nn.functional as F
+from minigrad import nn
+import minigrad.nn.functional as F
 from minigrad.autograd import engine
-from models import Transformer
+from minigrad.models import Transformer
 
 from . import _pictures
 from ._cli import make_out_dir

@@ -41,3 +41,7 @@ del _name
 
 def is_tensor(obj):
     return isinstance(obj, Tensor)
+
+
+# The layers last: they are built from everything above (mg.nn, as torch.nn after torch).
+from . import nn  # noqa: E402,F401

@@ -7,8 +7,8 @@
 import numpy as np
 
 import minigrad as mg
-import nn
-import nn.functional as F
+from minigrad import nn
+import minigrad.nn.functional as F
 
 
 class BERT(nn.Module):

@@ -10,9 +10,9 @@ import math
 import numpy as np
 
 import minigrad as mg
-import nn
-from models import decoding
-from models.inspect import collect_attention
+from minigrad import nn
+from minigrad.models import decoding
+from minigrad.models.inspect import collect_attention
 
 
 def patchify(images, patch_size):

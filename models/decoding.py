@@ -12,8 +12,8 @@ memory_key_padding_mask, cache)`` (Transformer and Captioner), over an nn.Decode
 import numpy as np
 
 import minigrad as mg
-import nn
-import nn.functional as F
+from minigrad import nn
+import minigrad.nn.functional as F
 
 
 def argmax(scores):

@@ -9,9 +9,9 @@ import math
 import numpy as np
 
 import minigrad as mg
-import nn
-from models import decoding
-from nn.hyper import collapse_streams, expand_streams
+from minigrad import nn
+from minigrad.models import decoding
+from minigrad.nn.hyper import collapse_streams, expand_streams
 
 
 class Block(nn.TransformerEncoderLayer):

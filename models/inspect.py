@@ -14,8 +14,7 @@ import inspect
 
 import numpy as np
 
-import nn
-
+from minigrad import nn
 KINDS = ("encoder_self", "decoder_self", "cross")
 TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
           "cross": "cross-attention"}

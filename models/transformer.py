@@ -9,8 +9,8 @@ import math
 import numpy as np
 
 import minigrad as mg
-import nn
-from models import decoding
+from minigrad import nn
+from minigrad.models import decoding
 
 
 class Transformer(nn.Module):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn.functional as F
+import minigrad.nn.functional as F
 from minigrad import backend
 from minigrad.fused.attention import Attention
 from tests.torch_ref import needs_torch, torch

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
-import nn.functional as F
+from minigrad import nn
+import minigrad.nn.functional as F
 from minigrad import backend
 from tests.torch_ref import needs_torch, torch
 

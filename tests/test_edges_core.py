@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
+from minigrad import nn
 from tests.torch_ref import On, needs_torch_at_least
 
 torch = pytest.importorskip("torch")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn as mg_nn
+from minigrad import nn as mg_nn
 from tests.torch_ref import On
 
 torch = pytest.importorskip("torch")

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn.functional as F
+import minigrad.nn.functional as F
 from minigrad.autograd.function import Primitive
-from models.gpt import GPT
-from models.transformer import Transformer
+from minigrad.models.gpt import GPT
+from minigrad.models.transformer import Transformer
 
 
 def primitives():

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
-import nn.functional as F
+from minigrad import nn
+import minigrad.nn.functional as F
 from minigrad.fused.attention import TILE, Attention, blocks
 from tests.test_ops_elementwise import params
 from tests.torch_ref import needs_torch, torch

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import minigrad as mg
 from minigrad import backend
-import nn.functional as F
+import minigrad.nn.functional as F
 from tests.test_ops_elementwise import (DTYPES, SEEDS, SETTINGS, assert_gradcheck,
                                         assert_parity, lib, make, params, run_error, sample)
 from tests.torch_ref import needs_torch, torch

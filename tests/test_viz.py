@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
-import nn.functional as F
+from minigrad import nn
+import minigrad.nn.functional as F
 from minigrad import viz
 from minigrad.autograd import engine
 from minigrad.viz.graph import held_bytes, nbytes_text

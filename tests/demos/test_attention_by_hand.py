@@ -1,4 +1,4 @@
-"""demos.attention_by_hand: the engine's numbers against NumPy and the hand formulas, the
+"""minigrad.demos.attention_by_hand: the engine's numbers against NumPy and the hand formulas, the
 printed claims, and the graph picture (an SVG when Graphviz's dot is installed, a clear
 message when it is not)."""
 import json
@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from demos import attention_by_hand as demo
+from minigrad.demos import attention_by_hand as demo
 
 Q, K, V = 2.0, np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0, 6.0])
 

@@ -1,12 +1,13 @@
-"""demos.bert: the evaluation set and its Bayes rule, and a short run that writes its metrics
+"""minigrad.demos.bert: the evaluation set and its Bayes rule, and a short run that writes its
+metrics
 and picture (learning itself is tested in tests/models/test_bert.py)."""
 import json
 
 import numpy as np
 import pytest
 
-from demos import bert as demo
-from models.markov import MarkovChain
+from minigrad.demos import bert as demo
+from minigrad.models.markov import MarkovChain
 
 
 def test_eval_set_masks_one_interior_symbol():

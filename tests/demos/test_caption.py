@@ -1,4 +1,4 @@
-"""demos.shapes and demos.caption: the pictures (seeded, inside the frame, disjoint shapes,
+"""minigrad.demos.shapes and demos.caption: the pictures (seeded, inside the frame, disjoint shapes,
 captions that a reader of the picture alone recovers), the vocabulary, the per-word
 attention panels, and a short training run that has to learn."""
 import json
@@ -8,9 +8,9 @@ import pytest
 from scipy import ndimage
 
 import minigrad as mg
-from demos import caption as demo
-from demos import shapes
-from models import Captioner
+from minigrad.demos import caption as demo
+from minigrad.demos import shapes
+from minigrad.models import Captioner
 
 
 def read_scene(image):

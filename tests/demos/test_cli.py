@@ -3,7 +3,7 @@ work with one line naming the option (no traceback, no silent default), ``-h`` n
 program as it is run and gives every option a help line with its default.
 
 Most cases parse in-process (each demo's ``parse_args``); a few per program run
-``python -m demos.<name>`` in a subprocess to check what the shell sees."""
+``python -m minigrad.demos.<name>`` in a subprocess to check what the shell sees."""
 import importlib
 import os
 import pkgutil
@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-import demos
+from minigrad import demos
 import minigrad as mg
-from demos import _cli, seq2seq
-from demos.checkpoint import save_checkpoint
+from minigrad.demos import _cli, seq2seq
+from minigrad.demos.checkpoint import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = sorted(m.name for m in pkgutil.iter_modules(demos.__path__)
                   if not m.name.startswith("_")
-                  and hasattr(importlib.import_module(f"demos.{m.name}"), "main"))
+                  and hasattr(importlib.import_module(f"minigrad.demos.{m.name}"), "main"))
 CUDA = mg.cuda_is_available()
 
 # option -> bad values with a piece of the message each must give
@@ -82,7 +82,7 @@ GOOD = [
 
 
 def module(name):
-    return importlib.import_module(f"demos.{name}")
+    return importlib.import_module(f"minigrad.demos.{name}")
 
 
 def options(name):
@@ -111,9 +111,9 @@ def assert_argparse_error(err, name, option, message):
     option and says ``message``."""
     lines = [line for line in err.splitlines() if line.strip()]
     assert lines and "Traceback" not in err, err
-    assert lines[0].startswith(f"usage: python -m demos.{name} ")
+    assert lines[0].startswith(f"usage: python -m minigrad.demos.{name} ")
     assert all(line.startswith(" ") for line in lines[1:-1]), err  # the usage goes on
-    assert lines[-1].startswith(f"python -m demos.{name}: error: "), err
+    assert lines[-1].startswith(f"python -m minigrad.demos.{name}: error: "), err
     assert option in lines[-1] and message in lines[-1], lines[-1]
 
 
@@ -166,7 +166,7 @@ def test_the_neighbours_of_bad_values_are_accepted(tmp_path, name, argv):
 
 
 def test_steps_given_are_the_steps_run_and_none_given_is_the_default():
-    from demos import gpt
+    from minigrad.demos import gpt
 
     assert gpt.steps_of(gpt.parse_args(["--steps", "1"]), "markov") == 1
     assert gpt.steps_of(gpt.parse_args([]), "recall") == gpt.DEFAULT_STEPS["recall"]
@@ -236,7 +236,7 @@ def test_a_folder_that_cannot_be_created_stops_with_one_line():
     with pytest.raises(SystemExit) as info:
         _cli.make_out_dir("gpt", "/proc/minigrad-demo-out")
     message = info.value.code
-    assert message.startswith("python -m demos.gpt: error: --out: cannot write in "
+    assert message.startswith("python -m minigrad.demos.gpt: error: --out: cannot write in "
                               "/proc/minigrad-demo-out (") and "\n" not in message
 
 
@@ -254,7 +254,7 @@ def test_help_names_the_program_and_every_option(capsys, name):
         module(name).parse_args(["-h"])
     assert info.value.code == 0
     text = capsys.readouterr().out
-    assert text.startswith(f"usage: python -m demos.{name} ")
+    assert text.startswith(f"usage: python -m minigrad.demos.{name} ")
     parser = module(name).build_parser()
     formatter = parser._get_formatter()
     for action in parser._actions:
@@ -270,8 +270,8 @@ def test_help_names_the_program_and_every_option(capsys, name):
 # --- what the shell sees ----------------------------------------------------------------------
 
 def shell(name, *argv, tmp_path):
-    done = subprocess.run([sys.executable, "-m", f"demos.{name}", *map(str, argv)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", f"minigrad.demos.{name}", *map(str, argv)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     assert done.stdout == ""
     return done
@@ -324,5 +324,5 @@ def test_from_the_shell_a_checkpoint_that_does_not_fit_is_one_line(tmp_path, dev
         done = shell("seq2seq", *tiny, *argv, tmp_path=tmp_path)
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert done.returncode == 1 and len(lines) == 1, done.stderr
-        assert lines[0].startswith("python -m demos.seq2seq: error: --resume: ")
+        assert lines[0].startswith("python -m minigrad.demos.seq2seq: error: --resume: ")
         assert message in lines[0]

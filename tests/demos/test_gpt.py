@@ -1,12 +1,12 @@
-"""demos.gpt: the recall data, the attention replay, and a short run of both tasks that
+"""minigrad.demos.gpt: the recall data, the attention replay, and a short run of both tasks that
 writes its metrics and pictures (learning itself is tested in tests/models/test_gpt.py)."""
 import json
 
 import numpy as np
 
 import minigrad as mg
-from demos import gpt as demo
-from models.gpt import GPT
+from minigrad.demos import gpt as demo
+from minigrad.models.gpt import GPT
 
 
 def test_recall_batch():

@@ -1,4 +1,5 @@
-"""demos.residuals: the per-layer gradient norms, the shared start of the three variants, and
+"""minigrad.demos.residuals: the per-layer gradient norms, the shared start of the three
+variants, and
 a short run that writes its metrics and picture."""
 import json
 import math
@@ -7,8 +8,8 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn.functional as F
-from demos import residuals as demo
+import minigrad.nn.functional as F
+from minigrad.demos import residuals as demo
 
 
 def tiny(name, device, layers=3):

@@ -1,4 +1,4 @@
-"""demos.seq2seq, demos.tasks and demos.checkpoint: the held-out split never meets the
+"""minigrad.demos.seq2seq, demos.tasks and demos.checkpoint: the held-out split never meets the
 training stream, a short copy run learns to 100%, same seed gives same metrics, a run
 stopped by Ctrl-C and resumed ends bit-identical to one that never stopped, a model of
 another size is refused by name and shape (the command line: tests/demos/test_cli.py)."""
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
-from demos import seq2seq
-from demos.checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
-from demos.tasks import BOS, EOS, PAD, TASKS, Copy, Dataset, collate
+from minigrad import nn
+from minigrad.demos import seq2seq
+from minigrad.demos.checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
+from minigrad.demos.tasks import BOS, EOS, PAD, TASKS, Copy, Dataset, collate
 
 TINY = ["--d-model", "16", "--nhead", "2", "--layers", "1", "--ff", "32", "--batch-size", "16",
         "--eval-size", "40", "--examples", "0", "--no-progress"]
@@ -184,7 +184,8 @@ def test_resuming_into_another_model_size_names_the_key_and_shapes(tmp_path, dev
         run(tmp_path, "run", "--task", "copy", "--steps", "4", "--ff", "48", "--resume",
             device=device)
     message = str(info.value.code)
-    assert message.startswith("python -m demos.seq2seq: error: --resume:") and "\n" not in message
+    assert message.startswith("python -m minigrad.demos.seq2seq: error: --resume:")
+    assert "\n" not in message
     assert "encoder.layers.0.ffn.linear1.weight has shape (32, 16) in the checkpoint but " \
            "(48, 16) in the model" in message
 

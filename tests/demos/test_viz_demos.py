@@ -31,7 +31,7 @@ def svg_text(path):
 @needs_dot
 @pytest.mark.parametrize("name", sorted(DEMOS))
 def test_demo_writes_svgs_that_parse(name, tmp_path, capsys):
-    demo = importlib.import_module(f"demos.{name}")
+    demo = importlib.import_module(f"minigrad.demos.{name}")
     out = tmp_path / name
     paths = demo.main(["--out", str(out)])
     expected = {str(out / f) for f in DEMOS[name]}
@@ -45,7 +45,7 @@ def test_demo_writes_svgs_that_parse(name, tmp_path, capsys):
 
 @needs_dot
 def test_pictures_show_what_the_docstrings_promise(tmp_path, capsys):
-    from demos import viz_attention, viz_neuron, viz_transformer_step
+    from minigrad.demos import viz_attention, viz_neuron, viz_transformer_step
     viz_neuron.main(["--out", str(tmp_path / "n")])
     grads = svg_text(tmp_path / "n" / "neuron_grads.svg")
     for text in ("x1*w1 + x2*w2", "= 0.7071", "grad = -1.5", "grad = 1", "grad = 0.5"):
@@ -63,7 +63,7 @@ def test_pictures_show_what_the_docstrings_promise(tmp_path, capsys):
 
 @needs_dot
 def test_walkthrough_table_and_png(tmp_path, capsys):
-    from demos import viz_backward_walkthrough
+    from minigrad.demos import viz_backward_walkthrough
     paths = viz_backward_walkthrough.main(["--out", str(tmp_path), "--png"])
     table = capsys.readouterr().out
     assert "in1: (4, 2) summed to (2,) (broadcast)" in table
@@ -77,7 +77,7 @@ def test_walkthrough_table_and_png(tmp_path, capsys):
 
 def test_without_dot_the_demos_write_dot_text_and_say_how_to_install(
         tmp_path, monkeypatch, capsys):
-    from demos import viz_backward_walkthrough, viz_neuron
+    from minigrad.demos import viz_backward_walkthrough, viz_neuron
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no dot anywhere
     paths = viz_neuron.main(["--out", str(tmp_path / "n")])
     assert [p.rsplit("/", 1)[1] for p in paths] == [

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn.functional as F
-from models.bert import BERT, mask_tokens
+import minigrad.nn.functional as F
+from minigrad.models.bert import BERT, mask_tokens
 
 PAD, MASK, V = 0, 1, 12
 SPECIAL = (PAD, MASK)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
-from models import Captioner
-from models.captioner import patchify, sinusoidal_2d
+from minigrad import nn
+from minigrad.models import Captioner
+from minigrad.models.captioner import patchify, sinusoidal_2d
 
 V, PAD, BOS, EOS = 12, 0, 1, 2
 

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from models import decoding
+from minigrad.models import decoding
 
 BOS, EOS, PAD = 1, 2, 0
 

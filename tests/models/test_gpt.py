@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
-import nn.functional as F
-from models import gpt
-from models.gpt import GPT
+from minigrad import nn
+import minigrad.nn.functional as F
+from minigrad.models import gpt
+from minigrad.models.gpt import GPT
 
 V = 11
 POSITIONAL = ["learned", "rope"]

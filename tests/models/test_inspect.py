@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from models import Transformer
-from models.inspect import KINDS, attention_modules, collect_attention, plot_attention
+from minigrad.models import Transformer
+from minigrad.models.inspect import KINDS, attention_modules, collect_attention, plot_attention
 
 PAD, BOS = 0, 1
 H = 2
@@ -88,7 +88,7 @@ def test_callers_still_get_what_they_asked_for(device):
     x = mg.randn(2, 5, 16, device=device)
     model.eval()
     _, averaged = attn(x, x, x)
-    from models.inspect import _recording
+    from minigrad.models.inspect import _recording
     store = [None]
     with _recording(attn, store, 0):
         out, again = attn(x, x, x)

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from models.markov import MarkovChain
+from minigrad.models.markov import MarkovChain
 
 
 def brute_stationary(chain):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
-import nn.functional as F
+from minigrad import nn
+import minigrad.nn.functional as F
 from minigrad.autograd import gradcheck
-from models import Transformer
+from minigrad.models import Transformer
 
 PAD, BOS, EOS = 0, 1, 2
 SRC_VOCAB, TGT_VOCAB = 9, 8

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn.functional as F
+import minigrad.nn.functional as F
 from minigrad.autograd.gradcheck import gradcheck, gradgradcheck
-from nn import init
-from nn.attention import MultiheadAttention
-from nn.positional import RotaryEmbedding
+from minigrad.nn import init
+from minigrad.nn.attention import MultiheadAttention
+from minigrad.nn.positional import RotaryEmbedding
 from tests.torch_ref import needs_torch, torch
 
 F64 = mg.float64

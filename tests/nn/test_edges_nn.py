@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
-import nn.functional as F
+from minigrad import nn
+import minigrad.nn.functional as F
 from minigrad.fused.attention import Attention, blocks
-from nn.attention import MultiheadAttention, SDPBackend, sdpa_kernel
+from minigrad.nn.attention import MultiheadAttention, SDPBackend, sdpa_kernel
 from tests.nn.test_attention import make_mha, torch_mha_like, torch_param_grads
 from tests.torch_ref import needs_torch, older_torch_reason, torch, torch_older_than
 

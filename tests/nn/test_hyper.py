@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
+from minigrad import nn
 from minigrad.autograd import gradcheck
-from nn.hyper import HyperConnection, collapse_streams, expand_streams, sinkhorn
+from minigrad.nn.hyper import HyperConnection, collapse_streams, expand_streams, sinkhorn
 
 
 @pytest.mark.parametrize("n", [1, 2, 4, 6])

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
-import nn.functional as F
+from minigrad import nn
+import minigrad.nn.functional as F
 from tests.torch_ref import needs_torch, torch
 
 DTYPES = pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])

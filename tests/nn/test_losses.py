@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn.functional as F
+import minigrad.nn.functional as F
 from tests.torch_ref import needs_torch, torch
 
 DTYPES = pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
+from minigrad import nn
 from tests.torch_ref import On, needs_torch, needs_torch_at_least, torch
 
 

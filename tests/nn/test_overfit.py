@@ -7,8 +7,8 @@ a smoke test that every layer passes useful gradients to the ones before it.
 import numpy as np
 
 import minigrad as mg
-import nn
-import nn.functional as F
+from minigrad import nn
+import minigrad.nn.functional as F
 
 VOCAB, SEQ_LEN, N_SEQ, N_CLASSES = 12, 6, 8, 8
 

@@ -9,8 +9,8 @@ import pytest
 
 import minigrad as mg
 from minigrad.autograd.gradcheck import gradcheck
-from nn.positional import (LearnedPositionalEmbedding, RotaryEmbedding,
-                           SinusoidalPositionalEncoding)
+from minigrad.nn.positional import (LearnedPositionalEmbedding, RotaryEmbedding,
+                                     SinusoidalPositionalEncoding)
 
 F64 = mg.float64
 

@@ -9,8 +9,8 @@ import pytest
 import minigrad as mg
 
 pytest.importorskip("safetensors")
-from nn import serialization  # noqa: E402
-from nn.serialization import load, save  # noqa: E402
+from minigrad.nn import serialization  # noqa: E402
+from minigrad.nn.serialization import load, save  # noqa: E402
 
 
 def on(x, device):

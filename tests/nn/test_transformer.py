@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import nn
+from minigrad import nn
 from minigrad.autograd import gradcheck
 from tests.torch_ref import needs_torch, torch
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import minigrad as mg
-import nn
-from nn.utils import clip_grad_norm_, clip_grad_value_, evaluating
+from minigrad import nn
+from minigrad.nn.utils import clip_grad_norm_, clip_grad_value_, evaluating
 from tests.torch_ref import needs_torch, torch
 
 F32, F64 = np.float32, np.float64
