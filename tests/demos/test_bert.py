@@ -1,6 +1,5 @@
 """minigrad.demos.bert: the evaluation set and its Bayes rule, and a short run that writes its
-metrics
-and picture (learning itself is tested in tests/models/test_bert.py)."""
+metrics and picture (learning itself is tested in tests/models/test_bert.py)."""
 import json
 
 import numpy as np

@@ -1,6 +1,5 @@
 """minigrad.demos.residuals: the per-layer gradient norms, the shared start of the three
-variants, and
-a short run that writes its metrics and picture."""
+variants, and a short run that writes its metrics and picture."""
 import json
 import math
 

@@ -10,7 +10,7 @@ import pytest
 import minigrad as mg
 from minigrad.autograd.gradcheck import gradcheck
 from minigrad.nn.positional import (LearnedPositionalEmbedding, RotaryEmbedding,
-                                     SinusoidalPositionalEncoding)
+                                    SinusoidalPositionalEncoding)
 
 F64 = mg.float64
 
