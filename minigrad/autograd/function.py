@@ -135,7 +135,7 @@ class Function(Node):
             node.needs_input_grad = (False,) * len(args)
 
         try:
-            if not cls._raw or PROCESS.anomaly:
+            if not cls._raw or PROCESS.watched:
                 out = cls._forward_general(node, arrays, params, first)
             elif type(first_data) is _ndarray:
                 out = cls.forward(node, *arrays, **params)
@@ -195,7 +195,8 @@ class Function(Node):
 
     @classmethod
     def _forward_general(cls, node, arrays, params, first):
-        """forward for user Functions (on Tensors), and for every op in anomaly mode."""
+        """forward for user Functions (on Tensors), and for every op while the process is
+        watched (anomaly mode, ``PROCESS.watchers``)."""
         if PROCESS.anomaly:
             node.trace = anomaly.user_frames()
         with backend.device_context(first.data), anomaly.quiet_numpy():

@@ -17,12 +17,24 @@ class _State(threading.local):
 
 
 class _Process:
-    """Anomaly mode is one switch for the whole process, as in PyTorch."""
-    __slots__ = ("anomaly",)
+    """Switches for the whole process: anomaly mode (one switch, as in PyTorch), and
+    whatever else must see every op (``watchers``: a profiler, forward-mode AD).
+
+    ``watched`` is true while any of them is on: ``Function.apply`` then takes its general
+    path, so the fast path pays for all of them with one check. It is kept up to date on
+    every change of the other two.
+    """
+    __slots__ = ("anomaly", "watchers", "watched")
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if name != "watched":
+            object.__setattr__(self, "watched", bool(self.anomaly or self.watchers))
 
 
 STATE = _State()
 PROCESS = _Process()
+object.__setattr__(PROCESS, "watchers", ())
 PROCESS.anomaly = False
 
 
