@@ -2,6 +2,7 @@
 
 The public API mirrors PyTorch's names and semantics (see README.md).
 """
+import os
 import warnings
 
 from . import autograd, backend, dtypes  # noqa: F401
@@ -42,6 +43,15 @@ del _name
 def is_tensor(obj):
     return isinstance(obj, Tensor)
 
+
+# minigrad.nn, minigrad.models and minigrad.demos are the folders nn/, models/ and demos/
+# at the top of the repository. Installed, they sit inside this package (setup.cfg maps
+# them); run from a checkout, the checkout's own folders are found here first, so a clone
+# works without installing and never mixes with another copy's.
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_CHECKOUT, "setup.cfg")) and \
+        os.path.isfile(os.path.join(_CHECKOUT, "nn", "__init__.py")):
+    __path__.append(_CHECKOUT)
 
 # The layers last: they are built from everything above (mg.nn, as torch.nn after torch).
 from . import nn  # noqa: E402,F401
