@@ -38,8 +38,9 @@ def blocks(lead, T, S, tile=None):
 
 
 class Attention(Primitive):
-    """out = dropout(softmax(q @ k^T * scale + mask)) @ v, tiled (see the module docstring);
-    dq, dk, dv as above (mask and dropout are constants of backward)
+    """out = dropout(P) @ v, P = softmax(q @ k^T * scale + mask);  dv = dropout(P)^T @ grad,
+    dS = P * (dropout(grad @ v^T) - rowsum(grad * out)),  dq = dS @ k * scale,
+    dk = dS^T @ q * scale  (tiled, see the module docstring; mask and dropout are constants)
 
     Args (keywords): scale; causal: None, or the offset c such that query i may attend to
     key j only where j <= i + c (0: PyTorch's is_causal); dropout_p; block (bq, bk).

@@ -24,15 +24,14 @@ def composite(x, target, weight=None, ignore_index=-100, reduction="mean",
 
 
 class CrossEntropy(Primitive):
-    """Label-smoothed, weighted cross-entropy of logits x (M, C) against class indices t (M,),
-    PyTorch's: with p = softmax(x), e = label_smoothing, w the class weights (or ones),
-    v = (t != ignore_index) and w_t = v * w[t],
-
-        loss_i = (1 - e) * -w_t log p[i, t] + e / C * v * sum_c -w_c log p[i, c]
-
-    reduced by 'none', 'sum' or 'mean' (divided by sum(w_t));
+    """loss_i = (1 - e) * -w_t log p[i, t] + e / C * v * sum_c -w_c log p[i, c], p = softmax(x);
     dx_i = coef_i * (a_i * p_i - (1 - e) * w_t onehot(t_i) - e / C * v * w),
     a_i = (1 - e) * w_t + e / C * v * sum(w)
+
+    Label-smoothed, weighted cross-entropy of logits x (M, C) against class indices t (M,),
+    PyTorch's: e = label_smoothing, w the class weights (or ones), v = (t != ignore_index)
+    and w_t = v * w[t]; the loss is reduced by 'none', 'sum' or 'mean' (divided by
+    sum(w_t)), and coef_i is the incoming gradient, divided by sum(w_t) for 'mean'.
 
     One primitive for log_softmax, the pick of the target, the smoothing term, the weights
     and the reduction: no (M, C) one-hot or scatter of the target, and backward recomputes

@@ -2,23 +2,28 @@
 
     import minigrad as mg
     g = mg.viz.draw(loss, model=model, depth=2)    # a graphviz.Digraph (inline in Jupyter)
-    mg.viz.render(g, "/tmp/model", format="svg")   # needs Graphviz's `dot` program
+    mg.viz.render(g, "model.png")                  # .svg, .png or .pdf; needs Graphviz's `dot`
     text = mg.viz.to_dot(loss, model=model)         # DOT text: needs no `dot`
-    mg.viz.explain_backward(loss)                   # the backward pass, step by step
+    print(mg.viz.graph_memory(loss, model=model))   # what the graph holds for backward
+    print(mg.viz.explain_backward(loss))            # the backward pass, step by step
 
 ``roots`` is a tensor, a list of tensors, or a dict name -> tensor (the names label the
 nodes; an intermediate tensor given here, or one that called ``retain_grad()``, gets a node
 of its own with its value and gradient). The pieces: ``graph.py`` reads the recorded
 nodes, ``modules.py`` names them after the modules that ran them, ``view.py`` collapses
-modules and repeated blocks, ``dot.py`` draws, ``render.py`` calls Graphviz, and
-``explain.py`` narrates the backward pass.
+modules and repeated blocks, ``dot.py`` draws (with the log colour scale of
+``colours.py``), ``render.py`` calls Graphviz, ``memory.py`` measures what the graph holds
+and ``explain.py`` narrates the backward pass.
 """
+from .colours import LogScale  # noqa: F401
 from .dot import to_digraph
-from .explain import Step, explain_backward, format_table  # noqa: F401
+from .explain import BackwardSteps, Step, explain_backward, format_table  # noqa: F401
+from .memory import GraphMemory, GraphMemoryRow, graph_memory  # noqa: F401
 from .render import INSTALL_HELP, GraphvizNotFound, render  # noqa: F401
 from .view import make_view
 
-__all__ = ["draw", "to_dot", "render", "explain_backward", "GraphvizNotFound"]
+__all__ = ["draw", "to_dot", "render", "explain_backward", "graph_memory", "LogScale",
+           "GraphvizNotFound"]
 
 
 def draw(roots, *, model=None, show_values=False, show_grad=False, backward=False,
@@ -30,13 +35,17 @@ def draw(roots, *, model=None, show_values=False, show_grad=False, backward=Fals
         model: the nn.Module that ran; parameters are named by their state-dict paths and
             modules by their dotted paths. Without it, the modules found in the graph are
             used (a root containing all of them is searched for).
-        show_values: print the values of tensors with at most 8 elements.
+        show_values: print the values of tensors with at most 8 elements on their nodes
+            (tensor nodes only: name an intermediate in ``roots``, or call its
+            ``retain_grad()``, to give it a node).
         show_grad: after ``backward()``, put each tensor's gradient (values when tiny, else
             norm and max-abs, and any NaN/inf count) on its node and colour nodes by its
-            rms: blue vanishing, green healthy, orange exploding, red NaN/inf.
+            rms on a log scale fitted to this graph's range (blue the smallest, orange the
+            largest; legend underneath), light grey for an exact zero, red for NaN/inf.
         backward: draw the backward graph: the nodes the backward pass runs, numbered in
-            execution order, each with the tensors it keeps saved (shape and bytes), and
-            the total memory they hold.
+            execution order, each with its derivative rule and the tensors it keeps saved
+            (shape and bytes), and the total memory they hold (``graph_memory`` gives the
+            same figures as numbers).
         depth: draw modules deeper than ``depth`` as one node each (parameter count and
             output shape); the root model is depth 0, ``encoder`` 1, ``encoder.layers.0`` 2.
         collapse_repeats: draw runs of identical blocks in a ModuleList (the layers of an

@@ -2,17 +2,23 @@
 
 Op nodes are grey rounded boxes (name, arguments, output shape); parameters blue boxes,
 inputs that require grad yellow ellipses, constants dashed boxes, outputs green double
-boxes, and a module drawn as one node an amber 3-D box. With ``show_grad`` the tensors
-(and collapsed modules) are filled by the size of their gradient, NaN/inf in red.
+boxes, and a module drawn as one node an amber 3-D box. Values (``show_values``) are
+written on tensor nodes only: an op node says what it computes, the tensor it made carries
+the numbers (name an intermediate among the roots, or call ``retain_grad()``, to see it).
+With ``show_grad`` the tensors (and collapsed modules) are filled by the size of their
+gradient on a log scale fitted to the picture's own range (``colours.LogScale``, legend
+underneath), an exact zero gradient in light grey ("zero"), NaN/inf in red.
 """
 import html
+import textwrap
 
 import numpy as np
 
 from .. import dtypes
+from .colours import NONFINITE, ZERO, LogScale, ink, legend_row
 from .graph import (SMALL, GradStats, device_name, doc_rule, drawn_constant, grad_rule,
-                    grad_stats, held_bytes, nbytes_text, op_call, saved_output, saved_records,
-                    shape_text, values_text)
+                    grad_stats, held_bytes, nbytes_text, op_call, saved_records, shape_text,
+                    values_text)
 from .modules import repeat_name, run_members
 from .render import new_digraph
 
@@ -27,12 +33,7 @@ _KIND_STYLE = {
     "output": dict(shape="box", style="filled,bold", fillcolor="#d4f5d4", color="#2e7d32",
                    peripheries="2"),
 }
-# gradient rms: upper bound of each band, its fill, its meaning (white text on dark fills)
-GRAD_SCALE = [(1e-7, "#2c5aa0", "< 1e-7 vanishing"), (1e-5, "#7fa7d9", "< 1e-5"),
-              (1e-3, "#cfe0f3", "< 1e-3"), (10.0, "#d9f0d3", "< 10"),
-              (1e3, "#fde0a0", "< 1000"), (1e5, "#f5a05a", "< 1e5"),
-              (float("inf"), "#b5541a", "≥ 1e5 exploding")]
-NONFINITE = "#e31a1c"
+RULE_WIDTH = 48  # characters per line of a derivative rule on a node
 _GREY = "#444444"  # the small print
 _ACTIVE = dict(fillcolor="#ffe066", color="#c79100", penwidth="3")
 _DONE = dict(fillcolor="#e4e4e4", fontcolor="#888888", color="#bbbbbb")
@@ -51,6 +52,10 @@ def to_digraph(view, show_values=False, show_grad=False, backward=False, rankdir
     ids = {key: f"n{i}" for i, key in enumerate(view.nodes)}
     ctx = dict(view=view, steps=steps, show_values=show_values, show_grad=show_grad,
                backward=backward, frame=frame)
+    if show_grad:
+        ctx["grads"] = {key: _grads(d, ctx) for key, d in view.nodes.items()}
+        ctx["scale"] = LogScale.fit(s.rms for stats in ctx["grads"].values()
+                                    for s in stats if s is not None and not s.nonfinite)
     by_cluster = {}
     for key, d in view.nodes.items():
         by_cluster.setdefault(d.cluster, []).append(key)
@@ -98,8 +103,7 @@ def _node_attrs(d, ctx):
     if d.kind == "op":
         attrs["tooltip"] = doc_rule(d.items[0].node)
     if ctx["show_grad"]:
-        stats = _grads(d, ctx)
-        colour = _worst_colour(stats)
+        colour = _worst_colour(ctx["grads"][d.key], ctx["scale"])
         if colour is not None:
             attrs["fillcolor"], attrs["fontcolor"] = colour
             if colour[1] == "white":  # the grey small print would vanish on a dark fill
@@ -122,21 +126,29 @@ def _op_lines(d, ctx):
     node = d.items[0].node
     if ctx["backward"]:
         steps = ", ".join(str(k) for k in sorted(ctx["steps"][i.node] for i in d.items))
-        lines = [_html(f"{steps}. {node.name()}", bold=True),
-                 _small(_clip(grad_rule(node), 64))] + _saved_lines(node)
+        lines = [_html(f"{steps}. {node.name()}", bold=True)]
+        lines += [_small(line) for line in wrap_rule(grad_rule(node))]
+        lines += _saved_lines(node)
         total = held_bytes([i.node for i in d.items])[0]
         if len(d.items) > 1 and total:  # the lines above are block 1's
             lines.append(_small(f"all {len(d.items)} blocks: {nbytes_text(total)} saved"))
         return lines
-    lines = [_html(op_call(node), bold=True, name_only=True)]
+    if d.chain:  # reshapes in a row, drawn as one node: the last one's shape
+        node = d.items[-1].node
+        lines = [_html(op_call(node), bold=True, name_only=True) + _html(f" ×{len(d.items)}")]
+    else:
+        lines = [_html(op_call(node), bold=True, name_only=True)]
     lines.append(_small(_meta_text(node)))
     consts = [_const_text(c) for c in d.items[0].consts.values() if not drawn_constant(c)]
     if consts:
         lines.append(_small(", ".join(consts)))
-    out = saved_output(node, 0)
-    if ctx["show_values"] and out is not None and out.size <= SMALL:
-        lines.append(_html("= " + values_text(out)))
     return lines
+
+
+def wrap_rule(rule, width=RULE_WIDTH):
+    """A derivative rule as lines of at most ``width`` characters, broken between words
+    (a longer word gets a line of its own): nothing is cut off."""
+    return textwrap.wrap(rule, width, break_long_words=False, break_on_hyphens=False) or [""]
 
 
 def _const_text(c):
@@ -185,7 +197,7 @@ def _module_lines(d, ctx):
         lines.append(_small(f"steps {min(steps)}–{max(steps)} ({len(nodes)} nodes) · "
                             f"saved {nbytes_text(total)}"))
     if ctx["show_grad"]:
-        lines += _grad_lines(_grads(d, ctx), per_block=d.repeat is not None)
+        lines += _grad_lines(ctx["grads"][d.key], per_block=d.repeat is not None)
     return lines
 
 
@@ -197,7 +209,7 @@ def _tensor_lines(d, ctx):
     if ctx["show_values"] and t.data.size <= SMALL:
         lines.append(_html("= " + values_text(t.data)))
     if ctx["show_grad"] and (d.kind in ("param", "leaf") or t.grad is not None):
-        lines += _grad_lines(_grads(d, ctx), per_block=len(d.items) > 1)
+        lines += _grad_lines(ctx["grads"][d.key], per_block=len(d.items) > 1)
     return lines
 
 
@@ -243,6 +255,8 @@ def _grad_lines(stats, per_block=False):
             continue
         if s.values is not None:
             text = "grad = " + values_text(s.values)
+        elif s.norm == 0 and not s.nonfinite:
+            text = f"grad: zero (all {s.size:,} elements)"
         else:
             text = f"grad norm {s.norm:.3g} · max|g| {s.max_abs:.3g}"
         if s.nonfinite:
@@ -251,32 +265,30 @@ def _grad_lines(stats, per_block=False):
     return lines
 
 
-def grad_colour(s):
-    """(fill, font colour) for a gradient's statistics, or None without a gradient."""
+def grad_colour(s, scale):
+    """(fill, font colour) for a gradient's statistics on the picture's ``scale`` (a
+    ``LogScale``), or None without a gradient: red for NaN/inf, ``ZERO`` for all zeros."""
     if s is None:
         return None
     if s.nonfinite:
-        return NONFINITE, "white"
-    for bound, fill, _ in GRAD_SCALE:
-        if s.rms < bound:
-            break
-    return fill, _ink(fill)
+        fill = NONFINITE
+    elif s.rms == 0 or scale is None:
+        fill = ZERO
+    else:
+        fill = scale.colour(s.rms)
+    return fill, ink(fill)
 
 
-def _ink(fill):
-    """Text colour readable on ``fill``: white on the darkest bands."""
-    return "white" if fill in (GRAD_SCALE[0][1], GRAD_SCALE[-1][1], NONFINITE) else "black"
-
-
-def _worst_colour(stats):
-    """The colour of the block farthest from a healthy gradient (NaN/inf first)."""
+def _worst_colour(stats, scale):
+    """The colour of the block farthest from the middle of the picture's range (NaN/inf
+    first, then an all-zero gradient): for blocks drawn once for several."""
     present = [s for s in stats if s is not None]
     if not present:
         return None
-    bad = [s for s in present if s.nonfinite]
-    if bad:
-        return grad_colour(bad[0])
-    return grad_colour(max(present, key=lambda s: abs(np.log10(s.rms + 1e-30) + 1.5)))
+    bad = [s for s in present if s.nonfinite] or [s for s in present if s.rms == 0]
+    if bad or scale is None:
+        return grad_colour((bad or present)[0], scale)
+    return grad_colour(max(present, key=lambda s: abs(scale.position(s.rms) - 0.5)), scale)
 
 
 # --- edges and caption ----------------------------------------------------------------------
@@ -310,15 +322,19 @@ def _caption(view, ctx):
                            " and inputs that require grad)"))
     lines = [line + '<BR ALIGN="LEFT"/>' for line in lines]  # each line flush left
     if ctx["show_grad"]:
-        cells = "".join(f'<TD BGCOLOR="{fill}"><FONT POINT-SIZE="9" COLOR="{_ink(fill)}">'
-                        f"{html.escape(text)}</FONT></TD>" for _, fill, text in GRAD_SCALE)
-        cells += (f'<TD BGCOLOR="{NONFINITE}"><FONT POINT-SIZE="9" COLOR="white">NaN/inf'
-                  "</FONT></TD>")
-        lines.append('<TABLE BORDER="0" CELLSPACING="1" CELLPADDING="3"><TR><TD>'
-                     '<FONT POINT-SIZE="9">gradient rms:</FONT></TD>' + cells + "</TR></TABLE>")
+        lines.append(grad_legend(ctx["scale"]))
     if not lines:
         return None
     return "<" + "".join(lines) + ">"
+
+
+def grad_legend(scale):
+    """The legend of the gradient colours: the picture's log scale of gradient rms (lowest
+    to highest in this graph), then zero and NaN/inf."""
+    special = [("zero", ZERO), ("NaN/inf", NONFINITE)]
+    if scale is None:
+        return legend_row("gradient rms", special)
+    return scale.legend_html("gradient rms (log scale, this graph's range)", extra=special)
 
 
 def _html(text, bold=False, name_only=False):
@@ -331,7 +347,3 @@ def _html(text, bold=False, name_only=False):
 
 def _small(text):
     return f'<FONT POINT-SIZE="9" COLOR="{_GREY}">{html.escape(str(text), quote=False)}</FONT>'
-
-
-def _clip(text, n):
-    return text if len(text) <= n else text[:n - 1] + "…"

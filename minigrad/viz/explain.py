@@ -5,9 +5,12 @@ the order it runs them. Each call becomes one ``Step``: the op, the rule it appl
 docstring), the shapes of the gradients in and out, where a broadcast was summed away (a
 gradient returned with more elements than its input has), and where a gradient joined
 others already sent to the same tensor (a tensor used twice gets the sum of both uses).
+The steps come back as a ``BackwardSteps`` list, which prints as a table (and shows as one
+in Jupyter) and says whether the backward pass consumed the graph.
 """
 import os
 import shutil
+import textwrap
 from dataclasses import dataclass, field
 
 from ..autograd import engine
@@ -15,6 +18,7 @@ from ..autograd.graph import AccumulateGrad
 from .dot import to_digraph
 from .render import INSTALL_HELP, GraphvizNotFound, render
 from .graph import doc_rule, op_call, shape_text
+from .tables import html_table, text_table
 from .view import make_view
 
 
@@ -45,15 +49,53 @@ class Step:
         return out
 
 
-def explain_backward(loss, *, model=None, frames=None, retain_graph=False, frame_format="svg"):
-    """Run ``loss.backward()`` (gradients accumulate into ``.grad`` as usual) and return one
-    ``Step`` per node the engine ran, in its order; also print them as a table.
+class BackwardSteps(list):
+    """The ``Step`` of each node the backward pass ran, in its order (a list), with
+    ``retain_graph`` as it ran. ``print(steps)`` shows them as a table, each row followed by
+    the rule the node applied, and a last line that says whether the graph was consumed;
+    Jupyter shows the same as an HTML table."""
 
-    ``model`` names modules and parameters by their state-dict paths. With ``frames`` (a
-    directory) one picture per step is written there, ``step_001.svg``, ... (or
-    ``frame_format="png"``), showing the backward graph with the running node highlighted,
-    the finished ones greyed and their saved tensors freed (unless ``retain_graph``).
-    Frames need Graphviz's ``dot``.
+    def __init__(self, steps, retain_graph):
+        super().__init__(steps)
+        self.retain_graph = retain_graph
+
+    @property
+    def consumed(self):
+        """Whether the backward pass freed the graph's saved arrays (``retain_graph`` was
+        False): a second backward through it raises."""
+        return not self.retain_graph
+
+    def graph_status(self):
+        if self.consumed:
+            return ("The graph was consumed: each node freed its saved arrays once it had "
+                    "run, so a second backward through it raises (explain_backward(..., "
+                    "retain_graph=True) keeps them).")
+        return ("The graph was kept (retain_graph=True): its nodes still hold their saved "
+                "arrays, and backward can run through it again.")
+
+    def __str__(self):
+        return format_table(self) + "\n" + self.graph_status()
+
+    __repr__ = __str__
+
+    def _repr_html_(self):
+        header, rows, rules = _table(self)
+        return html_table(header, rows, footer=self.graph_status(),
+                          notes={k: [r] for k, r in enumerate(rules)})
+
+
+def explain_backward(loss, *, model=None, frames=None, retain_graph=False, frame_format="svg"):
+    """Run ``loss.backward()`` (gradients accumulate into ``.grad`` as usual) and return
+    the ``Step`` of each node the engine ran, in its order, as ``BackwardSteps``: a list
+    that prints as a table (``print(steps)``; in Jupyter it shows as one) and says whether
+    the graph was consumed.
+
+    As with ``backward``, the pass frees each node's saved arrays once it has run, unless
+    ``retain_graph=True``. ``model`` names modules and parameters by their state-dict
+    paths. With ``frames`` (a directory) one picture per step is written there,
+    ``step_001.svg``, ... (or ``frame_format="png"``), showing the backward graph with the
+    running node highlighted, the finished ones greyed and their saved tensors freed
+    (unless ``retain_graph``). Frames need Graphviz's ``dot``.
     """
     if loss.grad_fn is None:
         raise RuntimeError("explain_backward: the tensor has no grad_fn (it does not depend "
@@ -73,12 +115,11 @@ def explain_backward(loss, *, model=None, frames=None, retain_graph=False, frame
 
     seed = loss.new_ones(loss.shape)
     engine.run_backward([loss], [seed], retain_graph=retain_graph, on_node=on_node)
-    print(format_table(steps))
     if frames is not None:
         os.makedirs(frames, exist_ok=True)
         for k, source in enumerate(pictures, 1):
             render(source, os.path.join(frames, f"step_{k:03d}"), frame_format)
-    return steps
+    return BackwardSteps(steps, retain_graph)
 
 
 def _record(k, node, grads_out, grads_in, received, tree):
@@ -108,26 +149,32 @@ def _frame_caption(step, total):
 
 
 def format_table(steps):
-    """The steps as a text table, each followed by the rule it applied."""
-    rows = [("step", "backward of", "module", "grad in", "grads out", "notes")]
+    """The steps as a text table, each followed by the rule it applied (wrapped between
+    words, never cut)."""
+    header, rows, rules = _table(steps)
+    width = len(header[0]) + 2
+    notes = {k: textwrap.wrap("rule: " + rule, max(40, RULE_LINE - width),
+                              subsequent_indent="      ", break_long_words=False,
+                              break_on_hyphens=False) for k, rule in enumerate(rules)}
+    return text_table(header, rows, right={0}, notes=notes)
+
+
+RULE_LINE = 92  # characters per line of the rules under the table's rows
+
+
+def _table(steps):
+    """(header, rows, rules): the table's cells (the module column only when some step
+    ran inside a module) and each row's rule."""
+    with_module = any(s.module for s in steps)
+    header = ("step", "backward of") + (("module",) if with_module else ()) + (
+        "grad in", "grads out", "notes")
+    rows = []
     for s in steps:
         outs = ", ".join("-" if g is None else shape_text(g) for g in s.grad_in)
-        rows.append((str(s.step), s.op, s.module or "-",
-                     ", ".join(shape_text(g) for g in s.grad_out), outs, "; ".join(s.notes)))
-    columns = [0, 1, 2, 3, 4] if any(s.module for s in steps) else [0, 1, 3, 4]
-    widths = {c: min(max(len(r[c]) for r in rows), cap)
-              for c, cap in zip(range(5), (5, 36, 40, 18, 30))}
-    lines = []
-    for n, row in enumerate(rows):
-        cells = [row[0].rjust(widths[0])] + [_fit(row[c], widths[c]) for c in columns[1:]]
-        lines.append("  ".join(cells + [row[5]]).rstrip())
-        if n:
-            lines.append(" " * (widths[0] + 2) + "rule: " + steps[n - 1].rule)
-    return "\n".join(lines)
-
-
-def _fit(text, width):
-    return (text if len(text) <= width else text[:width - 1] + "…").ljust(width)
+        cells = (str(s.step), s.op) + ((s.module or "-",) if with_module else ()) + (
+            ", ".join(shape_text(g) for g in s.grad_out), outs, "; ".join(s.notes))
+        rows.append(cells)
+    return header, rows, [s.rule for s in steps]
 
 
 def _nth(k):

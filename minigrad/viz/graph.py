@@ -236,6 +236,9 @@ def grad_rule(node):
 
 
 def shape_text(shape):
+    """``(2, 3)``, ``(3,)``, and ``scalar`` for the shape ``()``."""
+    if len(shape) == 0:
+        return "scalar"
     return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
 
 

@@ -58,14 +58,19 @@ if graphviz is not None:
                 raise GraphvizNotFound(INSTALL_HELP) from None
 
 
-def render(graph, path, format="svg"):
-    """Write ``graph`` (a Digraph from ``draw``, or DOT text) to ``path`` as ``format``
-    ("svg", "png", "pdf", ...; the suffix is added when missing) and return the path."""
+FORMATS = ("svg", "png", "pdf")
+
+
+def render(graph, path, format=None):
+    """Write ``graph`` (a Digraph from ``draw``, or DOT text) to ``path`` and return the path.
+
+    The format is the path's suffix: ``render(g, "model.png")`` writes a PNG to
+    ``model.png``. A path without a suffix gets ``format`` (default "svg") added:
+    ``render(g, "model")`` writes ``model.svg``. The formats are "svg", "png" and "pdf";
+    another suffix, or a ``format`` that disagrees with the suffix, is a ValueError."""
     if graphviz is None:
         raise ImportError(PACKAGE_HELP)
-    path = str(path)
-    if not path.endswith("." + format):
-        path += "." + format
+    path, format = output_path(path, format)
     if shutil.which("dot") is None:
         raise GraphvizNotFound(INSTALL_HELP)
     source = graph if isinstance(graph, str) else graph.source
@@ -77,3 +82,22 @@ def render(graph, path, format="svg"):
     with open(path, "wb") as f:
         f.write(data)
     return path
+
+
+def output_path(path, format=None):
+    """(path, format) for ``render``: the format from the suffix, or the suffix from the
+    format (see ``render``)."""
+    path = str(path)
+    suffix = os.path.splitext(os.path.basename(path))[1][1:].lower()
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"render: format={format!r} is not one of {', '.join(FORMATS)}")
+    if not suffix:
+        format = format or "svg"
+        return f"{path}.{format}", format
+    if suffix not in FORMATS:
+        raise ValueError(f"render: cannot tell the format from the suffix '.{suffix}' of "
+                         f"{path!r}: use .svg, .png or .pdf")
+    if format is not None and format != suffix:
+        raise ValueError(f"render: format={format!r} disagrees with the suffix '.{suffix}' "
+                         f"of {path!r}")
+    return path, suffix

@@ -6,6 +6,10 @@ node, with the parameters only it uses. With ``collapse_repeats`` the blocks of 
 identical ModuleList children land on the first block's nodes (op for op, in recording
 order), and the edges that chain one block to the next disappear: the block is drawn once,
 marked "×N".
+
+Reshapes in a row (``x.reshape(-1, C)`` followed by ``cross_entropy``'s own flattening
+of the already flat logits, say) are drawn as one node, marked "×N": each only renames
+the shape, and the drawn node keeps the last one's shape and every one's step number.
 """
 from dataclasses import dataclass, field
 
@@ -24,6 +28,7 @@ class DNode:
     repeat: object = None   # (first path, last path, n) of a merged run
     items: list = field(default_factory=list)
     out_shapes: list = field(default_factory=list)
+    chain: bool = False     # reshapes in a row drawn as this one node
 
 
 @dataclass
@@ -46,6 +51,7 @@ def make_view(roots, model=None, depth=None, collapse_repeats=True, backward=Fal
     for key, item in g.items.items():
         if item.kind == "op":
             place[key] = _place_op(tree, item.node, depth)
+    chained = _fold_reshapes(g, place, consumers)
     for key, item in g.items.items():
         if item.kind != "op":
             place[key] = _place_tensor(tree, item, place, consumers.get(key, []), g, depth)
@@ -68,6 +74,7 @@ def make_view(roots, model=None, depth=None, collapse_repeats=True, backward=Fal
             kind = "module" if dkey[0] == "mod" else item.kind
             d = nodes[dkey] = DNode(dkey, kind, cluster, dkey[1] if kind == "module" else None)
         d.items.append(item)
+        d.chain = d.chain or key in chained
     repeat_of = {run["paths"][0]: (run["paths"][0], run["paths"][-1], len(run["paths"]))
                  for run in runs}
     for d in nodes.values():  # what is drawn once for a run of blocks is named for all
@@ -87,6 +94,28 @@ def make_view(roots, model=None, depth=None, collapse_repeats=True, backward=Fal
         if a[0][0] == "mod" and b[0][0] != a[0] and e.shape not in nodes[a[0]].out_shapes:
             nodes[a[0]].out_shapes.append(e.shape)
     return View(g, tree, nodes, list(edges), _clusters(tree, nodes, repeat_of))
+
+
+def _fold_reshapes(g, place, consumers):
+    """Place each reshape whose input is another reshape read by nothing else on that
+    reshape's node (both drawn in full, in one module). Returns the keys folded."""
+    folded = set()
+    for key, item in g.items.items():  # forward order: a chain folds onto its first
+        if item.kind != "op" or not _is_reshape(item.node):
+            continue
+        sources = [e.src for e in g.edges if e.dst == key]
+        if len(sources) != 1 or sources[0][0] != "op" or consumers.get(sources[0]) != [key]:
+            continue
+        src = sources[0]
+        if (_is_reshape(src[1]) and place[src][0][0] == "op" and place[key][0][0] == "op"
+                and place[src][1] == place[key][1]):
+            place[key] = place[src]
+            folded.add(key)
+    return folded
+
+
+def _is_reshape(node):
+    return node.op.__name__ == "Reshape"
 
 
 def _run_of(path, repeat_of):
