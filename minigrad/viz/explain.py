@@ -74,7 +74,7 @@ class BackwardSteps(list):
                 "arrays, and backward can run through it again.")
 
     def __str__(self):
-        return format_table(self) + "\n" + self.graph_status()
+        return "\n".join([format_table(self)] + textwrap.wrap(self.graph_status(), RULE_LINE))
 
     __repr__ = __str__
 

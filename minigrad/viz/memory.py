@@ -10,6 +10,8 @@ Every node keeps the arrays its backward needs (``node.saved``): ``tanh`` its ou
     mem.rows             # one GraphMemoryRow per node, in the order backward runs them
     print(mem)           # the nodes that hold memory, as a table (a table in Jupyter too)
 """
+import html
+import textwrap
 from dataclasses import dataclass
 
 from ..autograd import engine
@@ -69,19 +71,19 @@ class GraphMemory:
 
     def _table(self):
         holding = [r for r in self.rows if r.nbytes]
-        header = ("step", "node", "op", "module", "saved", "bytes")
-        rows = [(str(r.step), r.node.name(), r.op, r.module or "-",
-                 ", ".join(f"{a.what} {shape_text(a.shape)}" for a in r.saved),
-                 nbytes_text(r.nbytes)) for r in holding]
+        header = ("step", "node", "module", "bytes", "saved")
+        rows = [(str(r.step), r.node.name(), r.module or "-", nbytes_text(r.nbytes),
+                 ", ".join(f"{a.what} {shape_text(a.shape)}" for a in r.saved))
+                for r in holding]
         others = len(self.rows) - len(holding)
         footer = (f"{others} of the {len(self.rows)} nodes hold nothing." if holding else "")
         return header, rows, footer
 
     def __str__(self):
         header, rows, footer = self._table()
-        lines = [self.summary()]
+        lines = textwrap.wrap(self.summary(), 92)
         if rows:
-            lines += [text_table(header, rows, right={0, 5}), footer]
+            lines += [text_table(header, rows, right={0, 3}), footer]
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -89,7 +91,7 @@ class GraphMemory:
     def _repr_html_(self):
         header, rows, footer = self._table()
         if not rows:
-            return f"<p>{self.summary()}</p>"
+            return f"<p>{html.escape(self.summary())}</p>"
         return html_table(header, rows, caption=self.summary(), footer=footer)
 
 
