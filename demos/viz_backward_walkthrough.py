@@ -93,11 +93,12 @@ def main(argv=None):
     frames = os.path.join(args.out, "frames")
     if shutil.which("dot") is None:  # the table needs no Graphviz; the frames do
         model, loss = make_loss()
-        mg.viz.explain_backward(loss, model=model)
+        print(mg.viz.explain_backward(loss, model=model))
         print("\n(no frames: " + mg.viz.INSTALL_HELP + ")")
         return []
     model, loss = make_loss()
-    steps = mg.viz.explain_backward(loss, model=model, frames=frames)   # prints the table
+    steps = mg.viz.explain_backward(loss, model=model, frames=frames)
+    print(steps)   # the table
     paths = [os.path.join(frames, f"step_{s.step:03d}.svg") for s in steps]
     if args.png:  # the same graph again, drawn as PNG (the table is not printed twice)
         model, loss = make_loss()

@@ -50,7 +50,7 @@ def test_pictures_show_what_the_docstrings_promise(tmp_path, capsys):
     grads = svg_text(tmp_path / "n" / "neuron_grads.svg")
     for text in ("x1*w1 + x2*w2", "= 0.7071", "grad = -1.5", "grad = 1", "grad = 0.5"):
         assert text in grads
-    assert "saved out () 4 B" in svg_text(tmp_path / "n" / "neuron_backward_graph.svg")
+    assert "saved out scalar 4 B" in svg_text(tmp_path / "n" / "neuron_backward_graph.svg")
     viz_attention.main(["--out", str(tmp_path / "a")])
     forward = svg_text(tmp_path / "a" / "attention_forward.svg")
     assert "q_proj (Linear)" in forward and "safe_softmax (dim=3)" in forward
