@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 # low -> high: dark blue, light blue, light green, light orange, dark orange
 PALETTE = ("#2c5aa0", "#7fa7d9", "#d9f0d3", "#fdd08a", "#b5541a")
-ZERO = "#f4f4f4"       # an exact zero: no size to place on a log scale
+ZERO = "#e8e8e8"       # an exact zero: no size to place on a log scale
 NONFINITE = "#e31a1c"  # NaN or inf
 
 
