@@ -15,6 +15,7 @@ modules and repeated blocks, ``dot.py`` draws, ``render.py`` calls Graphviz, and
 """
 from .dot import to_digraph
 from .explain import Step, explain_backward, format_table  # noqa: F401
+from .explore import Explorer, explore  # noqa: F401
 from .render import INSTALL_HELP, GraphvizNotFound, render  # noqa: F401
 from .view import make_view
 
