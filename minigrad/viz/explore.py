@@ -43,12 +43,18 @@ _TOP = -1           # the group of everything outside the modules
 
 class Explorer:
     """What ``explore`` returns: the page's ``html`` and the ``path`` it was written to
-    (or None), with counts of what it holds. Shows inline in Jupyter."""
+    (or None), with counts of what it holds. Shows inline in Jupyter.
 
-    def __init__(self, page, path, counts):
+    ``items`` are the graph's ops and tensors (``graph.Item``) in the page's numbering
+    (the ``data-items`` of its drawn nodes); ``order`` the nodes in the order the backward
+    pass ran them."""
+
+    def __init__(self, page, path, counts, items=(), order=()):
         self.html = page
         self.path = path
         self.counts = counts  # ops, items, drawn, groups, steps, bytes
+        self.items = list(items)
+        self.order = list(order)
 
     def save(self, path):
         """Write the page to ``path`` and return the path."""
@@ -113,7 +119,8 @@ def explore(loss, path=None, *, model=None, depth=1, collapse_repeats=True, prof
     counts = dict(ops=len(ops), items=len(data.items), drawn=len(view.nodes),
                   groups=len(data.groups) - 1, steps=len(data.steps),
                   bytes=len(page.encode("utf-8")))
-    result = Explorer(page, None, counts)
+    items = list(view.graph.items.values())
+    result = Explorer(page, None, counts, items, [items[k].node for k, _, _ in data.steps])
     if path is not None:
         result.save(str(path))
     return result
@@ -447,7 +454,7 @@ def _layout(groups, drawn, edges):
 
 def _page(data):
     template = resources.files(__package__).joinpath("explore_page.html").read_text("utf-8")
-    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
     text = text.replace("</", "<\\/")  # never closes the script element early
     page = template.replace("/*DATA*/null", text, 1)
     return page.replace("{{TITLE}}", html.escape(data["title"]), 1)
