@@ -20,7 +20,6 @@ from minigrad.autograd import engine
 from minigrad.autograd.graph import AccumulateGrad
 from minigrad.viz.graph import doc_rule, shape_text
 
-pytest.importorskip("graphviz")
 pytestmark = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is missing")
 
 CHROMIUM = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
@@ -125,6 +124,19 @@ def test_inline_in_jupyter(device):
     page = mg.viz.explore(loss, model=model)
     shown = page._repr_html_()
     assert shown.startswith("<iframe") and 'srcdoc="' in shown and "<script" not in shown
+
+
+def test_demo_writes_the_page_and_refuses_bad_options(tmp_path, capsys, device):
+    from minigrad.demos import explore as demo
+    path = demo.main(["--out", str(tmp_path), "--batch-size", "2", "--device", device])
+    assert path == str(tmp_path / "seq2seq_step.html") and os.path.getsize(path) > 10_000
+    assert f"file://{path}" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:
+        demo.main(["--depth", "-1"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("python -m minigrad.demos.explore: error: argument --depth: "
+                       "must be >= 0, got -1")
 
 
 # --- in the browser ---------------------------------------------------------------------------
