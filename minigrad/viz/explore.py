@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from importlib import resources
 
 import numpy as np
@@ -238,10 +239,22 @@ def _item_record(item, tree):
 
 
 def _source_line(node):
-    """Where the user's code created the node (recorded under mg.detect_anomaly())."""
+    """Where the user's code created the node (recorded under mg.detect_anomaly()): the
+    innermost line outside minigrad's nn and models, then the layer's line that ran the op
+    when that is a different one."""
     if not node.trace:
         return None
-    f = node.trace[-1]
+    library = tuple(os.path.dirname(m.__file__) + os.sep for m in
+                    (sys.modules.get("minigrad.nn"), sys.modules.get("minigrad.models"))
+                    if m is not None)
+    mine = [f for f in node.trace if not f.filename.startswith(library)] or node.trace
+    lines = [_frame_text(mine[-1])]
+    if node.trace[-1] is not mine[-1]:
+        lines.append("via " + _frame_text(node.trace[-1]))
+    return "\n".join(lines)
+
+
+def _frame_text(f):
     return f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}: {f.line}"
 
 
@@ -268,7 +281,9 @@ def _inputs(node, item, graph, tree):
 
 
 def _shape_of(arr):
-    return shape_text(arr.shape) if hasattr(arr, "shape") else repr(arr)
+    if hasattr(arr, "shape"):
+        return shape_text(arr.shape)
+    return repr(arr) if isinstance(arr, (bool, int, float)) else type(arr).__name__
 
 
 def _known_values(graph):
