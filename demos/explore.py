@@ -35,7 +35,7 @@ def build_parser():
     p.add_argument("--layers", type=positive_int, default=None,
                    help="layers (default: 2 per stack for seq2seq, 12 for gpt)")
     p.add_argument("--batch-size", type=positive_int, default=16, help="sequences in the batch")
-    p.add_argument("--depth", type=nonneg_int, default=1,
+    p.add_argument("--depth", choices=("0", "1", "2", "3", "4"), default="1",
                    help="modules deeper than this start collapsed")
     p.add_argument("--seed", type=nonneg_int, default=0, help="seeds the data and the weights")
     p.add_argument("--out", default=os.path.join("runs", "explore"), help="output folder")
@@ -71,17 +71,23 @@ def gpt_step(args):
     return model, loss
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The command line, ``argv`` (default: sys.argv), parsed and checked."""
     parser = build_parser()
     args = parser.parse_args(argv)
     check_out_dir(parser, args.out)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     mg.manual_seed(args.seed)
     model, loss = (gpt_step if args.model == "gpt" else seq2seq_step)(args)
     path = os.path.join(args.out, f"{args.model}_step.html")
     start = time.perf_counter()
     try:
         os.makedirs(args.out, exist_ok=True)
-        page = mg.viz.explore(loss, path, model=model, depth=args.depth,
+        page = mg.viz.explore(loss, path, model=model, depth=int(args.depth),
                               title=f"{args.model} training step")
     except mg.viz.GraphvizNotFound as e:
         fail(NAME, str(e).splitlines()[0] + " (apt-get install graphviz)")
