@@ -6,24 +6,26 @@
     text = mg.viz.to_dot(loss, model=model)         # DOT text: needs no `dot`
     print(mg.viz.graph_memory(loss, model=model))   # what the graph holds for backward
     print(mg.viz.explain_backward(loss))            # the backward pass, step by step
+    mg.viz.explore(loss, "graph.html", model=model)  # one page to walk both graphs in a browser
 
 ``roots`` is a tensor, a list of tensors, or a dict name -> tensor (the names label the
 nodes; an intermediate tensor given here, or one that called ``retain_grad()``, gets a node
 of its own with its value and gradient). The pieces: ``graph.py`` reads the recorded
 nodes, ``modules.py`` names them after the modules that ran them, ``view.py`` collapses
 modules and repeated blocks, ``dot.py`` draws (with the log colour scale of
-``colours.py``), ``render.py`` calls Graphviz, ``memory.py`` measures what the graph holds
-and ``explain.py`` narrates the backward pass.
+``colours.py``), ``render.py`` calls Graphviz, ``memory.py`` measures what the graph holds,
+``explain.py`` narrates the backward pass and ``explore.py`` writes the interactive page.
 """
 from .colours import LogScale  # noqa: F401
 from .dot import to_digraph
 from .explain import BackwardSteps, Step, explain_backward, format_table  # noqa: F401
+from .explore import Explorer, explore  # noqa: F401
 from .memory import GraphMemory, GraphMemoryRow, graph_memory  # noqa: F401
 from .render import INSTALL_HELP, GraphvizNotFound, render  # noqa: F401
 from .view import make_view
 
-__all__ = ["draw", "to_dot", "render", "explain_backward", "graph_memory", "LogScale",
-           "GraphvizNotFound"]
+__all__ = ["draw", "to_dot", "render", "explain_backward", "graph_memory", "explore",
+           "LogScale", "GraphvizNotFound"]
 
 
 def draw(roots, *, model=None, show_values=False, show_grad=False, backward=False,
