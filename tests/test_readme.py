@@ -106,6 +106,31 @@ def test_blocks_are_found_with_their_outputs():
     assert blocks(md) == [(1, "print(1)\n", "1\n"), (11, "x = 2\n", None)]
 
 
+def anchor(heading):
+    """The anchor a Markdown renderer gives a heading: lower case, punctuation dropped,
+    spaces as hyphens (GitHub's rule)."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_anchor_follows_the_renderers_rule():
+    assert anchor("Pictures of the graph (`mg.viz`)") == "pictures-of-the-graph-mgviz"
+    assert anchor("nn: layers, losses, optimisers") == "nn-layers-losses-optimisers"
+
+
+def test_links_lead_to_files_and_headings_in_the_repository():
+    text = README.read_text()
+    prose = re.sub(r"^ *```.*?^ *```", "", text, flags=re.M | re.S)
+    targets = re.findall(r"\]\(([^)\s]+)\)", prose) + re.findall(r'src="([^"]+)"', prose)
+    headings = {anchor(h) for h in re.findall(r"^#+ (.*)$", prose, re.M)}
+    assert targets
+    for target in targets:
+        assert "://" not in target, f"README.md links outside the repository: {target}"
+        if target.startswith("#"):
+            assert target[1:] in headings, f"README.md: no heading for the link {target}"
+        else:
+            assert (ROOT / target).exists(), f"README.md links to a missing file: {target}"
+
+
 def rewrite():
     """Run the README in a temporary folder, write each block's real output into the text
     block after it (blocks without one stay so), and copy the picture the first block drew
