@@ -34,8 +34,9 @@ def build_parser():
 
 
 def load(path, device):
-    """(model, tokenizer) from a seq2seq checkpoint of a text task; stops with one line when
-    the file is missing, unreadable or not of a text task."""
+    """(model, tokenizer, longest output) from a seq2seq checkpoint of a text task (the
+    longest output its positional table allows); stops with one line when the file is
+    missing, unreadable or not of a text task."""
     path = Path(path)
     if path.is_dir():
         path = path / CHECKPOINT
@@ -56,7 +57,7 @@ def load(path, device):
         fail(NAME, f"--ckpt: {path} is not a seq2seq checkpoint of a text task ({e})")
     except OSError as e:
         fail(NAME, f"--ckpt: cannot read {path} ({e.strerror or e})")
-    return model, tokenizer
+    return model, tokenizer, args.max_len - 1
 
 
 def translate(model, tokenizer, texts, device="cpu", beam=1, max_len=128):
@@ -72,9 +73,10 @@ def translate(model, tokenizer, texts, device="cpu", beam=1, max_len=128):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    model, tokenizer = load(args.ckpt, args.device)
+    model, tokenizer, longest = load(args.ckpt, args.device)
     texts = args.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
-    outputs = translate(model, tokenizer, texts, args.device, args.beam, args.max_len)
+    outputs = translate(model, tokenizer, texts, args.device, args.beam,
+                        min(args.max_len, longest))
     for text, output in zip(texts, outputs):
         print(f"{text}\t{output}")
     return outputs
