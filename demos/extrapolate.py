@@ -106,11 +106,17 @@ def table(rows):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The command line, checked (the output folder included)."""
     p = build_parser()
     args = p.parse_args(argv)
     args.out = Path(args.out)
     check_out_dir(p, args.out)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     make_out_dir("extrapolate", args.out)
     short = Dataset(Reverse(TRAIN_LEN), args.seed, args.eval_size).eval
     long = long_examples(args.seed, args.eval_size, Reverse(TEST_LEN))

@@ -72,14 +72,15 @@ def build_parser():
     p.add_argument("--task", choices=sorted(TASKS) + ["dates"],
                    help="the task to learn (default reverse; with --data, your file)")
     p.add_argument("--data", metavar="PAIRS.tsv", help="train on your own pairs: a UTF-8 file "
-                   "with one 'source<TAB>target' pair a line (about 1 source in 10 held out)")
+                   "with one 'source<TAB>target' pair a line, about 1 source in 10 held out "
+                   "(default: none, a --task)")
     p.add_argument("--tokenizer", choices=sorted(TOKENIZERS), default="bpe",
                    help="text tasks: byte-level BPE or characters, trained on the training "
                    "split")
     p.add_argument("--vocab-size", type=positive_int, help="text tasks: the tokenizer's "
                    "vocabulary, special tokens included (default: dates 400, --data 1000)")
     p.add_argument("--tokenizer-file", metavar="JSON", help="text tasks: use this saved "
-                   "tokenizer instead of training one")
+                   "tokenizer instead of training one (default: none, train one)")
     p.add_argument("--max-src-len", type=positive_int, default=64,
                    help="text tasks: longer sources (in tokens) are left out")
     p.add_argument("--max-tgt-len", type=positive_int, default=64,
@@ -136,6 +137,10 @@ def parse_args(argv=None):
     if args.data is not None and args.task is not None:
         p.error(f"argument --data: give --data or --task, not both (--task {args.task})")
     args.task = "data" if args.data is not None else args.task or "reverse"
+    for option in ("data", "tokenizer_file"):
+        path = getattr(args, option)
+        if path is not None and not Path(path).is_file():
+            p.error(f"argument --{option.replace('_', '-')}: no file at {path}")
     for key, value in {**DEFAULTS, **TASK_DEFAULTS[args.task]}.items():
         if getattr(args, key) is None:
             setattr(args, key, value if key != "warmup" else None)

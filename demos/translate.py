@@ -25,12 +25,23 @@ def build_parser():
     p = make_parser(NAME, __doc__.split("\n")[0])
     p.add_argument("texts", nargs="*", help="the inputs (default: the lines of standard input)")
     p.add_argument("--ckpt", required=True, metavar="PATH",
-                   help=f"a seq2seq output folder (its {CHECKPOINT}) or a checkpoint file")
+                   help=f"a seq2seq output folder (its {CHECKPOINT}) or a checkpoint file "
+                   "(no default: required)")
     p.add_argument("--beam", type=positive_int, default=1, help="beam size")
     p.add_argument("--max-len", type=positive_int, default=128,
                    help="the most tokens to generate per input")
     add_device_option(p)
     return p
+
+
+def parse_args(argv=None):
+    """The command line, checked: a --ckpt with no checkpoint stops with one line."""
+    p = build_parser()
+    args = p.parse_args(argv)
+    path = Path(args.ckpt)
+    if not (path / CHECKPOINT if path.is_dir() else path).is_file():
+        p.error(f"argument --ckpt: no checkpoint at {path}")
+    return args
 
 
 def load(path, device):
@@ -72,7 +83,7 @@ def translate(model, tokenizer, texts, device="cpu", beam=1, max_len=128):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     model, tokenizer, longest = load(args.ckpt, args.device)
     texts = args.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     outputs = translate(model, tokenizer, texts, args.device, args.beam,
