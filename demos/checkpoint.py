@@ -87,6 +87,17 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, device="cpu",
     return meta
 
 
+def read_training_meta(path):
+    """The metadata ``load_checkpoint`` would return (``step``, ``extra``, ...), without a
+    model: what a program reads first to build the model that fits (its arguments, its
+    tokenizer). Raises as load_checkpoint."""
+    _, metadata = nn.load(path, with_metadata=True)
+    if META_KEY not in metadata:
+        raise ValueError(f"{path}: a safetensors file, but not a training checkpoint "
+                         f"(no {META_KEY!r} metadata)")
+    return json.loads(metadata[META_KEY])
+
+
 def check_fits(model, state_dict, path):
     """Raise CheckpointMismatch, naming the first differing key and its shapes, unless
     ``state_dict`` has exactly the model's keys and shapes."""

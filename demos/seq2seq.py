@@ -3,14 +3,24 @@
     python -m minigrad.demos.seq2seq --task reverse            # about 2 minutes on 2 CPU cores
     python -m minigrad.demos.seq2seq --task add --device cuda  # the same program on a GPU
     python -m minigrad.demos.seq2seq --task reverse --resume   # continue runs/reverse after Ctrl-C
+    python -m minigrad.demos.seq2seq --data pairs.tsv          # your pairs: source<TAB>target
+    python -m minigrad.demos.translate --ckpt runs/pairs "a sentence"   # use the model
 
-Tasks (demos/tasks.py): copy, reverse and sort sequences of 1 to 16 symbols, or add two
-numbers of up to 4 digits. The progress bar shows the training loss, the teacher-forced
-token accuracy and target tokens per second; every --eval-every steps the model decodes
-the held-out set with ``generate`` (greedy, from BOS, never teacher-forced) and is scored
-by exact match. The output folder (--out, default runs/<task>) receives:
+Tasks (demos/tasks.py): copy, reverse and sort sequences of 1 to 16 symbols, add two
+numbers of up to 4 digits, or dates: "the 3rd of March, 1999", "03/03/99", "3 mars 1999"
+and other forms in four languages -> "1999-03-03". Dates and --data are text: a tokenizer
+(byte-level BPE by default) is trained on the training split and saved with the
+checkpoint (and as tokenizer.json), batches are bucketed by length, and the evaluation
+adds corpus BLEU and chrF (sacrebleu) to exact match and token accuracy.
+
+The progress bar shows the training loss, the teacher-forced token accuracy and target
+tokens per second; every --eval-every steps the model decodes the held-out set with
+``generate`` (greedy, from BOS, never teacher-forced) and is scored by exact match. The
+output folder (--out, default runs/<task>) receives:
 
     metrics.json            task, steps, train_seconds, eval_exact_match, eval_token_accuracy
+                            (and eval_bleu, eval_chrf for text)
+    dates.tsv, tokenizer.json   the generated dates pairs; the tokenizer (text tasks)
     curves.png              training loss and accuracy, held-out accuracy
     attention.png           every layer and head's attention for one held-out example
     graph.svg               one training step's computation graph, collapsed by module
@@ -34,9 +44,13 @@ import numpy as np
 import minigrad as mg
 from minigrad import nn
 import minigrad.nn.functional as F
-from minigrad.demos.checkpoint import CheckpointMismatch, load_checkpoint, save_checkpoint
-from minigrad.demos.tasks import BOS, EOS, PAD, TASKS, Dataset, collate
+from minigrad.demos.checkpoint import (CheckpointMismatch, load_checkpoint, read_training_meta,
+                                       save_checkpoint)
+from minigrad.demos.textdata import TOKENIZERS, load_text_data
+from minigrad.demos.tasks import BOS, EOS, PAD, TASKS, Dataset, TextTask, collate
 from minigrad.models import Transformer
+from minigrad.models.transformer import POSITIONAL
+from minigrad.text import bleu, chrf
 
 from ._cli import (add_run_options, check_out_dir, fail, make_out_dir, make_parser, nonneg_float,
                    nonneg_int, positive_float, positive_int, probability)
@@ -45,14 +59,34 @@ from ._cli import (add_run_options, check_out_dir, fail, make_out_dir, make_pars
 DEFAULTS = dict(d_model=64, nhead=4, layers=2, ff=256, dropout=0.0, batch_size=64, lr=2e-3,
                 warmup=200, schedule="cosine", label_smoothing=0.0, clip=1.0)
 TASK_DEFAULTS = {"copy": dict(steps=1500), "reverse": dict(steps=2000),
-                 "sort": dict(steps=3000), "add": dict(steps=6000)}
-MODEL_ARGS = ("d_model", "nhead", "layers", "ff", "positional")
+                 "sort": dict(steps=3000), "add": dict(steps=6000),
+                 "dates": dict(steps=3000, vocab_size=400),
+                 "data": dict(steps=5000, vocab_size=1000)}
+TEXT_TASKS = ("dates", "data")
+MODEL_ARGS = ("d_model", "nhead", "layers", "ff", "positional", "max_len")
 CHECKPOINT = "checkpoint.safetensors"
 
 
 def build_parser():
     p = make_parser("seq2seq", __doc__.split("\n")[0])
-    p.add_argument("--task", default="reverse", choices=sorted(TASKS), help="the task to learn")
+    p.add_argument("--task", choices=sorted(TASKS) + ["dates"],
+                   help="the task to learn (default reverse; with --data, your file)")
+    p.add_argument("--data", metavar="PAIRS.tsv", help="train on your own pairs: a UTF-8 file "
+                   "with one 'source<TAB>target' pair a line, about 1 source in 10 held out "
+                   "(default: none, a --task)")
+    p.add_argument("--tokenizer", choices=sorted(TOKENIZERS), default="bpe",
+                   help="text tasks: byte-level BPE or characters, trained on the training "
+                   "split")
+    p.add_argument("--vocab-size", type=positive_int, help="text tasks: the tokenizer's "
+                   "vocabulary, special tokens included (default: dates 400, --data 1000)")
+    p.add_argument("--tokenizer-file", metavar="JSON", help="text tasks: use this saved "
+                   "tokenizer instead of training one (default: none, train one)")
+    p.add_argument("--max-src-len", type=positive_int, default=64,
+                   help="text tasks: longer sources (in tokens) are left out")
+    p.add_argument("--max-tgt-len", type=positive_int, default=64,
+                   help="text tasks: longer targets (in tokens) are left out")
+    p.add_argument("--pairs", type=positive_int, default=50000,
+                   help="dates: how many pairs to generate")
     p.add_argument("--steps", type=positive_int, help="training steps (default: per task, "
                    + ", ".join(f"{t} {d['steps']}" for t, d in TASK_DEFAULTS.items()) + ")")
     p.add_argument("--batch-size", type=positive_int,
@@ -67,9 +101,10 @@ def build_parser():
                    help=f"feed-forward width (default {DEFAULTS['ff']})")
     p.add_argument("--dropout", type=probability,
                    help=f"dropout rate, in [0, 1) (default {DEFAULTS['dropout']})")
-    p.add_argument("--positional", default="sinusoidal", choices=["sinusoidal", "learned", "rope"],
-                   help="positions: sinusoidal or learned tables added to the embeddings, or "
-                   "rotary (rope, needs an even head size)")
+    p.add_argument("--positional", default="sinusoidal", choices=POSITIONAL,
+                   help="positions: sinusoidal or learned tables added to the embeddings, "
+                   "rotary (rope, needs an even head size), or biases of the self-attention "
+                   "scores: ALiBi's fixed slopes or T5's learned relative-position buckets")
     p.add_argument("--lr", type=positive_float, help="peak learning rate of Adam under every "
                    f"schedule (default {DEFAULTS['lr']})")
     p.add_argument("--schedule", choices=["cosine", "noam", "constant"],
@@ -99,6 +134,13 @@ def parse_args(argv=None):
     checked: a bad value stops the program with one line."""
     p = build_parser()
     args = p.parse_args(argv)
+    if args.data is not None and args.task is not None:
+        p.error(f"argument --data: give --data or --task, not both (--task {args.task})")
+    args.task = "data" if args.data is not None else args.task or "reverse"
+    for option in ("data", "tokenizer_file"):
+        path = getattr(args, option)
+        if path is not None and not Path(path).is_file():
+            p.error(f"argument --{option.replace('_', '-')}: no file at {path}")
     for key, value in {**DEFAULTS, **TASK_DEFAULTS[args.task]}.items():
         if getattr(args, key) is None:
             setattr(args, key, value if key != "warmup" else None)
@@ -111,7 +153,13 @@ def parse_args(argv=None):
                 f"{args.d_model} / {args.nhead} = {args.d_model // args.nhead}")
     if args.schedule != "constant" and args.warmup >= args.steps:
         p.error(f"--warmup ({args.warmup}) must be smaller than --steps ({args.steps})")
-    args.out = Path(args.out or Path("runs") / args.task)
+    if args.task not in TEXT_TASKS:
+        for option in ("vocab_size", "tokenizer_file"):
+            if getattr(args, option) is not None:
+                p.error(f"argument --{option.replace('_', '-')}: only for --task dates or "
+                        f"--data, not --task {args.task}")
+    name = Path(args.data).stem if args.data is not None else args.task
+    args.out = Path(args.out or Path("runs") / name)
     check_out_dir(p, args.out)
     if args.resume is not None and not checkpoint_path(args).is_file():
         p.error(f"argument --resume: no checkpoint at {checkpoint_path(args)}")
@@ -123,13 +171,19 @@ def checkpoint_path(args):
     return args.out / CHECKPOINT if args.resume is True else Path(args.resume)
 
 
+def build_model(args, vocab):
+    """The Transformer that ``args`` (or a checkpoint's saved arguments) describe."""
+    return Transformer(vocab, vocab, d_model=args.d_model, nhead=args.nhead,
+                       num_encoder_layers=args.layers, num_decoder_layers=args.layers,
+                       dim_feedforward=args.ff, dropout=args.dropout, norm_first=True,
+                       positional=args.positional, max_len=args.max_len,
+                       pad_id=PAD).to(args.device)
+
+
 def build(args, task):
     """The model, its Adam optimiser and the learning-rate scheduler (seeded by the caller)."""
-    vocab = len(task.vocab)
-    model = Transformer(vocab, vocab, d_model=args.d_model, nhead=args.nhead,
-                        num_encoder_layers=args.layers, num_decoder_layers=args.layers,
-                        dim_feedforward=args.ff, dropout=args.dropout, norm_first=True,
-                        positional=args.positional, max_len=64, pad_id=PAD).to(args.device)
+    args.max_len = max(64, task.max_src_len, task.max_tgt_len + 2)
+    model = build_model(args, len(task.vocab))
     optimizer = mg.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
     sched = mg.optim.lr_scheduler
     if args.schedule == "cosine":
@@ -200,7 +254,9 @@ def write_graph(loss, model, out_dir):
 
 def evaluate(model, task, examples, device, beam=1, batch_size=500):
     """Decode the sources of ``examples`` with ``generate`` (from BOS, never teacher
-    forced); returns (exact-match fraction, token-accuracy fraction, decoded id lists).
+    forced); returns (exact-match fraction, token-accuracy fraction, decoded id lists,
+    scores): scores holds corpus BLEU and chrF (0 to 100, sacrebleu) of the decoded texts
+    for a text task, and is empty otherwise.
 
     Token accuracy counts the reference tokens, EOS included, that the output has at the
     same position."""
@@ -217,7 +273,24 @@ def evaluate(model, task, examples, device, beam=1, batch_size=500):
             right += sum(a == b for a, b in zip(row, ref))
             total += len(ref)
             decoded.append(pred)
-    return exact / len(examples), right / total, decoded
+    return exact / len(examples), right / total, decoded, text_scores(task, examples, decoded)
+
+
+def text_scores(task, examples, decoded):
+    """{"bleu", "chrf"} of the decoded texts against the references, for a text task."""
+    if not isinstance(task, TextTask):
+        return {}
+    hyps = [task.text(pred) for pred in decoded]
+    refs = [task.text(tgt) for _, tgt in examples]
+    return {"bleu": bleu(hyps, refs), "chrf": chrf(hyps, refs)}
+
+
+def describe_eval(last_eval):
+    """The evaluation in words: exact match, token accuracy (, BLEU, chrF)."""
+    exact, token_acc, _, scores = last_eval
+    text = f"held-out exact match {exact:.1%}, token accuracy {token_acc:.1%}"
+    return text + "".join(f", {k.replace('chrf', 'chrF').upper() if k == 'bleu' else 'chrF'} "
+                          f"{v:.1f}" for k, v in scores.items())
 
 
 def train(args, task, data, model, optimizer, scheduler, run):
@@ -248,14 +321,16 @@ def train(args, task, data, model, optimizer, scheduler, run):
             tokens = 0.9 * tokens + total
             seconds = 0.9 * seconds + time.perf_counter() - step_started
             if run["step"] % 10 == 0 or run["step"] == args.steps:
+                held = {} if last_eval is None else {k: f"{v:.1f}"
+                                                     for k, v in last_eval[3].items()}
                 bar.set_postfix(loss=f"{loss:.3f}", acc=f"{right / total:.1%}",
-                                tok_s=f"{tokens / seconds:,.0f}", refresh=False)
+                                tok_s=f"{tokens / seconds:,.0f}", **held, refresh=False)
             bar.update(1)
             if run["step"] % args.eval_every == 0 or run["step"] == args.steps:
                 last_eval = evaluate(model, task, data.eval, args.device, args.beam)
-                run["eval"].append([run["step"], last_eval[0], last_eval[1]])
-                bar.write(f"step {run['step']}: held-out exact match {last_eval[0]:.1%}, "
-                          f"token accuracy {last_eval[1]:.1%}")
+                run["eval"].append([run["step"], last_eval[0], last_eval[1],
+                                    *last_eval[3].values()])
+                bar.write(f"step {run['step']}: {describe_eval(last_eval)}")
                 _checkpoint(args, model, optimizer, scheduler, run, started)
                 started = time.perf_counter()
     except KeyboardInterrupt:
@@ -276,6 +351,8 @@ def _checkpoint(args, model, optimizer, scheduler, run, started):
     run["train_seconds"] += time.perf_counter() - started
     path = args.out / CHECKPOINT
     extra = dict(run, args={k: v for k, v in vars(args).items() if k not in ("out", "resume")})
+    if args.tokenizer_state is not None:  # text tasks: the tokenizer travels with the model
+        extra["tokenizer"] = args.tokenizer_state
     save_checkpoint(path, model, optimizer, scheduler, run["step"], extra=json.loads(
         json.dumps(extra, default=str)))
     return path
@@ -295,15 +372,30 @@ def resume(args, model, optimizer, scheduler):
     except OSError as e:
         fail("seq2seq", f"--resume: cannot read {path} ({e.strerror or e})")
     saved = meta["extra"].pop("args", {})
+    meta["extra"].pop("tokenizer", None)
     if saved.get("task", args.task) != args.task:
         fail("seq2seq", f"--resume: {path} is a {saved['task']} run, not {args.task}")
     for key, value in saved.items():
-        if key in ("device", "no_progress", "examples") or str(getattr(args, key)) == str(value):
+        if key in ("device", "no_progress", "examples", "tokenizer_state") \
+                or str(getattr(args, key, None)) == str(value):
             continue
         print(f"note: --{key.replace('_', '-')} is {getattr(args, key)}, the checkpoint's run "
               f"used {value}", file=sys.stderr)
     print(f"resuming from {path} at step {meta['step']}", file=sys.stderr)
     return meta["extra"]
+
+
+def saved_tokenizer(path):
+    """The tokenizer (as a dict) saved in the checkpoint at ``path``, or None; a checkpoint
+    that cannot be read stops the program with one line."""
+    try:
+        return read_training_meta(path)["extra"].get("tokenizer")
+    except FileNotFoundError:
+        fail("seq2seq", f"--resume: no checkpoint at {path}")
+    except ValueError as e:
+        fail("seq2seq", f"--resume: {e}")
+    except OSError as e:
+        fail("seq2seq", f"--resume: cannot read {path} ({e.strerror or e})")
 
 
 def plot_curves(run, path):
@@ -336,31 +428,36 @@ def report(args, task, data, model, run, last_eval=None):
 
     if last_eval is None:
         last_eval = evaluate(model, task, data.eval, args.device, args.beam)
-    exact, token_acc, decoded = last_eval
-    print(f"\n{args.task}: held-out exact match {exact:.2%}, token accuracy {token_acc:.2%} "
+    exact, token_acc, decoded, scores = last_eval
+    print(f"\n{args.task}: {describe_eval(last_eval)} "
           f"({len(data.eval)} examples, {run['step']} steps, {run['train_seconds']:.0f} s)")
+    width = min(40, max(len(task.text(src)) for src, _ in data.eval[:max(args.examples, 1)]))
     for (src, tgt), pred in list(zip(data.eval, decoded))[:args.examples]:
         mark = "ok" if pred == list(tgt) else f"expected {task.text(tgt)}"
-        print(f"  {task.text(src):>17} -> {task.text(pred):<17} {mark}")
+        print(f"  {task.text(src):>{width}} -> {task.text(pred):<17} {mark}")
     metrics = dict(task=args.task, steps=run["step"], train_seconds=round(run["train_seconds"], 2),
                    eval_exact_match=exact, eval_token_accuracy=token_acc,
                    eval_examples=len(data.eval),
                    final_train_loss=run["loss"][-1] if run["loss"] else None,
-                   eval_history=[dict(step=s, exact_match=e, token_accuracy=a)
-                                 for s, e, a in run["eval"]],
+                   **{f"eval_{k}": v for k, v in scores.items()},
+                   eval_history=[dict(step=s, exact_match=e, token_accuracy=a,
+                                      **dict(zip(scores, more)))
+                                 for s, e, a, *more in run["eval"]],
                    seed=args.seed, device=args.device,
                    model={k: getattr(args, k) for k in MODEL_ARGS})
+    if isinstance(task, TextTask):
+        metrics.update(data=data.path, pairs=data.sizes, tokenizer=dict(
+            kind=task.tokenizer.kind, vocab_size=task.tokenizer.vocab_size))
     (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     if run["loss"]:
         plot_curves(run, args.out / "curves.png")
     # one held-out example of middling length, with the model's own output as the target
     i = min(range(min(50, len(data.eval))),
             key=lambda i: abs(len(data.eval[i][0]) - task.max_src_len // 2))
-    src, pred, vocab = data.eval[i][0], decoded[i], task.vocab
+    src, pred = data.eval[i][0], decoded[i]
     maps = collect_attention(model, mg.tensor([src], device=args.device),
                              mg.tensor([[BOS] + pred], device=args.device))
-    plot_attention(maps, [vocab[t] for t in src], [vocab[t] for t in [BOS] + pred],
-                   args.out / "attention.png")
+    plot_attention(maps, task.labels(src), task.labels([BOS] + pred), args.out / "attention.png")
     written = sorted(p.name for p in args.out.iterdir() if not p.name.startswith("."))
     print(f"wrote {', '.join(written)} to {args.out}/")
     return metrics
@@ -378,9 +475,18 @@ def main(argv=None):
 
 def _run(args):
     make_out_dir("seq2seq", args.out)
-    task = TASKS[args.task]
+    args.tokenizer_state = None
+    if args.task in TEXT_TASKS:
+        saved = None
+        if args.resume is not None:
+            saved = saved_tokenizer(checkpoint_path(args))
+        task, data, tokenizer = load_text_data(args, saved)
+        tokenizer.save(args.out / "tokenizer.json")
+        args.tokenizer_state = tokenizer.to_dict()
+    else:
+        task = TASKS[args.task]
+        data = Dataset(task, args.seed, args.eval_size)
     mg.manual_seed(args.seed)
-    data = Dataset(task, args.seed, args.eval_size)
     model, optimizer, scheduler = build(args, task)
     run = dict(step=0, loss=[], accuracy=[], eval=[], train_seconds=0.0)
     if args.resume is not None:

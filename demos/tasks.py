@@ -51,6 +51,10 @@ class Task:
                 out.append(self.symbols[i - len(SPECIALS)])
         return "".join(out)
 
+    def labels(self, ids):
+        """Each token's string, for pictures."""
+        return [self.vocab[i] for i in ids]
+
     def sample(self, rng):
         """One random (source ids, target ids) pair, without BOS, EOS or padding."""
         raise NotImplementedError
@@ -174,3 +178,91 @@ def collate(examples):
         tgt_in[i, :len(t) + 1] = [BOS] + list(t)
         tgt_out[i, :len(t) + 1] = list(t) + [EOS]
     return src, tgt_in, tgt_out
+
+
+# --- dates: a task of text, written out as a pairs file -----------------------------------------
+
+MONTHS = {
+    "en": ["January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December"],
+    "fr": ["janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août",
+           "septembre", "octobre", "novembre", "décembre"],
+    "de": ["Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August",
+           "September", "Oktober", "November", "Dezember"],
+    "es": ["enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto",
+           "septiembre", "octubre", "noviembre", "diciembre"],
+}
+
+
+def _ordinal(d):
+    suffix = "th" if 10 <= d % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(d % 10, "th")
+    return f"{d}{suffix}"
+
+
+# Each form writes (year, month, day); two-digit years stand for 1950-2049 and numeric forms
+# put the day first (03/04/99 is the 3rd of April 1999).
+DATE_FORMS = [
+    lambda y, m, d: f"the {_ordinal(d)} of {MONTHS['en'][m - 1]}, {y}",
+    lambda y, m, d: f"{MONTHS['en'][m - 1]} {_ordinal(d)} {y}",
+    lambda y, m, d: f"{MONTHS['en'][m - 1]} {d}, {y}",
+    lambda y, m, d: f"{d} {MONTHS['en'][m - 1]} {y}",
+    lambda y, m, d: f"{MONTHS['en'][m - 1][:3]} {d}, {y}",
+    lambda y, m, d: f"{_ordinal(d)} {MONTHS['en'][m - 1].lower()} {y}",
+    lambda y, m, d: f"{'1er' if d == 1 else d} {MONTHS['fr'][m - 1]} {y}",
+    lambda y, m, d: f"le {'1er' if d == 1 else d} {MONTHS['fr'][m - 1]} {y}",
+    lambda y, m, d: f"{d}. {MONTHS['de'][m - 1]} {y}",
+    lambda y, m, d: f"am {d}. {MONTHS['de'][m - 1]} {y}",
+    lambda y, m, d: f"{d} de {MONTHS['es'][m - 1]} de {y}",
+    lambda y, m, d: f"{d:02d}/{m:02d}/{y}",
+    lambda y, m, d: f"{d}/{m}/{y}",
+    lambda y, m, d: f"{d:02d}.{m:02d}.{y}",
+    lambda y, m, d: f"{y}-{m:02d}-{d:02d}",
+]
+SHORT_YEAR_FORMS = [  # only for 1950-2049
+    lambda y, m, d: f"{d:02d}/{m:02d}/{y % 100:02d}",
+    lambda y, m, d: f"{d}/{m}/{y % 100:02d}",
+    lambda y, m, d: f"{d:02d}.{m:02d}.{y % 100:02d}",
+]
+
+
+def date_pairs(seed, n, first_year=1900, last_year=2099):
+    """``n`` (surface form, ISO date) pairs drawn from ``seed``: a day uniformly from the
+    years given, then one of the forms (English, French, German, Spanish, numeric)."""
+    import datetime
+
+    rng = np.random.default_rng([seed, 3])
+    start = datetime.date(first_year, 1, 1).toordinal()
+    days = datetime.date(last_year, 12, 31).toordinal() - start + 1
+    pairs = []
+    for _ in range(n):
+        date = datetime.date.fromordinal(start + int(rng.integers(days)))
+        y, m, d = date.year, date.month, date.day
+        forms = DATE_FORMS + (SHORT_YEAR_FORMS if 1950 <= y <= 2049 else [])
+        pairs.append((forms[int(rng.integers(len(forms)))](y, m, d), date.isoformat()))
+    return pairs
+
+
+class TextTask:
+    """A task of text pairs read through a tokenizer: the interface of ``Task`` (``vocab``,
+    ``text``, ``max_src_len``, ``max_tgt_len``) over token ids of ``tokenizer``."""
+
+    def __init__(self, name, tokenizer, max_src_len, max_tgt_len):
+        self.name, self.tokenizer = name, tokenizer
+        self.max_src_len, self.max_tgt_len = max_src_len, max_tgt_len
+
+    @property
+    def vocab(self):
+        return self.tokenizer.vocab
+
+    def text(self, ids):
+        return self.tokenizer.decode(ids)
+
+    def labels(self, ids):
+        """Each token's text (spaces shown as ▁), or its vocabulary entry where it is part of
+        a character (or a special token)."""
+        out = []
+        for i in ids:
+            text = self.tokenizer.decode([i]) if i >= len(self.tokenizer.specials) else ""
+            out.append(text.replace(" ", "▁") if text and "\ufffd" not in text
+                       else self.tokenizer.token(i))
+        return out

@@ -11,6 +11,7 @@ import numpy as np
 import minigrad as mg
 from minigrad import nn
 from minigrad.models import decoding
+from minigrad.nn.positional import ALiBi, RelativePositionBias
 
 
 class Transformer(nn.Module):
@@ -22,9 +23,14 @@ class Transformer(nn.Module):
             activation, norm_first, residual: as nn.TransformerEncoderLayer (pre-LN stacks,
             norm_first=True, end with a LayerNorm).
         positional: "sinusoidal" (the paper's fixed table), "learned" (one table for the
-            source, one for the target), both added to the embeddings, or "rope" (rotary
-            embeddings of every self-attention's queries and keys).
-        max_len: the longest sequence the positional tables hold.
+            source, one for the target), both added to the embeddings, "rope" (rotary
+            embeddings of every self-attention's queries and keys), or a bias of every
+            self-attention's scores by relative position: "alibi" (ALiBi's fixed slopes,
+            |i - j| in the encoder and the decoder) or "t5" (T5's learned buckets,
+            bidirectional in the encoder and causal in the decoder; each layer learns its
+            own table, where T5 shares one per stack). Cross-attention has no positions.
+        max_len: the longest sequence the sinusoidal and learned tables hold (rotary and
+            relative biases have no limit).
         pad_id: the padding token: its embedding is zero and it is masked as a key.
         tie_embeddings: the generator shares its weight with the target embedding.
     Shape:
@@ -36,8 +42,8 @@ class Transformer(nn.Module):
                  activation="relu", norm_first=False, positional="sinusoidal", max_len=512,
                  pad_id=0, tie_embeddings=False, residual="add"):
         super().__init__()
-        if positional not in ("sinusoidal", "learned", "rope"):
-            raise ValueError(f"positional must be 'sinusoidal', 'learned' or 'rope', "
+        if positional not in POSITIONAL:
+            raise ValueError(f"positional must be one of {', '.join(map(repr, POSITIONAL))}, "
                              f"got {positional!r}")
         self.d_model, self.pad_id, self.positional = d_model, pad_id, positional
         self.src_embed = nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
@@ -47,10 +53,13 @@ class Transformer(nn.Module):
         kw = dict(d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward,
                   dropout=dropout, activation=activation, norm_first=norm_first,
                   residual=residual, rotary=rotary)
-        self.encoder = nn.TransformerEncoder(lambda: nn.TransformerEncoderLayer(**kw),
-                                             num_encoder_layers, _final_norm(norm_first, d_model))
-        self.decoder = nn.TransformerDecoder(lambda: nn.TransformerDecoderLayer(**kw),
-                                             num_decoder_layers, _final_norm(norm_first, d_model))
+        self.encoder = nn.TransformerEncoder(
+            lambda: nn.TransformerEncoderLayer(**kw, position_bias=_bias(positional, nhead, True)),
+            num_encoder_layers, _final_norm(norm_first, d_model))
+        self.decoder = nn.TransformerDecoder(
+            lambda: nn.TransformerDecoderLayer(**kw, position_bias=_bias(positional, nhead,
+                                                                         False)),
+            num_decoder_layers, _final_norm(norm_first, d_model))
         self.generator = nn.Linear(d_model, tgt_vocab_size)
         self._reset_embeddings()
         if tie_embeddings:
@@ -158,6 +167,9 @@ class Transformer(nn.Module):
                                     max_new_tokens, length_penalty)
 
 
+POSITIONAL = ("sinusoidal", "learned", "rope", "alibi", "t5")
+
+
 def _positions(kind, d_model, nhead, max_len):
     """The (src_pos, tgt_pos, rotary) modules of a positional scheme."""
     if kind == "sinusoidal":
@@ -166,7 +178,18 @@ def _positions(kind, d_model, nhead, max_len):
     if kind == "learned":
         return (nn.LearnedPositionalEmbedding(max_len, d_model),
                 nn.LearnedPositionalEmbedding(max_len, d_model), None)
-    return None, None, nn.RotaryEmbedding(d_model // nhead)
+    if kind == "rope":
+        return None, None, nn.RotaryEmbedding(d_model // nhead)
+    return None, None, None
+
+
+def _bias(kind, nhead, bidirectional):
+    """A self-attention's relative-position bias module for ``kind``, or None."""
+    if kind == "alibi":
+        return ALiBi(nhead)
+    if kind == "t5":
+        return RelativePositionBias(nhead, bidirectional=bidirectional)
+    return None
 
 
 def _final_norm(norm_first, d_model):

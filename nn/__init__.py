@@ -8,8 +8,8 @@ from .linear import Embedding, Identity, Linear  # noqa: F401
 from .module import (IncompatibleKeys, Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
                      Sequential)
 from .norm import LayerNorm  # noqa: F401
-from .positional import (LearnedPositionalEmbedding, RotaryEmbedding,  # noqa: F401
-                         SinusoidalPositionalEncoding)
+from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePositionBias,  # noqa
+                         RotaryEmbedding, SinusoidalPositionalEncoding)
 from .functional import ArgumentError, DTypeError  # noqa: F401
 from .serialization import MissingDirectoryError, PathIsDirectoryError, load, save  # noqa: F401
 from .transformer import (DecoderCache, TransformerDecoder,  # noqa: F401

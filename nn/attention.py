@@ -21,6 +21,9 @@ class MultiheadAttention(Module):
         bias: learn biases in the four projections (default True).
         kdim, vdim: sizes of the key and value inputs (default E), for cross-attention.
         rotary: an optional RotaryEmbedding(D) applied to each head's queries and keys.
+        position_bias: an optional relative-position bias (nn.positional.ALiBi or
+            RelativePositionBias): called as position_bias(T, S, offset, like) for the
+            (H, T, S) bias it adds to every batch element's scores.
     Shape:
         query (B, T, E), key (B, S, kdim), value (B, S, vdim) -> output (B, T, E), and
         weights (B, T, S) averaged over heads, or (B, H, T, S) if not average_attn_weights.
@@ -35,7 +38,7 @@ class MultiheadAttention(Module):
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
-                 rotary=None, device=None, dtype=None):
+                 rotary=None, position_bias=None, device=None, dtype=None):
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError(f"MultiheadAttention: embed_dim and num_heads must be greater "
@@ -53,6 +56,7 @@ class MultiheadAttention(Module):
         self.v_proj = Linear(self.vdim, embed_dim, bias, device=device, dtype=dtype)
         self.out_proj = Linear(embed_dim, embed_dim, bias, device=device, dtype=dtype)
         self.rotary = rotary
+        self.position_bias = position_bias
         self._reset_parameters()
 
     def _reset_parameters(self):
@@ -103,6 +107,9 @@ class MultiheadAttention(Module):
         q = self._rotate(q, start)
         S = k.shape[2]
         mask = self._merged_mask(attn_mask, key_padding_mask, B, T, S, q)
+        if self.position_bias is not None:  # queries at start.., keys at 0..S-1
+            bias = self.position_bias(T, S, start, like=q).unsqueeze(0)      # (1, H, T, S)
+            mask = bias if mask is None else mask + bias
         # torch returns the weights after dropout, and so do we
         out, weights = F.attend(q, k, v, mask, causal=start if is_causal else None,
                                 dropout_p=self.dropout if self.training else 0.0,

@@ -1,5 +1,6 @@
 """Positional information for transformers: the fixed sinusoidal table of the original paper,
-learned absolute positions, and rotary embeddings of queries and keys."""
+learned absolute positions, rotary embeddings of queries and keys, and relative positions as
+biases of the attention scores (ALiBi's fixed slopes, T5's learned buckets)."""
 import numpy as np
 
 import minigrad as mg
@@ -121,3 +122,114 @@ def _check_length(module, offset, T, max_len):
     if offset < 0 or offset + T > max_len:
         raise ValueError(f"{type(module).__name__}: positions {offset}..{offset + T - 1} do not "
                          f"fit in max_len={max_len}")
+
+
+# --- relative positions as biases of the attention scores ---------------------------------------
+
+def alibi_slopes(num_heads):
+    """ALiBi's head slopes (Press et al., 2022): for n heads, a power of two, the geometric
+    sequence 2^(-8/n), 2^(-16/n), ..., 2^(-8); otherwise the slopes of the largest power of
+    two m < n, then every other slope of 2m heads for the remaining n - m heads (the
+    paper's rule, as in its code). Returns a float64 ndarray (num_heads,)."""
+    if num_heads <= 0:
+        raise ValueError(f"alibi_slopes: num_heads must be > 0, got {num_heads}")
+
+    def power_of_two(n):
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+    m = 2 ** int(np.floor(np.log2(num_heads)))
+    slopes = power_of_two(m)
+    if m < num_heads:
+        slopes += power_of_two(2 * m)[0::2][:num_heads - m]
+    return np.array(slopes)
+
+
+def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32,
+                             max_distance=128):
+    """T5's bucket of each relative position (key position - query position; Raffel et
+    al., 2020): exact buckets for the distances below half the buckets, logarithmically
+    wider ones up to ``max_distance``, and the last bucket beyond. Bidirectional: half the
+    buckets for keys after the query; otherwise (causal) keys after the query share bucket 0.
+    Computed in float32, as T5 does. Returns an int64 ndarray of the input's shape."""
+    rel = np.asarray(relative_position, dtype=np.int64)
+    buckets = np.zeros_like(rel)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (rel > 0) * num_buckets
+        rel = np.abs(rel)
+    else:
+        rel = -np.minimum(rel, 0)
+    max_exact = num_buckets // 2
+    with np.errstate(divide="ignore"):
+        large = max_exact + (np.log(rel.astype(np.float32) / np.float32(max_exact))
+                             / np.float32(np.log(max_distance / max_exact))
+                             * np.float32(num_buckets - max_exact)).astype(np.int64)
+    large = np.minimum(large, num_buckets - 1)
+    return buckets + np.where(rel < max_exact, rel, large)
+
+
+def _distances(T, S, offset):
+    """(T, S) int64: key position j minus query position offset + i."""
+    return np.arange(S)[None, :] - (offset + np.arange(T))[:, None]
+
+
+class ALiBi(Module):
+    """Attention with linear biases (Press et al., 2022): each head h adds
+    -slope_h * |i - j| to the score of query position i for key position j, and positions
+    enter the model nowhere else. No parameters; nothing to outgrow at longer inputs.
+
+    Args:
+        num_heads: H; the slopes are ``alibi_slopes(H)`` (buffer ``slopes``, left out of the
+            state_dict).
+    Shape:
+        forward(T, S, offset=0, like) -> (H, T, S) bias, queries at positions
+        offset..offset+T-1, keys at 0..S-1, of ``like``'s dtype and device.
+    """
+
+    def __init__(self, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.slopes = alibi_slopes(num_heads)
+
+    def forward(self, T, S, offset=0, like=None):
+        bias = -self.slopes[:, None, None] * np.abs(_distances(T, S, offset))[None]
+        dtype = like.dtype if like is not None else mg.get_default_dtype()
+        return mg.tensor(bias, dtype=dtype, device=None if like is None else like.device)
+
+    def extra_repr(self):
+        return f"num_heads={self.num_heads}"
+
+
+class RelativePositionBias(Module):
+    """T5's learned relative-position biases (Raffel et al., 2020): each head learns one
+    scalar per bucket of the relative position (``relative_position_bucket``), added to the
+    attention scores.
+
+    Args:
+        num_heads: H.
+        bidirectional: True for an encoder (keys on both sides), False for a causal decoder.
+        num_buckets, max_distance: T5's 32 and 128.
+    Shape:
+        forward(T, S, offset=0, like) -> (H, T, S) bias; ``relative_attention_bias`` is an
+        Embedding(num_buckets, H), initialised N(0, 1) as nn.Embedding.
+    """
+
+    def __init__(self, num_heads, bidirectional=True, num_buckets=32, max_distance=128,
+                 device=None, dtype=None):
+        super().__init__()
+        self.num_heads, self.bidirectional = num_heads, bidirectional
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.relative_attention_bias = Embedding(num_buckets, num_heads, device=device,
+                                                 dtype=dtype)
+
+    def forward(self, T, S, offset=0, like=None):
+        buckets = relative_position_bucket(_distances(T, S, offset), self.bidirectional,
+                                           self.num_buckets, self.max_distance)
+        weight = self.relative_attention_bias.weight
+        bias = self.relative_attention_bias(mg.tensor(buckets, device=weight.device))  # (T,S,H)
+        bias = bias.permute(2, 0, 1)                                                   # (H,T,S)
+        return bias if like is None else bias.to(like.dtype)
+
+    def extra_repr(self):
+        return (f"num_heads={self.num_heads}, bidirectional={self.bidirectional}, "
+                f"num_buckets={self.num_buckets}, max_distance={self.max_distance}")

@@ -43,6 +43,8 @@ class TransformerEncoderLayer(Module):
             ``n_streams`` residual streams, one nn.HyperConnection per sublayer: ``hc1``,
             ``hc2``).
         rotary: an optional nn.RotaryEmbedding used by the self-attention.
+        position_bias: an optional relative-position bias of the self-attention's scores
+            (nn.positional.ALiBi or RelativePositionBias; see nn.MultiheadAttention).
     Shape:
         src (B, T, E) -> (B, T, E), or unbatched (T, E) -> (T, E) with a
         src_key_padding_mask of shape (T,). With residual="mhc" also streams
@@ -53,9 +55,10 @@ class TransformerEncoderLayer(Module):
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  norm_first=False, residual="add", n_streams=4, layer_norm_eps=1e-5,
-                 rotary=None):
+                 rotary=None, position_bias=None):
         super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, rotary=rotary)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, rotary=rotary,
+                                            position_bias=position_bias)
         self.ffn = FeedForward(d_model, dim_feedforward, dropout, activation)
         _add_residual_parts(self, 2, d_model, dropout, norm_first, residual, n_streams,
                             layer_norm_eps)
@@ -104,9 +107,10 @@ class TransformerDecoderLayer(Module):
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  norm_first=False, residual="add", n_streams=4, layer_norm_eps=1e-5,
-                 rotary=None):
+                 rotary=None, position_bias=None):
         super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, rotary=rotary)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, rotary=rotary,
+                                            position_bias=position_bias)
         self.cross_attn = MultiheadAttention(d_model, nhead, dropout=dropout)
         self.ffn = FeedForward(d_model, dim_feedforward, dropout, activation)
         _add_residual_parts(self, 3, d_model, dropout, norm_first, residual, n_streams,
