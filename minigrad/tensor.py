@@ -59,6 +59,7 @@ class Tensor(TensorBase):
             return getattr(self, reflected)(inputs[0])
         return NotImplemented
     _grad = None
+    _tangents = None  # forward-mode AD: {dual level: tangent} (see autograd/forward_ad.py)
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         self.data = as_array(data, dtype, device)
