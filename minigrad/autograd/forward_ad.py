@@ -301,3 +301,14 @@ def tangent_by(composite, *inputs):
     finally:
         _THREAD.limit = k
     return tangent_of(out, LEVELS[k])
+
+
+def take_tangents(t, new):
+    """After an in-place op wrote ``new``'s values into ``t``: ``t`` takes its tangents."""
+    for level in LEVELS:
+        tangent = tangent_of(new, level)
+        table = t.__dict__.get("_tangents")
+        if tangent is not None:
+            _attach(t, level, tangent)
+        elif table is not None:
+            table.pop(level, None)

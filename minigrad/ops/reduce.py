@@ -99,7 +99,7 @@ class MaxDim(Primitive):
         return _keep(grad, ctx.shape, (dim,), keepdim).where(selected, 0.0)
 
     @staticmethod
-    def jvp(ctx, dx, _):  # the tangent at the returned index
+    def jvp(ctx, dx):  # the tangent at the returned index (none for the indices)
         dim, keepdim = ctx.params["dim"], ctx.params["keepdim"]
         idx = _keep(ctx.result[1], dx.shape, (dim,), keepdim)
         positions = ctx.xp.arange(dx.shape[dim]).reshape([-1] + [1] * (dx.ndim - 1 - dim))
