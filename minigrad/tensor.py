@@ -11,7 +11,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import backend, dtypes
-from .autograd import engine, graph
+from .autograd import engine, forward_ad, graph
 from .autograd.grad_mode import STATE, no_grad
 from .autograd.function import ShapeError, _refresh_view
 from .autograd.graph import TensorBase
@@ -59,6 +59,7 @@ class Tensor(TensorBase):
             return getattr(self, reflected)(inputs[0])
         return NotImplemented
     _grad = None
+    _tangents = None  # forward-mode AD: {dual level: tangent} (see autograd/forward_ad.py)
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         self.data = as_array(data, dtype, device)
@@ -616,24 +617,24 @@ class Tensor(TensorBase):
     # refuses a saved tensor whose version changed.
 
     def add_(self, other, alpha=1):
-        if _recording(self, other):
+        if _recording(self, other) or forward_ad.LEVELS:
             return self._update("add_", lambda t: t + other if alpha == 1 else
                                 t + other * alpha, other)
         return _arithmetic_(self, "add_", "add", other, alpha)
 
     def sub_(self, other, alpha=1):
-        if _recording(self, other):
+        if _recording(self, other) or forward_ad.LEVELS:
             return self._update("sub_", lambda t: t - other if alpha == 1 else
                                 t - other * alpha, other)
         return _arithmetic_(self, "sub_", "subtract", other, alpha)
 
     def mul_(self, other):
-        if _recording(self, other):
+        if _recording(self, other) or forward_ad.LEVELS:
             return self._update("mul_", lambda t: t * other, other)
         return _arithmetic_(self, "mul_", "multiply", other)
 
     def div_(self, other):
-        if _recording(self, other):
+        if _recording(self, other) or forward_ad.LEVELS:
             return self._update("div_", lambda t: t / other, other)
         return _arithmetic_(self, "div_", "true_divide", other)
 
@@ -690,7 +691,7 @@ class Tensor(TensorBase):
         recording = _recording(self, value)
         if recording and advanced is None and not _has_arrays(basic):
             self[index].copy_(value)
-        elif recording:
+        elif recording or forward_ad.LEVELS:  # (forward mode: the tangent is written too)
             self._update("__setitem__", lambda t: SetItem.apply(t, value, index=basic,
                                                                 then=advanced), value, cast=True)
         else:
@@ -743,6 +744,8 @@ class Tensor(TensorBase):
         self._shared_counter()[0] += 1
         if recording:
             _rebase(self, new, written)
+        if forward_ad.LEVELS:
+            forward_ad.take_tangents(self, new)
         return self
 
 

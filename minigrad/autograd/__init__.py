@@ -8,7 +8,7 @@ from .graph import AccumulateGrad, Node, RemovableHandle, SavedTensor, TensorBas
 from .grad_mode import (detect_anomaly, enable_grad, is_anomaly_enabled,  # noqa: F401
                         is_grad_enabled, no_grad, set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
-from . import engine
+from . import engine, forward_ad  # noqa: F401
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -19,7 +19,7 @@ to its input (``Tensor._view_of``) and shares the input's version counter, so an
 change through either is seen by the other, as in PyTorch.
 """
 from .. import backend
-from . import anomaly
+from . import anomaly, forward_ad
 from .grad_mode import PROCESS, STATE, no_grad
 from .graph import SEQUENCE, Node, SavedTensor, TensorBase, accumulator_of
 
@@ -58,6 +58,12 @@ class Function(Node):
     def backward(ctx, *grads):
         raise NotImplementedError
 
+    @staticmethod
+    def jvp(ctx, *tangents):
+        """Forward mode (see ``forward_ad``): the tangent of each output from one tangent per
+        positional input of forward, as PyTorch's ``Function.jvp``."""
+        raise NotImplementedError
+
     node_name = None  # the name of the op's nodes where it is not PyTorch's usual one
 
     def __init_subclass__(cls, **kwargs):
@@ -77,6 +83,10 @@ class Function(Node):
     # --- called from forward ---------------------------------------------------------------
     def save_for_backward(self, *tensors):
         self._to_save = tensors
+
+    def save_for_forward(self, *tensors):
+        """Keep tensors for ``jvp``, which reads them as ``ctx.saved_tensors``."""
+        self._for_forward = tensors
 
     def mark_non_differentiable(self, *outputs):
         self._non_diff = {id(o.data if isinstance(o, TensorBase) else o) for o in outputs}
@@ -136,6 +146,10 @@ class Function(Node):
 
         try:
             if not cls._raw or PROCESS.watched:
+                if forward_ad.LEVELS:  # forward-mode AD: outputs that carry tangents
+                    duals = forward_ad.apply_dual(cls, node, args, params)
+                    if duals is not None:
+                        return duals
                 out = cls._forward_general(node, arrays, params, first)
             elif type(first_data) is _ndarray:
                 out = cls.forward(node, *arrays, **params)
@@ -276,6 +290,8 @@ def _refresh_view(view):
 def _with_op_name(cls, error, arrays):
     """The error ``forward`` raised, reworded to name the op and the input shapes."""
     if type(error) not in (ValueError, IndexError):  # ours (ShapeError, DeviceError, ...)
+        return error
+    if str(error).startswith(f"{cls.__name__}: "):  # reworded already (forward_ad's inner call)
         return error
     shapes = ", ".join(str(tuple(a.shape)) for a in arrays if hasattr(a, "shape"))
     kind = IndexError if isinstance(error, IndexError) else ShapeError

@@ -21,7 +21,7 @@ from .. import backend
 from ..autograd.function import Primitive, ShapeError
 from ..autograd.grad_mode import STATE
 from ..ops.reduce import SafeSoftmax
-from .differentiate import composite_grads
+from .differentiate import composite_grads, saved_array, tangent_by
 
 TILE = 1 << 19  # the most scores (all batch and head dims together) one tile holds
 
@@ -150,6 +150,22 @@ class Attention(Primitive):
         dq *= scale
         needs = ctx.needs_input_grad
         return tuple(_tensor(d) if n else None for d, n in zip((dq, dk, dv), needs)) + (None,)
+
+    @staticmethod
+    def jvp(ctx, dq, dk, dv, dmask):
+        """The composite's tangent, with the forward's dropout masks (O(T S) memory)."""
+        q, k, v, mask = ctx.inputs[:4]
+        params = ctx.params
+        dropout = None
+        if params["dropout_p"] > 0:
+            keep = _Dropout(params["dropout_p"], q.dtype, ctx.xp, saved_array(ctx, 6))
+            full = q._make(keep.full(params["block"], params["causal"], ctx.result.shape[:-2],
+                                     q.shape[-2], k.shape[-2]))
+            dropout = lambda w: w * full  # noqa: E731
+
+        def attention(q, k, v, mask):
+            return composite(q, k, v, mask, params["causal"], params["scale"], dropout)[0]
+        return tangent_by(attention, q, k, v, mask)
 
 
 def _heads(a, h0, h1):

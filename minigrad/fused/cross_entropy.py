@@ -2,6 +2,7 @@
 ignored targets) as one op, beside the composite it equals."""
 from .. import backend
 from ..autograd.function import Primitive
+from .differentiate import tangent_by
 
 
 def composite(x, target, weight=None, ignore_index=-100, reduction="mean",
@@ -94,3 +95,10 @@ class CrossEntropy(Primitive):
             total = xp.where(total != 0, total, xp.where(v.any(), xp.nan, 1)).astype(x.dtype)
             coef = grad / total
         return (x.softmax(1) * a - const) * coef, None, None
+
+    @staticmethod
+    def jvp(ctx, dx, dtarget, dweight):  # the composite's tangent
+        x, target, weight = ctx.inputs[:3]
+        p = ctx.params
+        return tangent_by(lambda x, w: composite(x, target, w, p["ignore_index"], p["reduction"],
+                                                 p["label_smoothing"]), x, weight)

@@ -2,6 +2,7 @@
 from .. import backend
 from ..autograd.function import Primitive
 from ..autograd.grad_mode import STATE
+from .differentiate import saved_array
 
 
 def composite(x, keep, p):
@@ -30,3 +31,8 @@ class Dropout(Primitive):
         if not STATE.grad_enabled:  # one pass (the forward's kernel) over raw arrays
             return grad._make(ctx.xp.asarray(backend.dropout(grad.data, keep.data, scale)))
         return grad * keep * scale
+
+    @staticmethod
+    def jvp(ctx, dx):  # the same mask on the tangent
+        keep = dx._make(saved_array(ctx, 0))
+        return dx * keep * (1.0 / (1.0 - ctx.params["p"]))

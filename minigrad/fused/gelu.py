@@ -9,7 +9,7 @@ import math
 from .. import backend
 from ..autograd.function import Primitive
 from ..autograd.grad_mode import STATE
-from .differentiate import composite_grads
+from .differentiate import composite_grads, tangent_by
 
 _BETA, _KAPPA = math.sqrt(2.0 / math.pi), 0.044715
 
@@ -40,6 +40,12 @@ class Gelu(Primitive):
             return composite_grads(composite, (x,), grad, (True,))[0]
         return grad._make(ctx.xp.asarray(backend.gelu_backward(grad.data, x.data)))
 
+    @staticmethod
+    def jvp(ctx, dx):  # dout = dx * (Phi(x) + x * phi(x))
+        x = ctx.inputs[0]
+        phi = (x * x * -0.5).exp() * (1.0 / math.sqrt(2.0 * math.pi))
+        return dx * (0.5 * (1.0 + (x * math.sqrt(0.5)).erf()) + x * phi)
+
 
 class GeluTanh(Primitive):
     """out = 0.5 * x * (1 + t), t = tanh(u), u = sqrt(2 / pi) * (x + 0.044715 * x^3);
@@ -68,6 +74,10 @@ class GeluTanh(Primitive):
         left = 0.5 * (1.0 + t)
         right = 0.5 * x * (1.0 - t * t) * (_BETA * (1.0 + 3.0 * _KAPPA * x_sq))
         return grad._make(ctx.xp.asarray(g * (left + right)))  # (0-d: an array)
+
+    @staticmethod
+    def jvp(ctx, dx):  # the composite's tangent
+        return tangent_by(composite_tanh, ctx.inputs[0])
 
 
 def _tanh(xp, u):

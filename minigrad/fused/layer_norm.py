@@ -1,6 +1,7 @@
 """``layer_norm`` as one op, beside the composite it equals."""
 from .. import backend
 from ..autograd.function import Primitive
+from ..ops.elementwise import tangent_sum
 from ..autograd.grad_mode import STATE
 
 
@@ -51,3 +52,20 @@ class LayerNorm(Primitive):
         dw = grad * xhat if needs[1] else None
         db = grad if needs[2] else None
         return dx, dw, db
+
+    @staticmethod
+    def jvp(ctx, dx, dw, db):
+        """dout = dxhat * w + xhat * dw + db, with
+        dxhat = rstd * (dx - mean(dx) - xhat * mean(dx * xhat))"""
+        x, weight = ctx.inputs[:2]
+        dims = tuple(range(x.ndim - ctx.params["n"], x.ndim))
+        centered = x - x.mean(dims, keepdim=True)
+        rstd = ((centered * centered).mean(dims, keepdim=True) + ctx.params["eps"]).rsqrt()
+        xhat = centered * rstd
+        dxhat = None
+        if dx is not None:
+            dxhat = rstd * (dx - dx.mean(dims, keepdim=True)
+                            - xhat * (dx * xhat).mean(dims, keepdim=True))
+            if weight is not None:
+                dxhat = dxhat * weight
+        return tangent_sum(dxhat, None if dw is None else xhat * dw, db)

@@ -2,6 +2,7 @@
 import math
 
 from ..autograd.function import Primitive, ShapeError
+from ..ops.elementwise import tangent_sum
 
 
 def composite(x, weight, bias=None):
@@ -50,3 +51,9 @@ class Linear(Primitive):
         dw = rows.T @ x.reshape(n, x.shape[-1]) if needs[1] else None
         db = rows.sum(0) if len(needs) > 2 and needs[2] else None
         return dx, dw, db
+
+    @staticmethod
+    def jvp(ctx, dx, dw, db=None):  # dout = dx @ W^T + x @ dW^T + db
+        x, weight = ctx.inputs[:2]
+        return tangent_sum(None if dx is None else Linear.apply(dx, weight),
+                           None if dw is None else Linear.apply(x, dw), db)

@@ -1,4 +1,5 @@
-"""Elementwise primitives. Each docstring gives the op and its gradient per input.
+"""Elementwise primitives. Each docstring gives the op and its gradient per input; ``jvp``
+gives the output's tangent from the inputs' (forward mode, see ``autograd.forward_ad``).
 
 Binary ops broadcast like NumPy; the engine sums each gradient back to its input's shape,
 so no backward here undoes broadcasting. Either input of a binary op may be a Python
@@ -13,6 +14,16 @@ from ..autograd.function import Primitive
 from ..autograd.grad_mode import STATE
 
 
+def tangent_sum(*terms):
+    """The sum of the tangent terms that are not None (None if all are): a jvp rule's
+    result, where an input without a tangent contributes nothing."""
+    total = None
+    for t in terms:
+        if t is not None:
+            total = t if total is None else total + t
+    return total
+
+
 class Add(Primitive):
     """out = x + y;  dx = grad,  dy = grad"""
     number_edge = None  # a number operand is a tensor in PyTorch's graph
@@ -24,6 +35,10 @@ class Add(Primitive):
     @staticmethod
     def backward(ctx, grad):
         return grad, grad
+
+    @staticmethod
+    def jvp(ctx, dx, dy):
+        return tangent_sum(dx, dy)
 
 
 class Sub(Primitive):
@@ -37,6 +52,10 @@ class Sub(Primitive):
     @staticmethod
     def backward(ctx, grad):
         return grad, (-grad if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def jvp(ctx, dx, dy):
+        return tangent_sum(dx, None if dy is None else -dy)
 
 
 class Mul(Primitive):
@@ -56,6 +75,11 @@ class Mul(Primitive):
         dy = grad * x if ctx.needs_input_grad[1] else None
         return dx, dy
 
+    @staticmethod
+    def jvp(ctx, dx, dy):  # dout = dx * y + x * dy
+        x, y = ctx.inputs
+        return tangent_sum(None if dx is None else dx * y, None if dy is None else x * dy)
+
 
 class Div(Primitive):
     """out = x / y;  dx = grad / y,  dy = -grad * ((x / y) / y)"""
@@ -73,6 +97,12 @@ class Div(Primitive):
         dy = -grad * ((x / y) / y) if ctx.needs_input_grad[1] else None
         return dx, dy
 
+    @staticmethod
+    def jvp(ctx, dx, dy):  # dout = dx / y - dy * out / y
+        y = ctx.inputs[1]
+        return tangent_sum(None if dx is None else dx / y,
+                           None if dy is None else -dy * (ctx.result / y))
+
 
 def _array(xp, a):
     """``a`` as an array (NumPy makes scalars of 0-d results)."""
@@ -88,6 +118,10 @@ class Neg(Primitive):
     @staticmethod
     def backward(ctx, grad):
         return -grad
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return -dx
 
 
 class Pow(Primitive):
@@ -114,6 +148,19 @@ class Pow(Primitive):
             # PyTorch's convention: 0 ** y has gradient 0 for y >= 0 rather than NaN
             dy = grad * (out * x.log()).masked_fill((x == 0) & (y >= 0), 0.0)
         return dx, dy
+
+    @staticmethod
+    def jvp(ctx, dx, dy):  # the two terms of backward, each times its input's tangent
+        x, y = ctx.inputs
+        tx = ty = None
+        if dx is not None:
+            if not isinstance(y, (int, float)):
+                tx = (dx * (y * x ** (y - 1))).masked_fill(y == 0, 0.0)
+            elif y != 0:
+                tx = dx * (y * x ** (y - 1))
+        if dy is not None:
+            ty = dy * (ctx.result * x.log()).masked_fill((x == 0) & (y >= 0), 0.0)
+        return tangent_sum(tx, ty)
 
 
 def _scalar_power(x, p):
@@ -146,6 +193,10 @@ class Exp(Primitive):
         (out,) = ctx.saved_tensors
         return grad * out
 
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx * ctx.result
+
 
 class Log(Primitive):
     """out = log(x);  dx = grad / x"""
@@ -158,6 +209,10 @@ class Log(Primitive):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return grad / x
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx / ctx.inputs[0]
 
 
 class Sqrt(Primitive):
@@ -173,6 +228,10 @@ class Sqrt(Primitive):
         (out,) = ctx.saved_tensors
         return grad / (2 * out)
 
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx / (2 * ctx.result)
+
 
 class StdSqrt(Sqrt):
     """out = sqrt(x);  dx = grad / (2 * out), 0 where out == 0 (the sqrt inside std: PyTorch
@@ -181,6 +240,11 @@ class StdSqrt(Sqrt):
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
         return (grad / (2 * out)).masked_fill(out == 0, 0.0)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        out = ctx.result
+        return (dx / (2 * out)).masked_fill(out == 0, 0.0)
 
 
 class Abs(Primitive):
@@ -194,6 +258,10 @@ class Abs(Primitive):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return grad * x.sign()
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx * ctx.inputs[0].sign()
 
 
 class Tanh(Primitive):
@@ -211,6 +279,11 @@ class Tanh(Primitive):
             return grad * (1 - out * out)
         return grad._make(_array(ctx.xp, grad.data * (1 - out.data * out.data)))  # one op
 
+    @staticmethod
+    def jvp(ctx, dx):
+        out = ctx.result
+        return dx * (1 - out * out)
+
 
 class Sigmoid(Primitive):
     """out = 1 / (1 + exp(-x));  dx = grad * (1 - out) * out"""
@@ -226,6 +299,11 @@ class Sigmoid(Primitive):
         if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again
             return grad * (1 - out) * out
         return grad._make(_array(ctx.xp, grad.data * (1 - out.data) * out.data))  # one op
+
+    @staticmethod
+    def jvp(ctx, dx):
+        out = ctx.result
+        return dx * (1 - out) * out
 
 
 class Relu(Primitive):
@@ -243,6 +321,10 @@ class Relu(Primitive):
         # random masks (branch mispredictions); they differ only for inf/NaN gradients
         return grad * (out > 0)
 
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx * (ctx.result > 0)
+
 
 class Erf(Primitive):
     """out = erf(x);  dx = 2 / sqrt(pi) * exp(-x ** 2) * grad"""
@@ -255,6 +337,11 @@ class Erf(Primitive):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return 2.0 / math.sqrt(math.pi) * (-(x * x)).exp() * grad
+
+    @staticmethod
+    def jvp(ctx, dx):
+        x = ctx.inputs[0]
+        return 2.0 / math.sqrt(math.pi) * (-(x * x)).exp() * dx
 
 
 class Sin(Primitive):
@@ -269,6 +356,10 @@ class Sin(Primitive):
         (x,) = ctx.saved_tensors
         return grad * x.cos()
 
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx * ctx.inputs[0].cos()
+
 
 class Cos(Primitive):
     """out = cos(x);  dx = grad * -sin(x)"""
@@ -281,6 +372,10 @@ class Cos(Primitive):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return grad * -x.sin()
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx * -ctx.inputs[0].sin()
 
 
 class Clamp(Primitive):
@@ -301,13 +396,21 @@ class Clamp(Primitive):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        lo, hi = ctx.bounds
-        inside = None
-        if lo is not None:
-            inside = x >= lo
-        if hi is not None:
-            inside = x <= hi if inside is None else inside & (x <= hi)
-        return grad if inside is None else grad.where(inside, 0.0)
+        return _between(grad, x, *ctx.bounds)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return _between(dx, ctx.inputs[0], ctx.params.get("min"), ctx.params.get("max"))
+
+
+def _between(t, x, lo, hi):
+    """``t`` where lo <= x <= hi, else 0: clamp's derivative (the bounds pass it)."""
+    inside = None
+    if lo is not None:
+        inside = x >= lo
+    if hi is not None:
+        inside = x <= hi if inside is None else inside & (x <= hi)
+    return t if inside is None else t.where(inside, 0.0)
 
 
 class Maximum(Primitive):
@@ -322,6 +425,11 @@ class Maximum(Primitive):
         x, y = ctx.saved_tensors
         return _split_ties(ctx, grad, x, y, x < y, x > y)
 
+    @staticmethod
+    def jvp(ctx, dx, dy):
+        x, y = ctx.inputs
+        return _pick_ties(x, y, dx, dy, x > y)
+
 
 class Minimum(Primitive):
     """out = min(x, y);  dx = grad where x < y, grad / 2 on ties;  dy likewise"""
@@ -335,12 +443,24 @@ class Minimum(Primitive):
         x, y = ctx.saved_tensors
         return _split_ties(ctx, grad, x, y, x > y, x < y)
 
+    @staticmethod
+    def jvp(ctx, dx, dy):
+        x, y = ctx.inputs
+        return _pick_ties(x, y, dx, dy, x < y)
+
 
 def _split_ties(ctx, grad, x, y, x_loses, y_loses):
     shared = (grad / 2).where(x == y, grad)
     dx = shared.masked_fill(x_loses, 0.0) if ctx.needs_input_grad[0] else None
     dy = shared.masked_fill(y_loses, 0.0) if ctx.needs_input_grad[1] else None
     return dx, dy
+
+
+def _pick_ties(x, y, dx, dy, x_wins):
+    """max/min's tangent: dx where x wins, dy where y does, their mean on ties (PyTorch's)."""
+    dx = x.new_zeros(x.shape) if dx is None else dx
+    dy = y.new_zeros(y.shape) if dy is None else dy
+    return ((dx + dy) / 2).where(x == y, dx.where(x_wins, dy))
 
 
 class Where(Primitive):
@@ -357,6 +477,15 @@ class Where(Primitive):
         dy = grad.masked_fill(cond, 0.0) if ctx.needs_input_grad[2] else None
         return None, dx, dy
 
+    @staticmethod
+    def jvp(ctx, dcond, dx, dy):
+        cond, x, y = ctx.inputs
+        dx = 0.0 if dx is None else dx
+        dy = 0.0 if dy is None else dy
+        if isinstance(dx, float) and isinstance(dy, float):
+            return None
+        return Where.apply(cond, dx, dy)
+
 
 class Cast(Primitive):
     """out = x as dtype;  dx = grad (the engine casts it back to x's dtype)"""
@@ -370,6 +499,10 @@ class Cast(Primitive):
     def backward(ctx, grad):
         return grad
 
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx.to(ctx.params["dtype"])
+
 
 class ToDevice(Primitive):
     """out = x copied to device;  dx = grad copied back to x's device"""
@@ -382,6 +515,10 @@ class ToDevice(Primitive):
     def backward(ctx, grad):
         return grad.to(ctx.source)
 
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx.to(ctx.params["device"])
+
 
 class NonDiff(Primitive):
     """out = fn(*args) for a function with no useful gradient (comparisons, sign, logic)."""
@@ -392,3 +529,7 @@ class NonDiff(Primitive):
     @staticmethod
     def backward(ctx, grad):
         return (None,) * len(ctx.needs_input_grad)
+
+    @staticmethod
+    def jvp(ctx, *tangents):  # zero (sign of a float) or no tangent (bools, integers)
+        return None

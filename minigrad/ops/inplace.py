@@ -36,6 +36,12 @@ class SetItem(Primitive):
                 dvalue = GetItem.apply(dvalue, index=then)
         return dx, dvalue
 
+    @staticmethod
+    def jvp(ctx, dx, dvalue):  # x's tangent with value's written in the same places
+        x = ctx.inputs[0]
+        dx = x.new_zeros(x.shape) if dx is None else dx
+        return SetItem.apply(dx, 0.0 if dvalue is None else dvalue, **ctx.params)
+
     node_name = "IndexPutBackward0"
 
 
@@ -54,6 +60,11 @@ class Overwrite(Primitive):
     def backward(ctx, grad):
         dx = grad.new_zeros(grad.shape) if ctx.needs_input_grad[0] else None
         return dx, grad if ctx.needs_input_grad[1] else None
+
+    @staticmethod
+    def jvp(ctx, dx, dvalue):  # value's tangent, broadcast to x's shape
+        x = ctx.inputs[0]
+        return Overwrite.apply(x.new_zeros(x.shape), 0.0 if dvalue is None else dvalue)
 
 
 class CopySlices(Primitive):
@@ -76,6 +87,14 @@ class CopySlices(Primitive):
         if ctx.needs_input_grad[1]:
             dvalue = replay_view(grad, chain)
         return dbase, dvalue
+
+    @staticmethod
+    def jvp(ctx, dbase, dvalue):  # base's tangent with value's written into the view
+        base = ctx.inputs[0]
+        out = base.new_zeros(base.shape) if dbase is None else dbase.clone()
+        if dvalue is not None:
+            replay_view(out, ctx.params["chain"]).data[...] = dvalue.data
+        return out
 
     node_name = "CopySlices"
 

@@ -1,6 +1,7 @@
 """Matrix product, batched and broadcasting over leading dims (1-D cases are handled by
 ``Tensor.matmul``, which adds and removes the missing dims around this primitive)."""
 from ..autograd.function import Primitive, ShapeError
+from .elementwise import tangent_sum
 
 
 class MatMul(Primitive):
@@ -24,3 +25,8 @@ class MatMul(Primitive):
         dx = grad @ y.transpose(-1, -2) if ctx.needs_input_grad[0] else None
         dy = x.transpose(-1, -2) @ grad if ctx.needs_input_grad[1] else None
         return dx, dy
+
+    @staticmethod
+    def jvp(ctx, dx, dy):  # dout = dx @ y + x @ dy
+        x, y = ctx.inputs
+        return tangent_sum(None if dx is None else dx @ y, None if dy is None else x @ dy)

@@ -1,4 +1,5 @@
 """Reduction primitives, and the softmax family (primitives for stability and memory).
+Each has ``backward`` (reverse mode) and ``jvp`` (forward mode: the output's tangent).
 
 ``dims`` is always a tuple of non-negative axes (the Tensor methods normalise ``dim``). A 0-d
 input's one dim is the tensor itself: its ``dims`` (and softmax's ``dim``) is the empty tuple,
@@ -38,6 +39,10 @@ class Sum(Primitive):
         p = ctx.params
         return _keep(grad, ctx.shape, p["dims"], p["keepdim"]).expand(ctx.shape)
 
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx.sum(ctx.params["dims"], keepdim=ctx.params["keepdim"])
+
 
 class Amax(Primitive):
     """out = max(x, dims);  dx = grad / count where x == out (ties share the gradient equally)"""
@@ -56,6 +61,12 @@ class Amax(Primitive):
         mask = x == _keep(out, x.shape, dims, keepdim)
         count = mask.sum(dims, keepdim=True)
         return (_keep(grad, x.shape, dims, keepdim) / count) * mask
+
+    @staticmethod
+    def jvp(ctx, dx):  # the mean of the tangent over the tied extremes
+        x, dims, keepdim = ctx.inputs[0], ctx.params["dims"], ctx.params["keepdim"]
+        mask = x == _keep(ctx.result, x.shape, dims, keepdim)
+        return dx.where(mask, 0.0).sum(dims, keepdim=keepdim) / mask.sum(dims, keepdim=keepdim)
 
 
 class Amin(Amax):
@@ -87,6 +98,13 @@ class MaxDim(Primitive):
         dim, keepdim = ctx.params["dim"], ctx.params["keepdim"]
         return _keep(grad, ctx.shape, (dim,), keepdim).where(selected, 0.0)
 
+    @staticmethod
+    def jvp(ctx, dx):  # the tangent at the returned index (none for the indices)
+        dim, keepdim = ctx.params["dim"], ctx.params["keepdim"]
+        idx = _keep(ctx.result[1], dx.shape, (dim,), keepdim)
+        positions = ctx.xp.arange(dx.shape[dim]).reshape([-1] + [1] * (dx.ndim - 1 - dim))
+        return dx.where(idx == dx._make(positions), 0.0).sum(dim, keepdim=keepdim), None
+
 
 class MinDim(MaxDim):
     """(values, indices) = min(x, dim);  dx = grad at the returned index, 0 elsewhere"""
@@ -114,6 +132,12 @@ class LogSumExp(Primitive):
         dims, keepdim = ctx.params["dims"], ctx.params["keepdim"]
         return _keep(grad, x.shape, dims, keepdim) * (x - _keep(out, x.shape, dims, keepdim)).exp()
 
+    @staticmethod
+    def jvp(ctx, dx):  # the tangent averaged with the softmax weights
+        x, dims, keepdim = ctx.inputs[0], ctx.params["dims"], ctx.params["keepdim"]
+        weights = (x - _keep(ctx.result, x.shape, dims, keepdim)).exp()
+        return (dx * weights).sum(dims, keepdim=keepdim)
+
 
 class Softmax(Primitive):
     """out = exp(x - max) / sum(exp(x - max));  dx = out * (grad - sum(grad * out))
@@ -135,6 +159,11 @@ class Softmax(Primitive):
     @staticmethod
     def backward(ctx, grad):
         return _softmax_backward(ctx, grad, log=False)
+
+    @staticmethod
+    def jvp(ctx, dx):  # dout = out * (dx - sum(dx * out))
+        out, dim = ctx.result, ctx.params["dim"]
+        return out * (dx - (dx * out).sum(dim, keepdim=True))
 
 
 class SafeSoftmax(Softmax):
@@ -169,6 +198,11 @@ class LogSoftmax(Primitive):
     @staticmethod
     def backward(ctx, grad):
         return _softmax_backward(ctx, grad, log=True)
+
+    @staticmethod
+    def jvp(ctx, dx):  # dout = dx - sum(dx * exp(out))
+        out, dim = ctx.result, ctx.params["dim"]
+        return dx - (dx * out.exp()).sum(dim, keepdim=True)
 
 
 def _softmax_backward(ctx, grad, log):

@@ -1,5 +1,6 @@
 """Shape primitives: reshape, permute, expand, indexing, cat and split.
 
+Each is linear, so its tangent (``jvp``, forward mode) is the op applied to the tangent.
 Everything else that moves data around (view, transpose, squeeze, unsqueeze, flatten,
 stack, chunk, ...) is one of these in the Tensor methods.
 """
@@ -27,6 +28,10 @@ class Reshape(Primitive):
     def backward(ctx, grad):
         return grad.reshape(ctx.shape)
 
+    @staticmethod
+    def jvp(ctx, dx):  # a linear op: its tangent is the op applied to the tangent
+        return Reshape.apply(dx, **ctx.params)
+
 
 class Permute(Primitive):
     """out = x with axes reordered by dims;  dx = grad with the inverse order"""
@@ -42,6 +47,10 @@ class Permute(Primitive):
         inverse = sorted(range(len(dims)), key=dims.__getitem__)
         return grad.permute(inverse)
 
+    @staticmethod
+    def jvp(ctx, dx):
+        return Permute.apply(dx, **ctx.params)
+
 
 class Expand(Primitive):
     """out = x broadcast to shape (a view);  dx = grad summed back over the broadcast dims"""
@@ -54,6 +63,10 @@ class Expand(Primitive):
     @staticmethod
     def backward(ctx, grad):
         return grad  # the engine sums the broadcast dims away (engine._reduce_to)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Expand.apply(dx, **ctx.params)
 
 
 def is_basic_index(index):
@@ -93,6 +106,10 @@ class GetItem(Primitive):
     def backward(ctx, grad):
         return IndexAdd.apply(grad, shape=ctx.shape, index=ctx.params["index"])
 
+    @staticmethod
+    def jvp(ctx, dx):
+        return GetItem.apply(dx, **ctx.params)
+
 
 class IndexAdd(Primitive):
     """out = zeros(shape) with out[index] += grad;  dgrad = dout[index]  (GetItem's gradient)"""
@@ -109,6 +126,10 @@ class IndexAdd(Primitive):
     def backward(ctx, grad):
         return GetItem.apply(grad, index=ctx.params["index"])
 
+    @staticmethod
+    def jvp(ctx, dgrad):
+        return IndexAdd.apply(dgrad, **ctx.params)
+
 
 class Cat(Primitive):
     """out = concatenate(xs, dim);  dxs = grad split at the inputs' sizes along dim"""
@@ -120,6 +141,11 @@ class Cat(Primitive):
     @staticmethod
     def backward(ctx, grad):
         return Split.apply(grad, sizes=ctx.sizes, dim=ctx.params["dim"])
+
+    @staticmethod
+    def jvp(ctx, *dxs):  # inputs without a tangent contribute zeros
+        dxs = [x.new_zeros(x.shape) if d is None else d for x, d in zip(ctx.inputs, dxs)]
+        return Cat.apply(*dxs, **ctx.params)
 
 
 class Split(Primitive):
@@ -142,3 +168,7 @@ class Split(Primitive):
     @staticmethod
     def backward(ctx, *grads):
         return Cat.apply(*grads, dim=ctx.params["dim"])
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Split.apply(dx, **ctx.params)

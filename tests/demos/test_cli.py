@@ -53,6 +53,9 @@ BAD_VALUES = {
     "--ckpt": [("/no/such/run", "no checkpoint at /no/such/run")],
     "--examples": [("-1", "must be >= 0, got -1")],
     "--eval-every": [("0", "must be > 0, got 0")],
+    "--max-size": [("0", "must be > 0, got 0")],
+    "--fixed": [("0", "must be > 0, got 0")],
+    "--repeats": [("0", "must be > 0, got 0")],
     "--seed": [("-1", "must be >= 0, got -1"), ("1.5", "expected an integer, got '1.5'")],
     "--device": [("tpu", "unknown device 'tpu'"), ("cuda:99", "no CUDA device")]
     + ([] if CUDA else [("cuda", "no CUDA device is available")]),

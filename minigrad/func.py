@@ -1,0 +1,410 @@
+"""Function transforms with ``torch.func``'s names and signatures: ``grad``,
+``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``hvp`` and
+``functional_call``.
+
+Each takes a function of tensors (or of tuples, lists and dicts of tensors) and returns a
+function, or values, built from the two modes of the same engine:
+
+* reverse mode (``vjp``, ``grad``, ``jacrev``): one forward pass records the graph, then one
+  backward pass per output element (a row of the Jacobian: u^T J);
+* forward mode (``jvp``, ``jacfwd``): one forward pass per input element, with tangents
+  (a column of the Jacobian: J v), see ``autograd.forward_ad``.
+
+For f: R^n -> R^m, ``jacfwd`` costs n forward passes and ``jacrev`` one forward and m
+backward passes: forward mode wins for few inputs and many outputs, reverse mode for many
+inputs and few outputs (a loss). The transforms compose: ``hessian(f)`` is
+``jacfwd(jacrev(f))`` (forward over reverse), and ``hvp`` gives a Hessian-vector product
+in one forward-over-reverse pass without forming the Hessian.
+
+There is no ``vmap``: a Jacobian is assembled from one pass per row or column.
+"""
+from . import autograd
+from .autograd import forward_ad
+from .autograd.grad_mode import enable_grad
+from .tensor import Tensor
+
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp",
+           "functional_call"]
+
+
+# --- pytrees: tuples, lists and dicts of tensors ---------------------------------------------
+
+def _flatten(tree):
+    """(leaves, rebuild): the tensors of ``tree`` in order, and a function that puts a list
+    of as many values back into the same structure."""
+    if isinstance(tree, (tuple, list)):
+        parts = [_flatten(t) for t in tree]
+        kind = type(tree)
+    elif isinstance(tree, dict):
+        keys = list(tree)
+        parts = [_flatten(tree[k]) for k in keys]
+    else:
+        return [tree], lambda values: values[0]
+    counts = [len(leaves) for leaves, _ in parts]
+    leaves = [leaf for p, _ in parts for leaf in p]
+
+    def rebuild(values):
+        out, start = [], 0
+        for (_, part), n in zip(parts, counts):
+            out.append(part(values[start:start + n]))
+            start += n
+        if isinstance(tree, dict):
+            return dict(zip(keys, out))
+        return out if kind is list else tuple(out)
+    return leaves, rebuild
+
+
+def _tensors(leaves, who, what):
+    for leaf in leaves:
+        if not isinstance(leaf, Tensor):
+            raise ValueError(f"{who}: Expected {what} to be a Tensor or a tuple, list or dict "
+                             f"of Tensors, got {type(leaf).__name__}")
+        if leaf.dtype.kind not in "fc":
+            raise ValueError(f"{who}: Expected {what} to be floating point Tensors, got "
+                             f"dtype {leaf.dtype}")
+    return leaves
+
+
+def _argnums(argnums, nargs, who):
+    """The positions ``argnums`` selects, checked as torch.func checks them."""
+    many = isinstance(argnums, tuple)
+    nums = argnums if many else (argnums,)
+    if not nums:
+        raise RuntimeError(f"{who}: argnums must be non-empty")
+    for a in nums:
+        if not isinstance(a, int):
+            raise RuntimeError(f"{who}: argnums must be int or Tuple[int, ...], got "
+                               f"{type(a).__name__}")
+        if not -nargs <= a < nargs:
+            raise RuntimeError(f"{who}: Got argnums={a}, but only {nargs} positional inputs")
+    nums = tuple(a % nargs for a in nums)
+    if len(set(nums)) != len(nums):
+        raise RuntimeError(f"{who}: argnums must be unique, got {argnums}")
+    return nums, many
+
+
+def _split_aux(out, has_aux, who):
+    if not has_aux:
+        return out, None
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise RuntimeError(f"{who}: output of function must be a tuple (output, aux) when "
+                           "has_aux=True")
+    return out[0], out[1]
+
+
+# --- reverse mode -------------------------------------------------------------------------
+
+def _watched_copies(leaves):
+    """Aliases of the inputs that reverse mode can differentiate with respect to: views, so
+    that tangents (forward over reverse) and outer graphs (reverse over reverse) pass."""
+    copies = []
+    for x in leaves:
+        alias = x.view(x.shape)
+        if not alias.requires_grad:
+            alias.requires_grad_()
+        copies.append(alias)
+    return copies
+
+
+def _needs_graph(leaves):
+    """Whether gradients must be differentiable: an enclosing transform will differentiate
+    them (a forward-mode level is open, or an input requires grad)."""
+    return bool(forward_ad.LEVELS) or any(x.requires_grad for x in leaves)
+
+
+def vjp(func, *primals, has_aux=False):
+    """``(output, vjp_fn)`` (and ``aux``): ``vjp_fn(cotangents)`` returns u^T J, one
+    gradient per primal, for cotangents u shaped like the output. One forward pass; each
+    call of ``vjp_fn`` is one backward pass."""
+    leaves, rebuild = _flatten(primals)
+    _tensors(leaves, "vjp", "primals")
+    create = _needs_graph(leaves)
+    with enable_grad():
+        copies = _watched_copies(leaves)
+        out, aux = _split_aux(func(*rebuild(copies)), has_aux, "vjp")
+    out_leaves, out_rebuild = _flatten(out)
+    _tensors(out_leaves, "vjp", "the outputs of func")
+
+    def vjp_fn(cotangents):
+        cot_leaves, _ = _flatten(cotangents)
+        if len(cot_leaves) != len(out_leaves):
+            raise RuntimeError(f"vjp_fn: Expected pytree structure of cotangents to be the same "
+                               f"as pytree structure of outputs to the function: "
+                               f"{len(cot_leaves)} cotangents for {len(out_leaves)} outputs")
+        for o, u in zip(out_leaves, cot_leaves):
+            if u.shape != o.shape:
+                raise RuntimeError(f"vjp_fn: Mismatch in shape: cotangent of shape "
+                                   f"{tuple(u.shape)} for an output of shape {tuple(o.shape)}")
+        return rebuild(_backward(out_leaves, copies, cot_leaves, create))
+
+    primal_out = out if create else out_rebuild([o.detach() for o in out_leaves])
+    return (primal_out, vjp_fn) if not has_aux else (primal_out, vjp_fn, aux)
+
+
+def _backward(outputs, inputs, cotangents, create):
+    """One backward pass: the gradients of sum(outputs * cotangents), zeros where unused."""
+    pairs = [(o, u) for o, u in zip(outputs, cotangents) if o.requires_grad]
+    if not pairs:
+        return [x.new_zeros(x.shape) for x in inputs]
+    with enable_grad():
+        grads = autograd.grad([o for o, _ in pairs], inputs, [u for _, u in pairs],
+                              retain_graph=True, create_graph=create, allow_unused=True)
+    return [x.new_zeros(x.shape) if g is None else g for x, g in zip(inputs, grads)]
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """A function returning ``(gradient, value)`` of ``func``, whose output must be a
+    one-element tensor, with respect to the arguments at ``argnums`` (``(gradient, (value,
+    aux))`` with has_aux)."""
+    def wrapper(*args, **kwargs):
+        nums, many = _argnums(argnums, len(args), "grad_and_value")
+
+        def selected(*chosen):
+            full = list(args)
+            for i, a in zip(nums, chosen):
+                full[i] = a
+            return func(*full, **kwargs)
+        chosen = tuple(args[i] for i in nums)
+        value, vjp_fn, *aux = vjp(selected, *chosen, has_aux=has_aux)
+        if not isinstance(value, Tensor) or value.numel() != 1:
+            what = type(value).__name__ if not isinstance(value, Tensor) else \
+                f"tensor with {value.ndim} dims"
+            raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a scalar "
+                               f"Tensor, got {what}. Maybe you wanted to use the vjp or jacrev "
+                               "APIs instead?")
+        grads = vjp_fn(value.new_ones(value.shape))
+        g = grads if many else grads[0]
+        return (g, (value, aux[0])) if has_aux else (g, value)
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """A function returning the gradient of ``func`` (a one-element output) with respect to
+    the arguments at ``argnums`` (and ``aux`` with has_aux), as torch.func.grad."""
+    both = grad_and_value(func, argnums, has_aux)
+
+    def wrapper(*args, **kwargs):
+        g, value = both(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+    return wrapper
+
+
+# --- forward mode -------------------------------------------------------------------------
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """``(output, jvp_out)`` (and ``aux``): ``func(*primals)`` and its directional derivative
+    J v along ``tangents``, in one forward pass that carries the tangents."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to be "
+                           "tuples")
+    if strict:
+        raise RuntimeError("jvp(f, primals, tangents): strict=True is not implemented")
+    p_leaves, rebuild = _flatten(tuple(primals))
+    t_leaves, _ = _flatten(tuple(tangents))
+    _tensors(p_leaves, "jvp", "primals")
+    _tensors(t_leaves, "jvp", "tangents")
+    if len(p_leaves) != len(t_leaves):
+        raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have "
+                           f"the same python structure: {len(p_leaves)} primals, "
+                           f"{len(t_leaves)} tangents")
+    for p, t in zip(p_leaves, t_leaves):
+        if p.shape != t.shape:
+            raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to "
+                               f"have the same shape: primal {tuple(p.shape)}, tangent "
+                               f"{tuple(t.shape)}")
+    level = forward_ad.enter_level()
+    try:
+        duals = [forward_ad.make_dual(p, t, level=level) for p, t in zip(p_leaves, t_leaves)]
+        out, aux = _split_aux(func(*rebuild(duals)), has_aux, "jvp")
+        out_leaves, out_rebuild = _flatten(out)
+        _tensors(out_leaves, "jvp", "the outputs of func")
+        out_tangents = []
+        for o in out_leaves:
+            t = forward_ad.tangent_of(o, level)
+            out_tangents.append(o.new_zeros(o.shape) if t is None else t)
+    finally:
+        forward_ad.exit_level(level)
+    result = (out_rebuild(out_leaves), out_rebuild(out_tangents))
+    return result + (aux,) if has_aux else result
+
+
+# --- Jacobians and Hessians -----------------------------------------------------------------
+
+def _basis(leaves, k):
+    """The k-th unit vector of the flattened ``leaves``, as one tensor per leaf."""
+    out = []
+    for x in leaves:
+        e = x.new_zeros(x.shape)
+        if 0 <= k < x.numel():
+            e.data.reshape(-1)[k] = 1
+        k -= x.numel()
+        out.append(e)
+    return out
+
+
+def _select(args, argnums, who):
+    nums, many = _argnums(argnums, len(args), who)
+    chosen = tuple(args[i] for i in nums)
+
+    def call(func, kwargs):
+        def selected(*c):
+            full = list(args)
+            for i, a in zip(nums, c):
+                full[i] = a
+            return func(*full, **kwargs)
+        return selected
+    return chosen, many, call
+
+
+def _assemble(out_leaves, in_leaves, pieces, along_inputs):
+    """Jacobian blocks J[o][x] of shape o.shape + x.shape from one-element passes: columns
+    (one per input element, ``along_inputs``) or rows (one per output element)."""
+    blocks = []
+    for i, o in enumerate(out_leaves):
+        row = []
+        start = 0
+        for j, x in enumerate(in_leaves):
+            if along_inputs:
+                parts = [pieces[k][i].reshape(-1) for k in range(start, start + x.numel())]
+                start += x.numel()
+                block = _stack(parts, 1, (o.numel(), x.numel()), o)
+            else:
+                offset = sum(q.numel() for q in out_leaves[:i])
+                parts = [pieces[offset + k][j].reshape(-1) for k in range(o.numel())]
+                block = _stack(parts, 0, (o.numel(), x.numel()), o)
+            row.append(block.reshape(tuple(o.shape) + tuple(x.shape)))
+        blocks.append(row)
+    return blocks
+
+
+def _stack(parts, dim, shape, like):
+    from .combine import stack
+    return stack(parts, dim) if parts else like.new_zeros(shape)
+
+
+def _structure(blocks, out_rebuild, in_rebuild, many):
+    """The blocks in the shape torch.func gives: the output's structure, holding at each
+    leaf the inputs' structure (a tuple over argnums when argnums is a tuple)."""
+    per_output = []
+    for row in blocks:
+        per_output.append(in_rebuild(row) if many else in_rebuild(row)[0])
+    return out_rebuild(per_output)
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+    """A function returning the Jacobian of ``func`` at its arguments by reverse mode: one
+    forward pass, then one backward pass per output element (a row each)."""
+    def wrapper(*args, **kwargs):
+        chosen, many, call = _select(args, argnums, "jacrev")
+        out, vjp_fn, aux = vjp(lambda *c: _split_aux(call(func, kwargs)(*c), has_aux,
+                                                     "jacrev"), *chosen, has_aux=True)
+        out_leaves, out_rebuild = _flatten(out)
+        in_leaves, in_rebuild = _flatten(chosen)
+        rows = [_flatten(vjp_fn(out_rebuild(_basis(out_leaves, k))))[0]
+                for k in range(sum(o.numel() for o in out_leaves))]
+        blocks = _assemble(out_leaves, in_leaves, rows, along_inputs=False)
+        jac = _structure(blocks, out_rebuild, in_rebuild, many)
+        return (jac, aux) if has_aux else jac
+    return wrapper
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """A function returning the Jacobian of ``func`` at its arguments by forward mode: one
+    forward pass with tangents per input element (a column each)."""
+    def wrapper(*args, **kwargs):
+        chosen, many, call = _select(args, argnums, "jacfwd")
+        in_leaves, in_rebuild = _flatten(chosen)
+        _tensors(in_leaves, "jacfwd", "the inputs")
+        columns, out, aux = [], None, None
+        for k in range(sum(x.numel() for x in in_leaves)):
+            tangents = in_rebuild(_basis(in_leaves, k))
+            result = jvp(call(func, kwargs), chosen, tangents, has_aux=has_aux)
+            out, column = result[0], result[1]
+            aux = result[2] if has_aux else None
+            columns.append(_flatten(column)[0])
+        if out is None:  # no input elements: one plain call for the output's shape
+            out = _split_aux(call(func, kwargs)(*chosen), has_aux, "jacfwd")
+            out, aux = out
+        out_leaves, out_rebuild = _flatten(out)
+        blocks = _assemble(out_leaves, in_leaves, columns, along_inputs=True)
+        jac = _structure(blocks, out_rebuild, in_rebuild, many)
+        return (jac, aux) if has_aux else jac
+    return wrapper
+
+
+def hessian(func, argnums=0):
+    """The Hessian of ``func`` (a one-element output) as ``jacfwd(jacrev(func))``: forward
+    mode over reverse mode, as torch.func.hessian."""
+    return jacfwd(jacrev(func, argnums), argnums)
+
+
+def hvp(func, primals, tangents):
+    """``(gradient, H v)``: the gradient of ``func`` (a one-element output) at ``primals``
+    and its Hessian times ``tangents``, by forward over reverse: one forward pass with
+    tangents through a reverse pass, never forming the Hessian (the cost of about two
+    gradients). torch.func has no ``hvp``; its documentation writes this same
+    ``jvp(grad(f), primals, tangents)``."""
+    argnums = tuple(range(len(primals)))
+    g, hv = jvp(grad(func, argnums), tuple(primals), tuple(tangents))
+    return g, hv
+
+
+# --- modules ------------------------------------------------------------------------------
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
+                    tie_weights=True, strict=False):
+    """``module(*args, **kwargs)`` with its parameters and buffers replaced by the tensors
+    in ``parameter_and_buffer_dicts`` (names as in ``state_dict``) for this call only.
+
+    With ``tie_weights`` a tensor given for one of several names of a shared parameter is
+    used for all of them; with ``strict`` every parameter and buffer must be given."""
+    dicts = parameter_and_buffer_dicts
+    if isinstance(dicts, dict):
+        given = dict(dicts)
+    else:
+        given = {}
+        for d in dicts:
+            for k, v in d.items():
+                if k in given:
+                    raise ValueError(f"functional_call: {k!r} appeared in multiple "
+                                     "dictionaries")
+                given[k] = v
+    names = _member_names(module)
+    unknown = [k for k in given if k not in names]
+    missing = [k for k in names if k not in given]
+    if unknown or (strict and missing):
+        parts = []
+        if unknown:
+            parts.append(f"Unexpected key(s): {', '.join(map(repr, unknown))}")
+        if strict and missing:
+            parts.append(f"Missing key(s): {', '.join(map(repr, missing))}")
+        raise RuntimeError(f"functional_call: Error(s) in reparametrizing for "
+                           f"{type(module).__name__}: {'. '.join(parts)}.")
+    if tie_weights:
+        by_object = {id(names[k]): v for k, v in given.items() if names[k] is not None}
+        given = {k: by_object.get(id(t), given.get(k)) for k, t in names.items()
+                 if k in given or id(t) in by_object}
+    args = () if args is None else args if isinstance(args, tuple) else (args,)
+    kept = [_swap(module, name, value) for name, value in given.items()]
+    try:
+        return module(*args, **(kwargs or {}))
+    finally:
+        for owner, table, key, old in reversed(kept):
+            table[key] = old
+
+
+def _member_names(module):
+    """Every parameter and buffer by its full name, shared ones under each name."""
+    names = dict(module.named_parameters(remove_duplicate=False))
+    names.update(module.named_buffers(remove_duplicate=False))
+    return names
+
+
+def _swap(module, name, value):
+    """Put ``value`` in place of the parameter or buffer ``name``; what to put back."""
+    path, _, key = name.rpartition(".")
+    owner = module.get_submodule(path) if path else module
+    table = owner._parameters if key in owner._parameters else owner._buffers
+    old = table[key]
+    table[key] = value
+    return owner, table, key, old
