@@ -76,7 +76,7 @@ GOOD = [
     ("seq2seq", ["--steps", "10", "--warmup", "9", "--dropout", "0", "--clip", "0",
                  "--examples", "0", "--label-smoothing", "0.99"]),
     ("seq2seq", ["--steps", "1", "--schedule", "constant", "--warmup", "5"]),
-    ("autograd_tour", ["--steps", "1", "--lr", "1e-9", "--seed", "0"]),
+    ("mlp_from_scratch", ["--steps", "1", "--lr", "1e-9", "--seed", "0"]),
     ("gpt", ["--steps", "1", "--seed", "12345678901234567890"]),
 ]
 
@@ -128,7 +128,7 @@ def parse_fails(name, argv, capsys):
 # --- the table, in-process --------------------------------------------------------------------
 
 def test_every_program_is_found():
-    assert {"seq2seq", "gpt", "bert", "caption", "residuals", "autograd_tour",
+    assert {"seq2seq", "gpt", "bert", "caption", "residuals", "mlp_from_scratch",
             "attention_by_hand", "viz_neuron"} <= set(PROGRAMS)
     assert not {"shapes", "tasks", "checkpoint"} & set(PROGRAMS)
 
