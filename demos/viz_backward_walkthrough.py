@@ -36,7 +36,7 @@ from minigrad import nn
 from minigrad.viz.explain import format_table
 
 from . import _pictures
-from ._cli import make_out_dir
+from ._cli import make_out_dir, print_written
 
 NAME = "viz_backward_walkthrough"
 
@@ -93,24 +93,34 @@ def main(argv=None):
     frames = os.path.join(args.out, "frames")
     if shutil.which("dot") is None:  # the table needs no Graphviz; the frames do
         model, loss = make_loss()
-        mg.viz.explain_backward(loss, model=model)
+        print(format_table(explain(loss, model)))
         print("\n(no frames: " + mg.viz.INSTALL_HELP + ")")
         return []
     model, loss = make_loss()
-    steps = mg.viz.explain_backward(loss, model=model, frames=frames)   # prints the table
+    steps = explain(loss, model, frames=frames)
+    print(format_table(steps))
     paths = [os.path.join(frames, f"step_{s.step:03d}.svg") for s in steps]
     if args.png:  # the same graph again, drawn as PNG (the table is not printed twice)
         model, loss = make_loss()
-        with contextlib.redirect_stdout(io.StringIO()):
-            mg.viz.explain_backward(loss, model=model, frames=frames, frame_format="png")
+        explain(loss, model, frames=frames, frame_format="png")
         paths += [os.path.join(frames, f"step_{s.step:03d}.png") for s in steps]
     paths.append(write_index(args.out, steps, "svg"))
     print("\nfc.weight.grad, the sum of its three uses:")
     print(model.fc.weight.grad)
-    print(f"wrote {len(steps)} frames: {paths[0]} ... {paths[len(steps) - 1]}"
-          + (" (and .png)" if args.png else ""))
-    print("wrote", paths[-1], "(the frames in order, with the table)")
+    first, last = (os.path.basename(paths[i]) for i in (0, len(steps) - 1))
+    frame_names = f"frames/{first} ... {last}"
+    print_written(args.out, [
+        (frame_names + (" (and .png)" if args.png else ""), "one picture per step: the "
+         "running node in gold, the nodes that have run in grey, their saved arrays freed"),
+        (paths[-1], "the frames in order, each beside its row of the table: open it in a "
+         "browser")])
     return paths
+
+
+def explain(loss, model, **options):
+    """``mg.viz.explain_backward`` of ``loss``, quietly: the steps, for the caller to show."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return mg.viz.explain_backward(loss, model=model, **options)
 
 
 if __name__ == "__main__":
