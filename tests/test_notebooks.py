@@ -50,7 +50,7 @@ def test_notebook_runs_without_error(path, tmp_path):
     workdir.mkdir()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
-        OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"), MPLBACKEND="Agg")
+        OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
     client = nbclient.NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
                                      resources={"metadata": {"path": str(workdir)}})
     client.execute(env=env)  # raises CellExecutionError, naming the cell, on any error
