@@ -341,5 +341,5 @@ def test_the_closing_block_names_each_file_under_the_folder(tmp_path):
     assert lines[2].startswith("  " + "a.png".ljust(width) + "  what to look at,")
     wrapped = lines[3:-1]                         # a long description goes on below
     assert wrapped and all(x.startswith(" " * (width + 4)) and len(x) <= 100 for x in wrapped)
-    assert " ".join(x.strip() for x in lines[2:-1])[len("a.png  "):] == long.strip()
+    assert " ".join(x.strip() for x in lines[2:-1]).split(None, 1)[1] == long.strip()
     assert lines[-1] == f"  {os.path.join('elsewhere', 'b.svg')}  kept as given"
