@@ -4,12 +4,14 @@ Every program builds its parser with ``make_parser`` (named ``python -m minigrad
 each option's default shown in ``-h``), checks values with the argument types below, so that
 a bad value stops it before any work with one line, ``prog: error: argument --x: ...``,
 and reports a problem found later (a checkpoint that does not fit) with ``fail``: one line,
-``prog: error: ...``, exit status 1.
+``prog: error: ...``, exit status 1. Every program that writes files ends with the same
+closing block, ``print_written``: the folder, then each file with what to look at in it.
 """
 import argparse
 import math
 import os
 import tempfile
+import textwrap
 
 import minigrad as mg
 from minigrad import backend
@@ -147,3 +149,38 @@ def make_out_dir(name, path):
             pass
     except OSError as e:
         fail(name, f"--out: cannot write in {path} ({e.strerror or e})")
+
+
+# --- the closing block ----------------------------------------------------------------------
+
+def written_block(out, files):
+    """The closing block of a demo: ``Wrote <out>/:``, then one line per file, its name (under
+    ``out``) and what to look at in it.
+
+    Args:
+        out: the output folder.
+        files: (path, what) pairs; a path is relative to ``out`` or lies under it.
+    """
+    out = str(out).rstrip(os.sep) or os.sep
+    rows = [(_name_under(out, str(path)), what) for path, what in files]
+    width = max((len(name) for name, _ in rows), default=0)
+    lines = [f"Wrote {out}{os.sep}:"]
+    for name, what in rows:  # the descriptions wrapped beside the names
+        lines += textwrap.wrap(what, 96, initial_indent=f"  {name:<{width}}  ",
+                               subsequent_indent=" " * (width + 4), break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def _name_under(out, path):
+    """``path`` relative to ``out`` when it lies under it (given either way), else as given."""
+    for base in (out, os.path.abspath(out)):
+        if os.path.isabs(path) == os.path.isabs(base):
+            name = os.path.relpath(path, base)
+            if name != os.curdir and not name.startswith(os.pardir):
+                return name
+    return path
+
+
+def print_written(out, files):
+    """Print ``written_block(out, files)`` after a blank line: the last thing a demo says."""
+    print("\n" + written_block(out, files))

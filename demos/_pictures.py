@@ -5,7 +5,7 @@ import shutil
 
 import minigrad as mg
 
-from ._cli import check_out_dir, make_parser
+from ._cli import check_out_dir, make_parser, print_written
 
 
 def build_parser(name, doc):
@@ -36,8 +36,10 @@ def save(graph, out, name, png=False):
     return [mg.viz.render(graph, base, fmt) for fmt in (("svg", "png") if png else ("svg",))]
 
 
-def report(paths):
-    for path in paths:
-        print("wrote", path)
+def report(out, paths, what):
+    """The closing block: each picture written under ``out`` with what to look at in it
+    (``what``: {picture name without its suffix: description})."""
     if shutil.which("dot") is None:
         print("\n(DOT text only: " + mg.viz.INSTALL_HELP + ")")
+    print_written(out, [(path, what[os.path.splitext(os.path.basename(path))[0]])
+                        for path in paths])

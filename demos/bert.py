@@ -26,7 +26,8 @@ from minigrad import nn
 from minigrad.models.bert import BERT, mask_tokens
 from minigrad.models.markov import MarkovChain
 
-from ._cli import add_run_options, check_out_dir, make_out_dir, make_parser, positive_int
+from ._cli import (add_run_options, check_out_dir, make_out_dir, make_parser, positive_int,
+                   print_written)
 
 PAD, MASK, N_SPECIAL = 0, 1, 2                    # symbol s is token N_SPECIAL + s
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 64
@@ -107,6 +108,11 @@ def main(argv=None):
     print(f"results: masked accuracy {accuracy:.2%} vs Bayes-optimal {bayes:.2%} (gap "
           f"{gap:.2f} points, target <= 1: {'met' if gap <= 1 else 'NOT met'}; the Bayes rule "
           f"scores {bayes_rule:.2%} on the same {args.eval_size} held-out tokens)")
+    print_written(args.out, [
+        ("metrics.json", "masked accuracy against the Bayes-optimal one, the gap in points and "
+         "its standard error"),
+        ("bert_curve.png", f"masked accuracy by step on the first {len(subset[0])} held-out "
+         "tokens, climbing to the Bayes-optimal line")])
     return metrics
 
 

@@ -30,11 +30,12 @@ from minigrad.demos.gpt import train
 from minigrad.models.captioner import Captioner
 
 from ._cli import (add_run_options, check_out_dir, make_out_dir, make_parser, positive_float,
-                   positive_int)
+                   positive_int, print_written)
 
 DEFAULTS = dict(steps=2000, batch_size=64, lr=2e-3, d_model=64, layers=2, ff=256)
 TARGET = 0.95
 NHEAD = 4
+QUICK_EVAL = 200                                  # held-out pictures scored during training
 MAX_NEW = shapes.MAX_WORDS + 1                    # the words and EOS
 
 
@@ -141,7 +142,7 @@ def plot_curves(losses, curve, path):
     right.plot(*zip(*curve), marker=".")
     right.axhline(TARGET, color="grey", linestyle=":", label="target")
     right.set(xlabel="step", ylabel="exact match", ylim=(0, 1),
-              title="held-out captions (greedy, first 200)")
+              title=f"held-out captions (greedy, the first {QUICK_EVAL})")
     right.legend()
     fig.savefig(path, dpi=110)
 
@@ -191,7 +192,8 @@ def main(argv=None):
         return loss
 
     def quick_eval():
-        return evaluate(model, held_images[:200], held_tokens[:200], args.device)[0]
+        return evaluate(model, held_images[:QUICK_EVAL], held_tokens[:QUICK_EVAL],
+                        args.device)[0]
 
     started = time.perf_counter()
     curve = train(model, loss_fn, args.steps, args.lr, args, "caption", quick_eval)
@@ -222,6 +224,13 @@ def main(argv=None):
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     print(results_line(metrics))
+    print_written(args.out, [
+        ("metrics.json", "exact match (for one shape and for two), token accuracy, the first "
+         "mistakes"),
+        ("curves.png", f"training loss, and exact match by step on the first {QUICK_EVAL} "
+         "held-out pictures"),
+        ("caption_attention.png", "each row a picture, then one panel per word: where the "
+         "decoder looked when it chose that word (colour and shape words: the shape they name)")])
     return metrics
 
 

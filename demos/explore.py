@@ -22,7 +22,7 @@ import minigrad.nn.functional as F
 from minigrad.models import GPT, Transformer
 
 from ._cli import add_device_option, check_out_dir, fail, make_parser, nonneg_int, \
-    positive_int
+    positive_int, print_written
 from .tasks import PAD, TASKS, Dataset
 
 NAME = "explore"
@@ -99,8 +99,10 @@ def main(argv=None):
     c = page.counts
     print(f"loss {loss.item():.4f}; the graph has {c['ops']} ops and {c['items']} nodes in "
           f"all ({c['drawn']} drawn with repeated blocks folded, {c['groups']} module groups)")
-    print(f"wrote {path} ({c['bytes'] / 1024:.0f} KiB, in {seconds:.1f} s); open it in a "
-          f"browser: file://{os.path.abspath(path)}")
+    print_written(args.out, [(path, f"{c['bytes'] / 1024:.0f} KiB, written in {seconds:.1f} "
+                              "s: in a browser, click a module to open it, a node for its "
+                              "panel, 'step' to walk the backward pass")])
+    print(f"open it: file://{os.path.abspath(path)}")
     return path
 
 

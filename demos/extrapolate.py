@@ -33,7 +33,8 @@ from minigrad.demos import seq2seq
 from minigrad.demos.tasks import Dataset, Reverse
 from minigrad.models.transformer import POSITIONAL
 
-from ._cli import add_run_options, check_out_dir, make_out_dir, make_parser, positive_int
+from ._cli import add_run_options, check_out_dir, make_out_dir, make_parser, positive_int, \
+    print_written
 
 TRAIN_LEN, TEST_LEN = 16, 32
 BANDS = ((1, 16), (17, 20), (21, 24), (25, 32))
@@ -128,6 +129,10 @@ def main(argv=None):
     text = table(rows)
     (args.out / "extrapolate.md").write_text(text + "\n")
     print(f"\ntrained on lengths 1-{TRAIN_LEN}, {args.steps} steps, seed {args.seed}:\n{text}")
+    print_written(args.out, [
+        ("extrapolate.md", "the table above: exact match on the training lengths, token "
+                           "accuracy and exact match beyond them, per scheme"),
+        ("extrapolate.json", "the same figures as data")])
     return rows
 
 

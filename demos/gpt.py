@@ -12,9 +12,10 @@ recall   associative recall: 8 key-value pairs, then one of the keys; the answer
          symbol after it. Training sequences ask all 8 keys in turn (each query followed by
          its answer; the loss is taken at every query); held-out ones ask one. Target: at
          least 99% accuracy on held-out examples.
-         ``recall_attention.png`` shows, for a few held-out examples, the attention of the
-         answering position (the query key) in every layer and head: the head that looks
-         up the matching key shows as the bar at the value next to it.
+         ``recall_attention.png`` has one heat map per layer and head: one row per held-out
+         example, the attention of the answering position (the query key) over the
+         sequence. The head that looks up the matching key shows as a column of bright
+         cells in the orange boxes (the value right after the matching key, boxed red).
 
 Writes metrics.json (heldout_loss, entropy_rate, recall_accuracy, ...), markov_curve.png
 and recall_attention.png to --out.
@@ -32,11 +33,13 @@ import minigrad.nn.functional as F
 from minigrad.models.gpt import GPT
 from minigrad.models.markov import MarkovChain
 
-from ._cli import add_run_options, check_out_dir, make_out_dir, make_parser, positive_int
+from ._cli import (add_run_options, check_out_dir, make_out_dir, make_parser, positive_int,
+                   print_written)
 
 N_SYMBOLS, SEQ_LEN = 16, 64                       # the Markov task
 N_KEYS, N_VALUES, N_PAIRS = 16, 16, 8             # the recall task: keys, then values
 DEFAULT_STEPS = {"markov": 2000, "recall": 2000}
+RECALL_EXAMPLES = 8                               # rows of recall_attention.png
 
 
 def markov_task(args):
@@ -118,8 +121,8 @@ def recall_task(args):
     rows, where = np.arange(len(held_tokens)), held_where[:, 0]
     on_value = np.stack([m[rows, :, where + 1].mean(0) for m in maps])      # (layers, H)
     layer, head = np.unravel_index(on_value.argmax(), on_value.shape)
-    plot_recall_attention([m[:4] for m in maps], held_tokens[:4], where[:4],
-                          os.path.join(args.out, "recall_attention.png"))
+    plot_recall_attention([m[:RECALL_EXAMPLES] for m in maps], held_tokens[:RECALL_EXAMPLES],
+                          where[:RECALL_EXAMPLES], os.path.join(args.out, "recall_attention.png"))
     return {"recall_accuracy": accuracy, "recall_steps": steps_of(args, "recall"),
             "recall_lookup_head": {"layer": int(layer), "head": int(head),
                                    "mean_weight_on_matching_value":
@@ -183,27 +186,43 @@ def plot_curve(curve, rate, path):
 
 
 def plot_recall_attention(maps, tokens, where, path):
-    """One row per example, one column per (layer, head): bars of the answering position's
-    attention over the sequence, the matching key and its value marked."""
+    """One heat map per (layer, head), layers down and heads across: in each, one row per
+    held-out example (labelled by its query and answer) and one column per position of the
+    sequence, coloured by the answering position's attention; the matching key is outlined
+    in red and its value in orange, so a lookup head shows as a column of bright orange
+    boxes."""
     from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
 
-    heads = [(layer, h) for layer in range(len(maps)) for h in range(maps[layer].shape[1])]
-    fig = Figure(figsize=(2.6 * len(heads), 1.9 * len(tokens)), layout="constrained")
-    axes = fig.subplots(len(tokens), len(heads), squeeze=False)
-    for i, row in enumerate(tokens):
-        names = token_names(row)
-        for j, (layer, h) in enumerate(heads):
-            ax = axes[i, j]
-            colours = ["tab:blue"] * len(row)
-            colours[where[i]], colours[where[i] + 1] = "tab:red", "tab:orange"
-            ax.bar(range(len(row)), maps[layer][i, h], color=colours)
-            ax.set_ylim(0, 1)
-            ax.set_xticks(range(len(row)), names, fontsize=5, rotation=90)
-            ax.tick_params(axis="y", labelsize=6)
-            if i == 0:
-                ax.set_title(f"layer {layer} head {h}", fontsize=8)
-    fig.suptitle("Attention of the answering position (red: the matching key, orange: its "
-                 "value)", fontsize=9)
+    n_layers, n_heads = len(maps), maps[0].shape[1]
+    n, length = tokens.shape
+    slots = [f"{'key' if p % 2 == 0 else 'value'} {p // 2 + 1}" for p in range(2 * N_PAIRS)]
+    slots += ["query"] * (length - len(slots))
+    rows = [" → ".join(token_names(row[[w, w + 1]])) for row, w in zip(tokens, where)]
+    fig = Figure(figsize=(3.3 * n_heads + 1.2, 0.26 * n * n_layers + 1.4 * n_layers + 0.6),
+                 layout="constrained")
+    axes = fig.subplots(n_layers, n_heads, squeeze=False, sharex=True, sharey=True)
+    for layer in range(n_layers):
+        for h in range(n_heads):
+            ax, weights = axes[layer, h], maps[layer][:, h]                 # (n, length)
+            image = ax.imshow(weights, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto",
+                              interpolation="nearest")
+            for i, w in enumerate(where):
+                for col, colour in ((w, "tab:red"), (w + 1, "tab:orange")):
+                    ax.add_patch(Rectangle((col - 0.5, i - 0.5), 1, 1, fill=False,
+                                           edgecolor=colour, linewidth=2))
+            on_value = weights[np.arange(n), where + 1].mean()
+            ax.set_title(f"layer {layer}, head {h}\nmean weight on the value: {on_value:.2f}",
+                         fontsize=9)
+            ax.set_xticks(range(length), slots, fontsize=7, rotation=90)
+            ax.set_yticks(range(n), rows, fontsize=7)
+            if h == 0:
+                ax.set_ylabel(f"layer {layer}: example (query → answer)", fontsize=8)
+            if layer == n_layers - 1:
+                ax.set_xlabel("position attended to (the 8 pairs, then the query)", fontsize=8)
+    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight of the answering position")
+    fig.suptitle("Associative recall: where the answering position looks (red box: the "
+                 "matching key, orange box: its value)", fontsize=10)
     fig.savefig(path, dpi=110)
 
 
@@ -238,7 +257,20 @@ def main(argv=None):
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     print(results_line(metrics))
+    print_written(args.out, written_files(args.task))
     return metrics
+
+
+def written_files(task):
+    """What the run wrote, with what to look at in each."""
+    files = [("metrics.json", "the numbers above, and the lookup head (recall_lookup_head)")]
+    if task in ("markov", "both"):
+        files.append(("markov_curve.png", "held-out loss by step, down to the entropy rate "
+                      "(the best any model can do)"))
+    if task in ("recall", "both"):
+        files.append(("recall_attention.png", "where the answering position looks: a lookup "
+                      "head is bright in the orange boxes (the value after the matching key)"))
+    return files
 
 
 def results_line(m):

@@ -46,17 +46,22 @@ import minigrad.nn.functional as F
 from minigrad.models.markov import MarkovChain
 
 from ._cli import (add_run_options, check_out_dir, fraction, make_out_dir, make_parser,
-                   positive_float, positive_int)
+                   positive_float, positive_int, print_written)
 
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 32
+HELD_OUT = 256                    # held-out sequences, scored along the way and at the end
 NHEAD = 4
 VARIANTS = {"post-LN": dict(norm_first=False, residual="add"),
             "pre-LN": dict(norm_first=True, residual="add"),
             "mHC": dict(norm_first=True, residual="mhc")}
-# mHC starts out as pre-LN (see the module docstring): dashed lines, over pre-LN's
+# mHC starts out as exactly pre-LN (see the module docstring), so their curves meet: each
+# variant has its own line style and marker (mHC's hollow, around pre-LN's), and in the
+# per-layer panels its own small horizontal offset
 STYLES = {"post-LN": dict(color="tab:red", marker="o", linestyle="-"),
-          "pre-LN": dict(color="tab:blue", marker="o", linestyle="-"),
-          "mHC": dict(color="tab:green", marker="s", linestyle="--")}
+          "pre-LN": dict(color="tab:blue", marker="s", linestyle="-"),
+          "mHC": dict(color="tab:green", marker="D", linestyle="--", markerfacecolor="none",
+                      markersize=7, markeredgewidth=1.5)}
+LAYER_OFFSET = {"post-LN": -0.15, "pre-LN": 0.0, "mHC": 0.15}
 
 
 class CausalLM(nn.Module):
@@ -181,33 +186,38 @@ def plot(metrics, path):
     step and at the last (log scale)."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(15, 4), layout="constrained")
+    fig = Figure(figsize=(15, 4.5), layout="constrained")
     loss_ax, first_ax, last_ax = fig.subplots(1, 3)
-    steps = metrics["steps"]
+    steps, n_held = metrics["steps"], metrics["heldout_sequences"]
     for name in VARIANTS:
-        m, style = metrics["variants"][name], STYLES[name]
+        m, style = metrics["variants"][name], dict(STYLES[name])
+        style.setdefault("markersize", 4)
         train = m["train_loss"]
         loss_ax.plot(np.arange(1, len(train) + 1), smooth(train, max(1, steps // 50)),
-                     color=style["color"], alpha=0.45, linewidth=1)
+                     color=style["color"], linestyle=style["linestyle"], alpha=0.4,
+                     linewidth=1, label=f"{name}: training batches (smoothed)")
         held_steps, held_loss, _ = zip(*m["heldout_curve"])
-        loss_ax.plot(held_steps, held_loss, markersize=3, **style,
-                     label=f"{name}: held-out {m['heldout_loss']:.3f}")
+        loss_ax.plot(held_steps, held_loss, **style,
+                     label=f"{name}: held-out, final {m['heldout_loss']:.3f}")
         norms = m["layer_grad_norms"]
         for ax, step in ((first_ax, min(norms, key=int)), (last_ax, max(norms, key=int))):
-            ax.plot(np.arange(len(norms[step])), norms[step], markersize=3, **style,
-                    label=name)
+            layers = np.arange(len(norms[step])) + LAYER_OFFSET[name]
+            ax.plot(layers, norms[step], **style, label=name)
             ax.set_title(f"per-layer gradient norm, step {step}")
     rate = metrics["entropy_rate"]
-    loss_ax.axhline(rate, color="k", linestyle="--", label=f"entropy rate {rate:.3f}")
+    loss_ax.axhline(rate, color="k", linestyle=":", label=f"entropy rate {rate:.3f} (the best)")
     loss_ax.set(xlabel="step", ylabel="nats per symbol",
                 title=f"{metrics['layers']} layers, d_model {metrics['d_model']}: loss "
-                "(faint: train, smoothed)")
+                f"(held-out: {n_held} sequences)")
     loss_ax.set_ylim(rate - 0.1, math.log(N_SYMBOLS) + 0.15)  # up to a uniform guess's loss
-    loss_ax.legend(fontsize=8)
+    loss_ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     for ax in (first_ax, last_ax):
-        ax.set(xlabel="layer", ylabel="||grad of the layer's parameters||", yscale="log")
+        ax.set(xlabel="layer (variants side by side)", ylabel="||grad of the layer's parameters||",
+               yscale="log")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.legend(fontsize=8)
+    first_ax.text(0.02, 0.02, "at step 1 mHC computes what pre-LN computes: the same norms",
+                  transform=first_ax.transAxes, fontsize=7)
     fig.savefig(path, dpi=110)
 
 
@@ -240,11 +250,11 @@ def main(argv=None):
     args = parse_args(argv)
     make_out_dir("residuals", args.out)
     chain = MarkovChain.random(N_SYMBOLS, order=2, alpha=0.5, seed=args.seed)
-    held_out = chain.sample(256, SEQ_LEN + 1, np.random.default_rng([args.seed, 2]))
+    held_out = chain.sample(HELD_OUT, SEQ_LEN + 1, np.random.default_rng([args.seed, 2]))
     best = chain.transitions.argmax(-1)[held_out[:, :-2], held_out[:, 1:-1]]
     metrics = {"seed": args.seed, "steps": args.steps, "layers": args.layers,
                "d_model": args.d_model, "lr": args.lr, "warmup": args.warmup,
-               "entropy_rate": chain.entropy_rate(),
+               "entropy_rate": chain.entropy_rate(), "heldout_sequences": HELD_OUT,
                # the true chain on the same held-out symbols: its loss and argmax accuracy
                "chain_loss_on_heldout": float(-chain.log_prob(held_out).mean()),
                "chain_accuracy_on_heldout": float((best == held_out[:, 2:]).mean()),
@@ -258,6 +268,12 @@ def main(argv=None):
         json.dump(metrics, f, indent=2)
     plot(metrics, os.path.join(args.out, "residuals.png"))
     print(results_line(metrics))
+    print_written(args.out, [
+        ("metrics.json", "per variant: held-out loss and accuracy, the loss of every step, "
+         "per-layer gradient norms, wall time"),
+        ("residuals.png", "left, the loss curves (the lower the better, the entropy rate is "
+         "the floor); middle and right, the gradient each layer gets: even across depth is "
+         "healthy")])
     return metrics
 
 

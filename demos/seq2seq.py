@@ -53,7 +53,7 @@ from minigrad.models.transformer import POSITIONAL
 from minigrad.text import bleu, chrf
 
 from ._cli import (add_run_options, check_out_dir, fail, make_out_dir, make_parser, nonneg_float,
-                   nonneg_int, positive_float, positive_int, probability)
+                   nonneg_int, positive_float, positive_int, print_written, probability)
 
 # What the defaults were tuned for: each task reaches its target on 2 CPU cores.
 DEFAULTS = dict(d_model=64, nhead=4, layers=2, ff=256, dropout=0.0, batch_size=64, lr=2e-3,
@@ -458,9 +458,24 @@ def report(args, task, data, model, run, last_eval=None):
     maps = collect_attention(model, mg.tensor([src], device=args.device),
                              mg.tensor([[BOS] + pred], device=args.device))
     plot_attention(maps, task.labels(src), task.labels([BOS] + pred), args.out / "attention.png")
-    written = sorted(p.name for p in args.out.iterdir() if not p.name.startswith("."))
-    print(f"wrote {', '.join(written)} to {args.out}/")
+    print_written(args.out, [(name, what) for name, what in WRITTEN
+                             if (args.out / name).exists()])
     return metrics
+
+
+# What the demo writes, and what to look at in each (graph.svg needs Graphviz's `dot`)
+WRITTEN = [
+    ("metrics.json", "held-out exact match and token accuracy (BLEU and chrF for text), the "
+                     "evaluation history"),
+    ("curves.png", "training loss and teacher-forced accuracy by step; held-out accuracy of "
+                   "generated sequences"),
+    ("attention.png", "every layer and head on one held-out example: on reverse, the "
+                      "cross-attention's anti-diagonal is the reversal"),
+    ("graph.svg", "one training step's graph, folded by module"),
+    ("tokenizer.json", "the tokenizer trained on the training split (text data only)"),
+    ("dates.tsv", "the generated dates pairs, the same path as a file of your own (--task dates)"),
+    ("checkpoint.safetensors", "the whole training state: continue with --resume"),
+]
 
 
 def main(argv=None):

@@ -36,6 +36,10 @@ from ._cli import make_out_dir
 from ._pictures import save, report
 
 NAME = "viz_attention"
+PICTURES = {"attention_forward": "the forward graph: the projections as clusters, the "
+            "attention core step by step; follow the shapes down the middle",
+            "attention_backward": "the backward graph in the engine's order, each node with "
+            "the arrays it keeps; the total in the caption"}
 
 
 def memory_summary(loss, model):
@@ -84,7 +88,7 @@ def main(argv=None):
     print(f"after backward: x.grad {shape_text(x.grad.shape)}, "
           f"q_proj.weight.grad {shape_text(attn.q_proj.weight.grad.shape)}; "
           "the saved arrays are freed")
-    report(paths)
+    report(args.out, paths, PICTURES)
     return paths
 
 

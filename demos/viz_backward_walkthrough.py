@@ -25,9 +25,7 @@ gradients it sends as gold edges; nodes that have run are grey, and what they ha
 says "freed by backward()", so the memory the graph holds is seen to drain. The caption
 repeats the step's row of the table.
 """
-import contextlib
 import html
-import io
 import os
 import shutil
 
@@ -36,7 +34,7 @@ from minigrad import nn
 from minigrad.viz.explain import format_table
 
 from . import _pictures
-from ._cli import make_out_dir
+from ._cli import make_out_dir, print_written
 
 NAME = "viz_backward_walkthrough"
 
@@ -102,15 +100,18 @@ def main(argv=None):
     paths = [os.path.join(frames, f"step_{s.step:03d}.svg") for s in steps]
     if args.png:  # the same graph again, drawn as PNG (the table is not printed twice)
         model, loss = make_loss()
-        with contextlib.redirect_stdout(io.StringIO()):
-            mg.viz.explain_backward(loss, model=model, frames=frames, frame_format="png")
+        mg.viz.explain_backward(loss, model=model, frames=frames, frame_format="png")
         paths += [os.path.join(frames, f"step_{s.step:03d}.png") for s in steps]
     paths.append(write_index(args.out, steps, "svg"))
     print("\nfc.weight.grad, the sum of its three uses:")
     print(model.fc.weight.grad)
-    print(f"wrote {len(steps)} frames: {paths[0]} ... {paths[len(steps) - 1]}"
-          + (" (and .png)" if args.png else ""))
-    print("wrote", paths[-1], "(the frames in order, with the table)")
+    first, last = (os.path.basename(paths[i]) for i in (0, len(steps) - 1))
+    frame_names = f"frames/{first} ... {last}"
+    print_written(args.out, [
+        (frame_names + (" (and .png)" if args.png else ""), "one picture per step: the "
+         "running node in gold, the nodes that have run in grey, their saved arrays freed"),
+        (paths[-1], "the frames in order, each beside its row of the table: open it in a "
+         "browser")])
     return paths
 
 

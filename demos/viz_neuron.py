@@ -32,6 +32,11 @@ from ._cli import make_out_dir
 from ._pictures import save, report
 
 NAME = "viz_neuron"
+PICTURES = {"neuron_forward": "the forward graph, left to right: every tensor with its value",
+            "neuron_backward_graph": "the graph backward runs, numbered in the engine's order, "
+            "each node with its rule and what it keeps",
+            "neuron_grads": "after backward: every gradient, coloured by its size; read it "
+            "right to left, as the chain rule does"}
 
 
 def neuron():
@@ -75,7 +80,7 @@ def main(argv=None):
     print(f"o = tanh(w1 x1 + w2 x2 + b) = {o.item():.4f}")
     print("gradients: " + ", ".join(f"d{k} = {t[k].grad.item():g}"
                                     for k in ("x1", "w1", "x2", "w2", "b")))
-    report(paths)
+    report(args.out, paths, PICTURES)
     return paths
 
 

@@ -42,6 +42,12 @@ from ._cli import make_out_dir
 from ._pictures import save, report
 
 NAME = "viz_transformer_step"
+PICTURES = {"transformer_step_depth1": "after backward, folded by module: each box filled by "
+            "the size of its gradient (legend on top)",
+            "transformer_step_depth2": "the layers opened into their sublayers: the encoder's "
+            "output feeds each decoder layer's cross_attn",
+            "transformer_step_backward_depth1": "the backward graph before it runs: the steps "
+            "each module runs and the memory it holds"}
 PAD, VOCAB = 0, 12
 
 
@@ -98,7 +104,7 @@ def main(argv=None):
     for name in ("transformer_step_depth1", "transformer_step_depth2",
                  "transformer_step_backward_depth1"):
         paths += save(pictures[name], args.out, name, args.png)
-    report(paths)
+    report(args.out, paths, PICTURES)
     return paths
 
 

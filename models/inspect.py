@@ -18,6 +18,10 @@ from minigrad import nn
 KINDS = ("encoder_self", "decoder_self", "cross")
 TITLES = {"encoder_self": "encoder self-attention", "decoder_self": "decoder self-attention",
           "cross": "cross-attention"}
+# what the rows (queries) and columns (keys) of each kind of map are
+AXES = {"encoder_self": ("query: source position", "key: source position"),
+        "decoder_self": ("query: decoder input", "key: decoder input"),
+        "cross": ("query: decoder input", "key: source position")}
 
 
 def attention_modules(model):
@@ -82,7 +86,8 @@ def _recording(attn, store, index):
 
 def plot_attention(maps, src_tokens, tgt_tokens, path=None, index=0, kinds=KINDS):
     """A grid of heat maps, one row per (kind, layer) and one column per head, with the
-    tokens as axis labels (keys across, queries down), drawn with matplotlib's Agg canvas
+    tokens as tick labels (keys across, queries down, each axis named: which sequence its
+    positions come from), drawn with matplotlib's Agg canvas
     (no display needed, pyplot's state untouched).
 
     Args:
@@ -100,7 +105,7 @@ def plot_attention(maps, src_tokens, tgt_tokens, path=None, index=0, kinds=KINDS
     heads = max(w.shape[1] for _, _, w in rows)
     labels = {"encoder_self": (src_tokens, src_tokens), "decoder_self": (tgt_tokens, tgt_tokens),
               "cross": (tgt_tokens, src_tokens)}
-    side = max(2.2, 0.24 * max(len(src_tokens), len(tgt_tokens)) + 0.8)
+    side = max(2.6, 0.24 * max(len(src_tokens), len(tgt_tokens)) + 1.2)
     fig = Figure(figsize=(side * heads + 0.6, side * len(rows)), layout="constrained")
     axes = np.asarray(fig.subplots(len(rows), heads, squeeze=False))
     for r, (kind, layer, weights) in enumerate(rows):
@@ -114,9 +119,9 @@ def plot_attention(maps, src_tokens, tgt_tokens, path=None, index=0, kinds=KINDS
                               cmap="viridis", interpolation="nearest")
             ax.set_xticks(range(len(keys)), keys, fontsize=7, rotation=90)
             ax.set_yticks(range(len(queries)), queries, fontsize=7)
-            ax.set_title(f"layer {layer} head {h}", fontsize=8)
-            if h == 0:
-                ax.set_ylabel(TITLES[kind], fontsize=9)
+            ax.set_title(f"{TITLES[kind]}, layer {layer}, head {h}", fontsize=8)
+            ax.set_xlabel(AXES[kind][1], fontsize=7)
+            ax.set_ylabel(AXES[kind][0], fontsize=7)
     fig.colorbar(image, ax=axes, shrink=0.4, label="attention weight")
     if path is not None:
         fig.savefig(path, dpi=110)

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from minigrad.demos import attention_by_hand as demo
+from minigrad.demos import _cli, attention_by_hand as demo
 
 Q, K, V = 2.0, np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0, 6.0])
 
@@ -37,7 +37,7 @@ def test_numbers_match_numpy_and_the_hand_formulas(device):
     assert hand["out"] == pytest.approx(out, abs=1e-12)
     assert hand["dq"] == pytest.approx(dq, abs=1e-12)
     np.testing.assert_allclose(hand["dkeys"], dk, atol=1e-12)
-    # the numbers of the task text, to the digits given there
+    # the numbers of the worked example, to the digits usually quoted
     np.testing.assert_allclose(w, [0.016, 0.117, 0.867], atol=5e-4)
     assert out == pytest.approx(5.70, abs=5e-3)
     np.testing.assert_allclose(w, np.exp([2, 4, 6]) / np.exp([2, 4, 6]).sum(), atol=1e-6)
@@ -49,7 +49,7 @@ def test_report_says_what_is_right(device):
     assert "[0.015876, 0.117310, 0.866813]" in text and "5.701874" in text
     assert "0.317191" in text                                                # do/dq
     assert "about [0.016, 0.117, 0.867] and the output about 5.70" in text
-    assert "agree with the engine" in text and "NOT" not in text
+    assert "task" not in text and "NOT" not in text
     assert "[0.1, 0.3, 0.6] -> 5.0 would mislead" in text
 
 
@@ -64,7 +64,10 @@ def test_main_writes_the_graph_and_metrics(tmp_path, capsys, device):
     assert svg.lstrip().startswith("<?xml") or "<svg" in svg
     for label in ("scores = q*k", "weights = softmax", "grad = 0.3172", "5.702"):
         assert label in svg
-    assert "attention_graph.svg" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert printed.endswith(_cli.written_block(tmp_path, demo.written_files(
+        str(tmp_path / "attention_graph.svg"), str(tmp_path / "attention_graph.dot"))) + "\n")
+    assert "  attention_graph.svg  the graph" in printed
     saved = json.loads((tmp_path / "metrics.json").read_text())
     assert saved["output"] == pytest.approx(metrics["output"]) == pytest.approx(5.701874, 1e-6)
 

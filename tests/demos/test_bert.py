@@ -8,6 +8,8 @@ import pytest
 from minigrad.demos import bert as demo
 from minigrad.models.markov import MarkovChain
 
+from .closing import assert_closing_block
+
 
 def test_eval_set_masks_one_interior_symbol():
     chain = MarkovChain.random(demo.N_SYMBOLS, order=1, seed=0)
@@ -32,4 +34,7 @@ def test_short_run_writes_metrics_and_picture(tmp_path, capsys, device):
         assert saved[key] == metrics[key]
     assert 0 <= saved["masked_accuracy"] <= 1 and 0 < saved["bayes_accuracy"] < 1
     assert (tmp_path / "bert_curve.png").stat().st_size > 0
-    assert capsys.readouterr().out.startswith("results: masked accuracy")
+    printed = capsys.readouterr().out
+    assert printed.startswith("results: masked accuracy")
+    files = assert_closing_block(printed, tmp_path, ["metrics.json", "bert_curve.png"])
+    assert "first 1000 held-out" in files["bert_curve.png"]  # its subset: all 1000 here

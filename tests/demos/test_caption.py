@@ -12,6 +12,8 @@ from minigrad.demos import caption as demo
 from minigrad.demos import shapes
 from minigrad.models import Captioner
 
+from .closing import assert_closing_block
+
 
 def read_scene(image):
     """The scene a picture shows, read from its pixels alone: each connected blob of bright
@@ -145,4 +147,8 @@ def test_short_run_learns(tmp_path, capsys, device):
     assert 0 <= saved["exact_match"] <= 1 and saved["steps"] == 300
     assert (tmp_path / "caption_attention.png").stat().st_size > 0
     assert (tmp_path / "curves.png").stat().st_size > 0
-    assert capsys.readouterr().out.startswith("results: exact-match captions")
+    printed = capsys.readouterr().out
+    assert printed.startswith("results: exact-match captions")
+    files = assert_closing_block(printed, tmp_path, ["metrics.json", "curves.png",
+                                                     "caption_attention.png"])
+    assert f"first {demo.QUICK_EVAL} held-out" in files["curves.png"]  # its subset

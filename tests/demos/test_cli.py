@@ -87,7 +87,7 @@ GOOD = [
     ("seq2seq", ["--steps", "10", "--warmup", "9", "--dropout", "0", "--clip", "0",
                  "--examples", "0", "--label-smoothing", "0.99"]),
     ("seq2seq", ["--steps", "1", "--schedule", "constant", "--warmup", "5"]),
-    ("autograd_tour", ["--steps", "1", "--lr", "1e-9", "--seed", "0"]),
+    ("mlp_from_scratch", ["--steps", "1", "--lr", "1e-9", "--seed", "0"]),
     ("gpt", ["--steps", "1", "--seed", "12345678901234567890"]),
 ]
 
@@ -139,7 +139,7 @@ def parse_fails(name, argv, capsys):
 # --- the table, in-process --------------------------------------------------------------------
 
 def test_every_program_is_found():
-    assert {"seq2seq", "gpt", "bert", "caption", "residuals", "autograd_tour",
+    assert {"seq2seq", "gpt", "bert", "caption", "residuals", "mlp_from_scratch",
             "attention_by_hand", "viz_neuron"} <= set(PROGRAMS)
     assert not {"shapes", "tasks", "checkpoint"} & set(PROGRAMS)
 
@@ -337,3 +337,20 @@ def test_from_the_shell_a_checkpoint_that_does_not_fit_is_one_line(tmp_path, dev
         assert done.returncode == 1 and len(lines) == 1, done.stderr
         assert lines[0].startswith("python -m minigrad.demos.seq2seq: error: --resume: ")
         assert message in lines[0]
+
+
+# --- the closing block ------------------------------------------------------------------------
+
+def test_the_closing_block_names_each_file_under_the_folder(tmp_path):
+    long = "what to look at, " * 10
+    text = _cli.written_block(tmp_path, [("metrics.json", "the numbers"),
+                                         (tmp_path / "a.png", long),
+                                         (os.path.join("elsewhere", "b.svg"), "kept as given")])
+    lines, width = text.split("\n"), len(os.path.join("elsewhere", "b.svg"))
+    assert lines[0] == f"Wrote {tmp_path}{os.sep}:"
+    assert lines[1] == "  " + "metrics.json".ljust(width) + "  the numbers"
+    assert lines[2].startswith("  " + "a.png".ljust(width) + "  what to look at,")
+    wrapped = lines[3:-1]                         # a long description goes on below
+    assert wrapped and all(x.startswith(" " * (width + 4)) and len(x) <= 100 for x in wrapped)
+    assert " ".join(x.strip() for x in lines[2:-1]).split(None, 1)[1] == long.strip()
+    assert lines[-1] == f"  {os.path.join('elsewhere', 'b.svg')}  kept as given"

@@ -8,6 +8,8 @@ import minigrad as mg
 from minigrad.demos import gpt as demo
 from minigrad.models.gpt import GPT
 
+from .closing import assert_closing_block
+
 
 def test_recall_batch():
     tokens, answers, where = demo.recall_batch(50, np.random.default_rng(0), n_queries=3)
@@ -42,4 +44,34 @@ def test_short_run_writes_metrics_and_pictures(tmp_path, capsys, device):
     assert saved["heldout_loss"] > saved["entropy_rate"] > 0
     assert (tmp_path / "markov_curve.png").stat().st_size > 0
     assert (tmp_path / "recall_attention.png").stat().st_size > 0
-    assert capsys.readouterr().out.startswith("results: held-out loss")
+    printed = capsys.readouterr().out
+    assert printed.startswith("results: held-out loss")
+    assert_closing_block(printed, tmp_path, ["metrics.json", "markov_curve.png",
+                                             "recall_attention.png"])
+
+
+def test_the_recall_picture_labels_rows_columns_and_boxes(monkeypatch, tmp_path):
+    """One heat map per layer and head, one row per example named by its query and answer,
+    the matching key and its value boxed."""
+    from matplotlib.figure import Figure
+
+    saved = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: saved.append(fig))
+    tokens, _, where = demo.recall_batch(3, np.random.default_rng(0))
+    tokens, where = tokens[:, :-1], where[:, 0]
+    maps = [np.full((3, 2, tokens.shape[1]), 1 / tokens.shape[1]) for _ in range(2)]
+    demo.plot_recall_attention(maps, tokens, where, tmp_path / "recall.png")
+    panels = [ax for ax in saved[0].axes if ax.get_images()]
+    assert len(panels) == 2 * 2                                       # layers x heads
+    rows = [t.get_text() for t in panels[0].get_yticklabels()]
+    assert rows == [" → ".join(demo.token_names(row[[w, w + 1]]))
+                    for row, w in zip(tokens, where)]
+    columns = [t.get_text() for t in panels[2].get_xticklabels()]  # the bottom row
+    assert columns[:2] == ["key 1", "value 1"] and columns[-1] == "query"
+    assert panels[0].get_ylabel().startswith("layer 0") and panels[2].get_ylabel().startswith(
+        "layer 1")
+    assert panels[2].get_xlabel()
+    boxes = [(p.get_xy(), p.get_edgecolor()) for p in panels[0].patches]
+    assert len(boxes) == 2 * 3                                        # key and value per row
+    assert {xy for xy, _ in boxes} == {(c - 0.5, i - 0.5) for i, w in enumerate(where)
+                                       for c in (w, w + 1)}

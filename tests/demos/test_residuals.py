@@ -10,6 +10,8 @@ import minigrad as mg
 import minigrad.nn.functional as F
 from minigrad.demos import residuals as demo
 
+from .closing import assert_closing_block
+
 
 def tiny(name, device, layers=3):
     mg.manual_seed(0)
@@ -56,4 +58,31 @@ def test_short_run_writes_metrics_and_picture(tmp_path, capsys, device):
         assert {len(norms) for norms in v["layer_grad_norms"].values()} == {2}
         assert "1" in v["layer_grad_norms"] and "4" in v["layer_grad_norms"]
     assert (tmp_path / "residuals.png").stat().st_size > 0
-    assert capsys.readouterr().out.startswith("results: held-out loss")
+    printed = capsys.readouterr().out
+    assert printed.startswith("results: held-out loss")
+    assert_closing_block(printed, tmp_path, ["metrics.json", "residuals.png"])
+    assert saved["heldout_sequences"] == demo.HELD_OUT
+
+
+def test_the_curves_of_the_variants_are_told_apart(monkeypatch, tmp_path):
+    """Each variant has its own line style and marker (mHC starts on top of pre-LN), its own
+    offset in the per-layer panels, and the legends say which data each curve is on."""
+    from matplotlib.figure import Figure
+
+    saved = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: saved.append(fig))
+    styles = {(s["linestyle"], s["marker"]) for s in demo.STYLES.values()}
+    assert len(styles) == len(demo.VARIANTS)
+    norms = {"1": [1.0, 0.5], "4": [0.8, 0.4]}   # the same numbers for every variant
+    variants = {name: {"train_loss": [2.8, 2.7, 2.6, 2.5], "heldout_curve": [(4, 2.5, 0.2)],
+                       "heldout_loss": 2.5, "layer_grad_norms": norms}
+                for name in demo.VARIANTS}
+    demo.plot({"steps": 4, "layers": 2, "d_model": 16, "entropy_rate": 2.1,
+               "heldout_sequences": demo.HELD_OUT, "variants": variants}, tmp_path / "x.png")
+    loss_ax, first_ax, _ = saved[0].axes
+    labels = [t.get_text() for t in loss_ax.get_legend().get_texts()]
+    assert "pre-LN: held-out, final 2.500" in labels
+    assert "mHC: training batches (smoothed)" in labels
+    assert f"held-out: {demo.HELD_OUT} sequences" in loss_ax.get_title()
+    xs = [tuple(line.get_xdata()) for line in first_ax.get_lines()]
+    assert len(set(xs)) == len(demo.VARIANTS)                  # side by side, not on top

@@ -7,6 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from .closing import assert_closing_block
+
 pytest.importorskip("graphviz")  # the optional `viz` extra
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is missing")
@@ -40,7 +42,7 @@ def test_demo_writes_svgs_that_parse(name, tmp_path, capsys):
         if path.endswith(".svg"):
             svg_text(path)
     printed = capsys.readouterr().out
-    assert str(out) in printed  # it says where it wrote them
+    assert_closing_block(printed, out)  # where it wrote them, what to look at in each
 
 
 @needs_dot

@@ -105,7 +105,12 @@ def test_plot_attention_draws_a_labelled_grid(tmp_path, device):
     assert (tmp_path / "attention.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     panels = [ax for ax in fig.axes if ax.get_images()]
     assert len(panels) == (2 + 3 + 3) * H
-    cross = [ax for ax in panels if ax.get_ylabel() == "cross-attention"][0]
+    cross = [ax for ax in panels if ax.get_title().startswith("cross-attention, layer 0")][0]
+    assert (cross.get_ylabel(), cross.get_xlabel()) == ("query: decoder input",
+                                                        "key: source position")
+    encoder = [ax for ax in panels if ax.get_title().startswith("encoder self-attention")][0]
+    assert (encoder.get_ylabel(), encoder.get_xlabel()) == ("query: source position",
+                                                            "key: source position")
     assert [t.get_text() for t in cross.get_xticklabels()] == src_tokens
     assert [t.get_text() for t in cross.get_yticklabels()] == tgt_tokens
     # example 1 is cropped to its own (shorter) tokens

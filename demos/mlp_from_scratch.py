@@ -1,12 +1,16 @@
-"""A tour of the engine: train a small network written with raw tensors, then look inside.
+"""An MLP from raw tensors: train it, then check its gradients four ways.
 
-    python -m minigrad.demos.autograd_tour [--steps 1000] [--device cpu] [--seed 0]
+    python -m minigrad.demos.mlp_from_scratch [--steps 1000] [--lr 0.05] [--device cpu] [--seed 0]
 
 1. Two interleaved spirals, classified by a 2-64-64-2 MLP written with nothing but
    minigrad tensors and SGD with momentum (no nn library): loss and accuracy as it learns.
 2. Higher-order gradients: z = (dy/dx)^3 + y with y = x^2 at x = 2 has dz/dx = 100.
 3. gradcheck: the network's analytic gradient against finite differences, in float64.
 4. detect_anomaly: the op that first produces a NaN is named, with the line that made it.
+
+It prints everything and writes no files. The questions people ask about autograd itself
+(accumulation, order, broadcasts, memory, NaNs) are answered in docs/autograd_tour.md and
+notebooks/01_autograd_tour.ipynb.
 """
 import math
 
@@ -100,7 +104,7 @@ def catch_anomaly():
 
 
 def build_parser():
-    parser = make_parser("autograd_tour", __doc__.split("\n")[0])
+    parser = make_parser("mlp_from_scratch", __doc__.split("\n")[0])
     parser.add_argument("--steps", type=positive_int, default=1000,
                         help="training steps of the MLP")
     parser.add_argument("--lr", type=positive_float, default=0.05,
