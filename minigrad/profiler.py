@@ -150,6 +150,7 @@ class profile:
         self.memory = []       # (time ns, bytes the graph holds for backward from then on)
         self._stack = []
         self._overhead_ns = 0
+        self._callers = {}     # id(module) -> each module seen running a forward
         self._held = {}        # id(buffer) -> [bytes, number of live nodes holding it]
         self._recorded = {}    # id(node) -> the Event of its forward, while the node lives
         self._holding = {}     # id(node) -> (that Event, ids of the buffers it holds)
@@ -200,6 +201,8 @@ class profile:
         scope = STATE.scope
         if scope is None and parent is not None:
             scope = parent.scope
+        elif scope is not None and id(scope) not in self._callers:
+            self._note_callers(scope)
         event = Event(cls.__name__, "op", BACKWARD if parent is not None and
                       parent.phase == BACKWARD else FORWARD, parent, scope, _user_line())
         event._profile = self
@@ -276,6 +279,19 @@ class profile:
             self._close(event)
             self._overhead_ns += _now() - ended
 
+    def _note_callers(self, scope):
+        """Keep the modules whose forward is running now (the first time ``scope`` is met),
+        so that module paths start from the outermost one, however deep the first op."""
+        from .nn.module import Module
+        call = Module.__call__.__code__
+        f = sys._getframe(2)
+        while f is not None:
+            if f.f_code is call:
+                module = f.f_locals.get("self")
+                self._callers.setdefault(id(module), module)
+            f = f.f_back
+        self._callers.setdefault(id(scope), scope)
+
     # --- the stack of open events --------------------------------------------------------------
     def _pop(self, node):
         """The open event of ``node``, taken off the stack with any above it (ops whose
@@ -306,14 +322,14 @@ class profile:
                 continue
             total += arr.nbytes
             base = _base(arr)
-            key = id(base)
-            entry = self._held.get(key)
+            buffer = id(base)
+            entry = self._held.get(buffer)
             if entry is None:
-                self._held[key] = [base.nbytes, 1]
+                self._held[buffer] = [base.nbytes, 1]
                 self._bytes_held += base.nbytes
             else:
                 entry[1] += 1
-            ids.append(key)
+            ids.append(buffer)
         event.saved_bytes = total
         self._holding[key] = (event, ids)
         if ids:
@@ -349,8 +365,8 @@ class profile:
 
     def _name_modules(self):
         """Each event's module path (and backward nodes' source lines, from their forward)."""
-        scopes = [e.scope for e in self.events if e.scope is not None]
-        self.tree = tree = ModuleTree(self.model, scopes)
+        self.tree = tree = ModuleTree(self.model, list(self._callers.values()))
+        self._callers.clear()
         source_of = {}  # id(live node) -> where its forward ran
         for e in self.events:
             e.module = tree.path(e.scope)
