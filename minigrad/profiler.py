@@ -207,7 +207,7 @@ class profile:
                       parent.phase == BACKWARD else FORWARD, parent, scope, _user_line())
         event._profile = self
         event.node_ref = node  # (until op_end: the node itself)
-        if event.name in FORWARD_FLOPS:
+        if event.name in FORWARD_FLOPS or cls.view:
             event._inputs = arrays
         stack.append(event)
         self.events.append(event)
@@ -225,8 +225,8 @@ class profile:
         event.end = _now()
         event.inner_overhead = self._overhead_ns - event.overhead_mark
         outs = out if type(out) is tuple else (out,)
-        event.out_bytes = sum(getattr(o, "nbytes", 0) for o in outs)
-        if event._inputs is not None:
+        event.out_bytes = _new_bytes(node, event._inputs, outs)
+        if event._inputs is not None and event.name in FORWARD_FLOPS:
             event.flops = FORWARD_FLOPS[event.name](event._inputs, outs[0])
             if event.name in BACKWARD_FLOPS:
                 event.backward_flops = BACKWARD_FLOPS[event.name](event._inputs, outs[0])
@@ -697,6 +697,15 @@ def _user_line():
             return f"{code.co_filename}:{f.f_lineno}"
         f = f.f_back
     return None
+
+
+def _new_bytes(node, inputs, outs):
+    """Bytes of the outputs, except those of a view op that share its input's memory (a
+    view allocates nothing)."""
+    if type(node).view:
+        source = _base(inputs[0])
+        return sum(o.nbytes for o in outs if _base(o) is not source)
+    return sum(getattr(o, "nbytes", 0) for o in outs)
 
 
 def _base(arr):

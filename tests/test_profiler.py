@@ -168,6 +168,18 @@ def test_bytes_are_the_arrays_nbytes(device):
     assert prof.memory[-1][1] == 0  # everything freed by the end
 
 
+def test_views_allocate_no_bytes(device):
+    x = mg.randn(4, 6, device=device)
+    with profile() as prof:
+        v = x.reshape(6, 4)         # a view: no new memory
+        t = x.T                     # a view
+        c = t.reshape(24)           # a copy (t is not contiguous)
+    assert c.data.base is None or not np.shares_memory(c.data, x.data)
+    recorded = [(e.name, e.out_bytes) for e in prof.events]
+    assert recorded == [("Reshape", 0), ("Permute", 0), ("Reshape", c.data.nbytes)]
+    assert v.data.nbytes == t.data.nbytes == c.data.nbytes == 96
+
+
 def test_retained_graph_keeps_its_bytes(device):
     x = mg.randn(5, 5, device=device, requires_grad=True)
     with profile() as prof:
