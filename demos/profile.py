@@ -118,7 +118,8 @@ def main(argv=None):
 
     paths = [prof.export_chrome_trace(os.path.join(args.out, "trace.json"))]
     try:
-        prof.memory_timeline(os.path.join(args.out, "memory.png"))
+        prof.memory_timeline(os.path.join(args.out, "memory.png"),
+                             title=f"Saved for backward, {args.attention} attention")
         paths.append(os.path.join(args.out, "memory.png"))
     except ImportError as e:
         print(f"(no memory.png: {e})")

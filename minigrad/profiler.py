@@ -434,12 +434,12 @@ class profile:
             json.dump(chrome_trace(self), f)
         return path
 
-    def memory_timeline(self, path=None):
+    def memory_timeline(self, path=None, title=None):
         """Plot the bytes the graph holds for backward over the step (they rise through the
         forward and fall as backward frees each node's saved tensors), peak marked. Saves
         to ``path`` if given; returns the matplotlib Figure."""
         self._check_done("memory_timeline")
-        return plot_memory(self, path)
+        return plot_memory(self, path, title)
 
 
 # --- table rows ----------------------------------------------------------------------------------
@@ -624,12 +624,9 @@ def module_spans(events, tree):
 
 # --- the memory timeline --------------------------------------------------------------------------
 
-def plot_memory(prof, path=None):
+def plot_memory(prof, path=None, title=None):
     """The figure of ``profile.memory_timeline``."""
     try:
-        import matplotlib
-        if path is not None:
-            matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
     except ImportError:
         raise ImportError("profile.memory_timeline needs matplotlib: pip install matplotlib "
@@ -648,12 +645,13 @@ def plot_memory(prof, path=None):
     peak, when = prof.peak_memory()
     ax.plot([when * 1e3], [peak / 2 ** 20], "o", color="#d62728")
     ax.annotate(f"peak {nbytes_text(peak)} at {when * 1e3:.1f} ms", (when * 1e3, peak / 2 ** 20),
-                textcoords="offset points", xytext=(8, -4), color="#d62728", va="top")
+                textcoords="offset points", xytext=(8, 6), color="#d62728", va="bottom",
+                bbox=dict(fc="white", ec="none", alpha=0.8, pad=1))
     ax.set_xlabel("time in the step (ms)")
     ax.set_ylabel("saved for backward (MiB)")
-    ax.set_title("Memory the graph holds for backward")
+    ax.set_title(title or "Memory the graph holds for backward")
     ax.set_xlim(0, times[-1])
-    ax.set_ylim(0, max(held) * 1.15 or 1)
+    ax.set_ylim(0, max(held) * 1.25 or 1)
     if backward:
         ax.legend(loc="upper left")
     fig.tight_layout()
