@@ -142,7 +142,12 @@ class Event:
 class profile:
     """Record every op and backward node run inside the ``with`` block (see the module
     docstring). ``model``: the module whose paths name the others (by default the
-    outermost module that ran, as in ``mg.viz.draw``)."""
+    outermost module that ran, as in ``mg.viz.draw``).
+
+    Read after the block: ``events`` (``Event`` records, in the order they started),
+    ``memory`` (``(time.perf_counter_ns(), bytes held for backward)`` at each change),
+    ``step_s``, ``overhead_s``, and the methods below.
+    """
 
     def __init__(self, model=None):
         self.model = model
@@ -177,6 +182,7 @@ class profile:
         self._stack.clear()
         self._holding.clear()
         self._recorded.clear()
+        self._held.clear()
         self._name_modules()
         return False
 
