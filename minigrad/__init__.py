@@ -21,6 +21,7 @@ from .tensor import Tensor, ValuesIndices  # noqa: F401
 from .combine import cat, stack, where  # noqa: F401
 from . import optim  # noqa: F401  (after Tensor: optimisers update tensors)
 from . import viz  # noqa: F401
+from . import profiler  # noqa: F401  (mg.profiler.profile)
 
 __version__ = "0.1.0"
 

@@ -61,6 +61,9 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
         for i, t in enumerate(targets):
             pass_.wanted.setdefault(edge_to(t), []).append(i)
         order = _prune(order, {node for node, _ in pass_.wanted})
+    for watcher in PROCESS.watchers:  # a profiler times each node (checked once per call)
+        if hasattr(watcher, "walk_backward"):
+            order = watcher.walk_backward(order, pass_.grads_of)
 
     anomalous = PROCESS.anomaly  # each node's gradients are checked as a whole (naming the
     PROCESS.anomaly = False      # node), not the ops its backward runs one by one

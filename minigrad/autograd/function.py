@@ -211,6 +211,9 @@ class Function(Node):
     def _forward_general(cls, node, arrays, params, first):
         """forward for user Functions (on Tensors), and for every op while the process is
         watched (anomaly mode, ``PROCESS.watchers``)."""
+        timers = [w for w in PROCESS.watchers if hasattr(w, "op_begin")]  # a profiler's
+        for w in timers:
+            w.op_begin(cls, node, arrays)
         if PROCESS.anomaly:
             node.trace = anomaly.user_frames()
         with backend.device_context(first.data), anomaly.quiet_numpy():
@@ -226,6 +229,8 @@ class Function(Node):
                     out = out.data
         if PROCESS.anomaly:
             anomaly.check_forward(node, arrays, out if isinstance(out, tuple) else (out,))
+        for w in timers:
+            w.op_end(node, out)
         return out
 
     _STRUCTURE = frozenset(("_to_save", "_non_diff", "params", "needs_input_grad", "edges",

@@ -29,7 +29,7 @@ __all__ = ["draw", "to_dot", "render", "explain_backward", "graph_memory", "expl
 
 
 def draw(roots, *, model=None, show_values=False, show_grad=False, backward=False,
-         depth=None, collapse_repeats=True, rankdir="TB"):
+         depth=None, collapse_repeats=True, rankdir="TB", profile=None, cost="time"):
     """The graph that computed ``roots``, as a ``graphviz.Digraph``.
 
     Args:
@@ -53,16 +53,21 @@ def draw(roots, *, model=None, show_values=False, show_grad=False, backward=Fals
         collapse_repeats: draw runs of identical blocks in a ModuleList (the layers of an
             encoder) once, marked "×N".
         rankdir: "TB" (top to bottom) or "LR" (left to right).
+        profile: a finished ``mg.profiler.profile`` (anything with ``node_costs()``) of
+            the code that built ``roots``: each op, and each module drawn as one node, is
+            filled by what it cost on a log scale fitted to this graph (legend underneath)
+            and shows the figure.
+        cost: with ``profile``, "time" (forward plus backward) or "bytes" (output bytes).
     """
     view = make_view(roots, model=model, depth=depth, collapse_repeats=collapse_repeats,
                      backward=backward)
     return to_digraph(view, show_values=show_values, show_grad=show_grad, backward=backward,
-                      rankdir=rankdir)
+                      rankdir=rankdir, profile=profile, cost=cost)
 
 
 def to_dot(roots, *, model=None, show_values=False, show_grad=False, backward=False,
-           depth=None, collapse_repeats=True, rankdir="TB"):
+           depth=None, collapse_repeats=True, rankdir="TB", profile=None, cost="time"):
     """The DOT source text of ``draw(...)``; needs no Graphviz program."""
     return draw(roots, model=model, show_values=show_values, show_grad=show_grad,
                 backward=backward, depth=depth, collapse_repeats=collapse_repeats,
-                rankdir=rankdir).source
+                rankdir=rankdir, profile=profile, cost=cost).source

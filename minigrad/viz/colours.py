@@ -71,8 +71,10 @@ class LogScale:
 
     def legend_html(self, title, n=5, fmt="{:.2g}", extra=()):
         """A one-row Graphviz HTML-like table: ``title``, then one cell per tick with its
-        value, then the cells ``extra`` as (text, fill) pairs (say, ("zero", ZERO))."""
-        cells = [(fmt.format(v), fill) for v, fill in self.ticks(n)] + list(extra)
+        value (written by ``fmt``, a format string or a function), then the cells ``extra``
+        as (text, fill) pairs (say, ("zero", ZERO))."""
+        write = fmt if callable(fmt) else fmt.format
+        cells = [(write(v), fill) for v, fill in self.ticks(n)] + list(extra)
         return legend_row(title, cells)
 
 

@@ -7,7 +7,9 @@ written on tensor nodes only: an op node says what it computes, the tensor it ma
 the numbers (name an intermediate among the roots, or call ``retain_grad()``, to see it).
 With ``show_grad`` the tensors (and collapsed modules) are filled by the size of their
 gradient on a log scale fitted to the picture's own range (``colours.LogScale``, legend
-underneath), an exact zero gradient in light grey ("zero"), NaN/inf in red.
+underneath), an exact zero gradient in light grey ("zero"), NaN/inf in red. With a
+``profile`` the ops (and collapsed modules) are filled instead by what they cost, time or
+bytes, on the same kind of scale, each with its figure.
 """
 import html
 import textwrap
@@ -39,10 +41,16 @@ _ACTIVE = dict(fillcolor="#ffe066", color="#c79100", penwidth="3")
 _DONE = dict(fillcolor="#e4e4e4", fontcolor="#888888", color="#bbbbbb")
 
 
+COSTS = {"time": ("time_s", "time (forward + backward, log scale)"),
+         "bytes": ("bytes", "output bytes (log scale)")}
+
+
 def to_digraph(view, show_values=False, show_grad=False, backward=False, rankdir="TB",
-               frame=None):
+               frame=None, profile=None, cost="time"):
     """The Digraph of ``view``. ``frame`` (for explain_backward) is (active node, set of
-    nodes already run, caption): the active node is highlighted, finished ones greyed."""
+    nodes already run, caption): the active node is highlighted, finished ones greyed.
+    ``profile`` (anything with ``node_costs()``, as ``mg.profiler.profile``) colours the
+    ops by ``cost``, "time" or "bytes"."""
     dot = new_digraph(
         graph_attr=dict(rankdir=rankdir, fontname="Helvetica", fontsize="11", nodesep="0.25",
                         ranksep="0.35", labelloc="t", labeljust="l"),
@@ -51,7 +59,11 @@ def to_digraph(view, show_values=False, show_grad=False, backward=False, rankdir
     steps = {node: i + 1 for i, node in enumerate(view.graph.ops)}
     ids = {key: f"n{i}" for i, key in enumerate(view.nodes)}
     ctx = dict(view=view, steps=steps, show_values=show_values, show_grad=show_grad,
-               backward=backward, frame=frame)
+               backward=backward, frame=frame, costs=None)
+    if profile is not None:
+        ctx["costs"] = _costs(view, profile, cost)
+        ctx["cost"] = cost
+        ctx["cost_scale"] = LogScale.fit(ctx["costs"].values())
     if show_grad:
         ctx["grads"] = {key: _grads(d, ctx) for key, d in view.nodes.items()}
         ctx["scale"] = LogScale.fit(s.rms for stats in ctx["grads"].values()
@@ -102,6 +114,15 @@ def _node_attrs(d, ctx):
     attrs["label"] = "<" + '<BR ALIGN="CENTER"/>'.join(lines) + ">"
     if d.kind == "op":
         attrs["tooltip"] = doc_rule(d.items[0].node)
+    if ctx["costs"] is not None and d.key in ctx["costs"]:
+        value, scale = ctx["costs"][d.key], ctx["cost_scale"]
+        lines.append(_html(_cost_text(value, ctx["cost"]), bold=True))
+        attrs["label"] = "<" + '<BR ALIGN="CENTER"/>'.join(lines) + ">"
+        if scale is not None and value > 0:
+            attrs["fillcolor"] = scale.colour(value)
+            attrs["fontcolor"] = ink(attrs["fillcolor"])
+            if attrs["fontcolor"] == "white":
+                attrs["label"] = attrs["label"].replace(_GREY, "#eeeeee")
     if ctx["show_grad"]:
         colour = _worst_colour(ctx["grads"][d.key], ctx["scale"])
         if colour is not None:
@@ -291,6 +312,30 @@ def _worst_colour(stats, scale):
     return grad_colour(max(present, key=lambda s: abs(scale.position(s.rms) - 0.5)), scale)
 
 
+def _costs(view, profile, cost):
+    """{view key: the summed cost of the graph nodes it draws} for op and module nodes."""
+    if cost not in COSTS:
+        raise ValueError(f"draw: cost must be one of {sorted(COSTS)}, got {cost!r}")
+    if not callable(getattr(profile, "node_costs", None)):
+        raise TypeError(f"draw: profile must have a node_costs() method (a "
+                        f"mg.profiler.profile), got {type(profile).__name__}")
+    field = COSTS[cost][0]
+    per_node = {node: getattr(c, field) or 0 for node, c in profile.node_costs().items()}
+    costs = {}
+    for key, d in view.nodes.items():
+        if d.kind in ("op", "module"):
+            nodes = {i.node for i in d.items if i.node is not None}
+            if nodes & per_node.keys():
+                costs[key] = sum(per_node.get(n, 0) for n in nodes)
+    return costs
+
+
+def _cost_text(value, cost):
+    if cost == "bytes":
+        return nbytes_text(int(round(value)))
+    return f"{value * 1e3:.3g} ms" if value >= 1e-4 else f"{value * 1e6:.3g} µs"
+
+
 # --- edges and caption ----------------------------------------------------------------------
 
 def _edge_attrs(src, dst, ctx):
@@ -320,12 +365,20 @@ def _caption(view, ctx):
         lines.append(_html(f"saved for backward: {nbytes_text(total)} in {buffers} buffers"
                            f" ({nbytes_text(leaf)} of it the leaves' own data: parameters"
                            " and inputs that require grad)"))
-    lines = [line + '<BR ALIGN="LEFT"/>' for line in lines]  # each line flush left
+    legends = []
+    if ctx["costs"] is not None:
+        title, cost = COSTS[ctx["cost"]][1], ctx["cost"]
+        legends.append(legend_row(title, []) if ctx["cost_scale"] is None else
+                       ctx["cost_scale"].legend_html(title, fmt=lambda v: _cost_text(v, cost)))
     if ctx["show_grad"]:
-        lines.append(grad_legend(ctx["scale"]))
-    if not lines:
-        return None
-    return "<" + "".join(lines) + ">"
+        legends.append(grad_legend(ctx["scale"]))
+    if not legends:  # text only: each line flush left
+        return "<" + "".join(line + '<BR ALIGN="LEFT"/>' for line in lines) + ">" \
+            if lines else None
+    # Graphviz takes text or one table as a label: the lines and the legends as its rows
+    rows = [f'<TR><TD ALIGN="LEFT" BALIGN="LEFT">{line}</TD></TR>' for line in lines]
+    rows += [f'<TR><TD ALIGN="LEFT">{legend}</TD></TR>' for legend in legends]
+    return '<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="0">' + "".join(rows) + "</TABLE>>"
 
 
 def grad_legend(scale):
