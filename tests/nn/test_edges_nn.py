@@ -774,3 +774,16 @@ def test_linear_without_input_features_matches_torch(device):
     assert lin.weight.shape == (3, 0)
     x = np.zeros((2, 0), np.float32)
     assert_close(lin(mg.tensor(x, device=device)), t(torch.tensor(x)))
+
+
+def test_load_state_dict_result_reads_as_torchs():
+    torch = pytest.importorskip("torch")
+    ours, theirs = nn.Linear(2, 3), torch.nn.Linear(2, 3)
+    assert repr(ours.load_state_dict(ours.state_dict())) == \
+        repr(theirs.load_state_dict(theirs.state_dict())) == "<All keys matched successfully>"
+    assert str(ours.load_state_dict(ours.state_dict())) == "<All keys matched successfully>"
+    partial = ours.load_state_dict({"weight": ours.weight.detach()}, strict=False)
+    expected = theirs.load_state_dict({"weight": theirs.weight.detach()}, strict=False)
+    assert (partial.missing_keys, partial.unexpected_keys) == \
+        (expected.missing_keys, expected.unexpected_keys) == (["bias"], [])
+    assert "missing_keys=['bias']" in repr(partial)
