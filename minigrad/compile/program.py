@@ -39,8 +39,8 @@ class ReplayCtx:
 
     @property
     def saved_tensors(self):
-        return tuple(None if a is None else a if isinstance(a, TensorBase)
-                     else _make(self.xp.asarray(a)) for a in self._to_save)
+        return tuple(_make(self.xp.asarray(a)) if hasattr(a, "shape") and
+                     not isinstance(a, TensorBase) else a for a in self._to_save)
 
     def release(self):
         for k in list(self.__dict__):
@@ -87,6 +87,20 @@ class Constant:
         return repr(self.value)
 
 
+class SlotRef:
+    """A slot read through an op's params (the indices of an embedding lookup)."""
+    __slots__ = ("slot",)
+
+    def __init__(self, slot):
+        self.slot = slot
+
+    def __eq__(self, other):
+        return isinstance(other, SlotRef) and other.slot == self.slot
+
+    def __repr__(self):
+        return f"v{self.slot}"
+
+
 class Instruction:
     """One step of the program. ``kind``: "op" (a primitive's forward), "backward" (its
     backward rule), "array" (the engine's gradient sums), "grad" (a write into a leaf's
@@ -94,7 +108,8 @@ class Instruction:
 
     def __init__(self, kind, fn, name, ins, outs, params=None, single=True, scalar=False,
                  random=False, inplace=False, effect=False, needs=None, xp=np, args=(),
-                 kwargs=None, leaf=None, accumulate=False, ctx_of=None, holds=()):
+                 kwargs=None, leaf=None, accumulate=False, ctx_of=None, holds=(),
+                 param_slots=()):
         self.kind, self.fn, self.name, self.ins, self.outs = kind, fn, name, ins, outs
         self.params = params or {}
         self.single, self.scalar, self.random, self.inplace = single, scalar, random, inplace
@@ -103,6 +118,7 @@ class Instruction:
         self.leaf, self.accumulate = leaf, accumulate
         self.ctx_of = ctx_of  # for "backward": the index of its op's instruction
         self.holds = holds    # slots its op saved for it (alive until it runs)
+        self.param_slots = list(param_slots)  # slots read through params (SlotRef)
         self.live = True
 
     constant = Constant
@@ -111,7 +127,28 @@ class Instruction:
         """What must be equal in two captures of the same step."""
         return (self.kind, self.name, self.fn if self.kind != "grad" else self.fn.func,
                 tuple(self.ins), tuple(self.outs), self.single, self.scalar, self.random,
-                self.inplace, self.needs, self.accumulate, self.ctx_of, tuple(self.holds))
+                self.inplace, self.needs, self.accumulate, self.ctx_of, tuple(self.holds),
+                tuple(self.param_slots))
+
+
+def _reads_slot(value):
+    return isinstance(value, SlotRef) or (type(value) in (tuple, list) and
+                                          any(isinstance(v, SlotRef) for v in value))
+
+
+def _param_source(value, k, key, names):
+    """Python source for a param that reads slots (a SlotRef, or a tuple holding some)."""
+    if isinstance(value, SlotRef):
+        return f"v{value.slot}"
+    parts = []
+    for j, v in enumerate(value):
+        if isinstance(v, SlotRef):
+            parts.append(f"v{v.slot}")
+        else:
+            names[f"k{k}_{key}_{j}"] = v
+            parts.append(f"k{k}_{key}_{j}")
+    return ("[" + ", ".join(parts) + "]") if type(value) is list else \
+        ("(" + ", ".join(parts) + ",)")
 
 
 def same_value(a, b):
@@ -206,6 +243,7 @@ class Program:
             if ins.live:
                 needed.update(i for i in ins.ins if type(i) is int)
                 needed.update(ins.holds)
+                needed.update(ins.param_slots)
                 if ins.ctx_of is not None:
                     self.instructions[ins.ctx_of].live = True
                     needed.update(i for i in self.instructions[ins.ctx_of].ins
@@ -223,7 +261,7 @@ class Program:
             if not ins.live:
                 continue
             for s in [i for i in ins.ins if type(i) is int] + list(ins.holds) + \
-                    [o for o in ins.outs if o is not None]:
+                    ins.param_slots + [o for o in ins.outs if o is not None]:
                 last[s] = k
         for view, base in self.bases.items():  # a base lives as long as its views
             if view in last:
@@ -281,7 +319,7 @@ class Program:
                 continue
             lines.append("    " + self._line(k, ins, names))
             dead = sorted({s for s in [i for i in ins.ins if type(i) is int] + list(ins.holds)
-                           + [o for o in ins.outs if o is not None]
+                           + ins.param_slots + [o for o in ins.outs if o is not None]
                            if last.get(s) == k and s not in self.outputs})
             if dead:
                 lines.append("    del " + ", ".join(f"v{s}" for s in dead))
@@ -308,11 +346,18 @@ class Program:
             if ins.params:
                 names[f"k{k}"] = ins.params
                 kw = f", **k{k}"
+            if ins.param_slots:  # params that hold arrays of the step: made afresh
+                fresh = ", ".join(f"{key!r}: {_param_source(value, k, key, names)}"
+                                  for key, value in ins.params.items() if _reads_slot(value))
+                prefix = f"x{k}.params = p{k} = {{**k{k}, {fresh}}}; "
+                kw = f", **p{k}"
+            else:
+                prefix = ""
             call = f"f{k}(x{k}, {args}{kw})"
             if ins.scalar:
                 call = f"np.asarray({call})"
-            return f"{outs}{',' if len(ins.outs) == 1 and not ins.single else ''} = {call}" + \
-                f"  # {ins.name}"
+            return prefix + f"{outs}{',' if len(ins.outs) == 1 and not ins.single else ''} = " + \
+                f"{call}  # {ins.name}"
         if ins.kind == "backward":
             names[f"f{k}"] = ins.fn
             return f"{outs}, = run_backward_rule(f{k}, x{ins.ctx_of}, {args})  # {ins.name}"

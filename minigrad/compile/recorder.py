@@ -28,7 +28,7 @@ from ..autograd import engine, function
 from ..autograd.grad_mode import PROCESS, STATE
 from ..autograd.graph import TensorBase
 from ..backend import random as _random
-from .program import Instruction, Program
+from .program import Instruction, Program, SlotRef
 
 ACTIVE = [None]  # the recorder capturing a step, if any
 
@@ -177,7 +177,7 @@ class Recorder:
                     ins.append(self._ref(a, arg if isinstance(arg, TensorBase) else None))
                 else:
                     ins.append(Instruction.constant(a))
-            self._check_params(cls, params)
+            recorded_params, read = self._params(cls, params)
         except Unsupported as e:
             self.unsupported(str(e))
             return cls.forward(node, *arrays, **params)
@@ -191,7 +191,8 @@ class Recorder:
         out_slots = self._outputs(outs)
         self.node_index[id(node)] = (len(self.program.instructions), node)
         self.program.append(Instruction(
-            "op", cls.forward, cls.__name__, ins, out_slots, params=params, single=single,
+            "op", cls.forward, cls.__name__, ins, out_slots, params=recorded_params,
+            param_slots=read, single=single,
             scalar=scalar, random=random, needs=getattr(node, "needs_input_grad", None),
             xp=node.xp))
         scope = STATE.scope
@@ -199,13 +200,22 @@ class Recorder:
             self.modules[id(scope)] = scope
         return outs[0] if single else tuple(outs)
 
-    def _check_params(self, cls, params):
+    def _params(self, cls, params):
+        """The params as recorded: an array the step computed (the indices of an
+        embedding lookup) becomes a ``SlotRef`` read afresh at each replay."""
+        recorded, read = {}, []
+
+        def ref(a):
+            if isinstance(a, TensorBase):
+                raise Unsupported(f"{cls.__name__} was given a tensor as a parameter")
+            if type(a) in backend._XP_BY_TYPE and id(a) in self.slot_of:
+                slot = self._ref(a)
+                read.append(slot)
+                return SlotRef(slot)
+            return a
         for k, v in params.items():
-            for a in (v if isinstance(v, (tuple, list)) else (v,)):
-                if isinstance(a, TensorBase) or (type(a) in backend._XP_BY_TYPE
-                                                 and id(a) in self.slot_of):
-                    raise Unsupported(f"{cls.__name__}'s argument {k}= holds an array the "
-                                      "step computed; replay would keep its first value")
+            recorded[k] = type(v)(ref(a) for a in v) if type(v) in (tuple, list) else ref(v)
+        return recorded, read
 
     def array_op(self, fn, arrays):
         """The engine's array work (a gradient sum): run and record."""
@@ -240,7 +250,8 @@ class Recorder:
             self.unsupported(str(e))
             return rule(node, *grads)
         holds = sorted({self.slot_of[id(s.array)] for s in node.saved or ()
-                        if id(s.array) in self.slot_of})
+                        if id(s.array) in self.slot_of}
+                       | set(self.program.instructions[found[0]].param_slots))
         with _Paused(self):
             out = rule(node, *grads)
         outs = out if type(out) is tuple else (out,)
