@@ -124,7 +124,7 @@ def test_bert_step_replays_exactly(device):
                        device=device)
     _check_model_step(device, lambda: BERT(30, d_model=16, nhead=2, num_layers=1,
                                            dim_feedforward=32, dropout=0.1, max_len=16),
-                      lambda model, i, l: model.loss(i, l), (inputs, labels))
+                      lambda model, ids, labels: model.loss(ids, labels), (inputs, labels))
 
 
 def test_replay_builds_no_graph_and_no_nodes(device):
