@@ -57,3 +57,4 @@ if os.path.isfile(os.path.join(_CHECKOUT, "setup.cfg")) and \
 # The layers last: they are built from everything above (mg.nn, as torch.nn after torch).
 from . import nn  # noqa: E402,F401
 from . import func  # noqa: E402,F401  (function transforms: mg.func.jacfwd, ...)
+from .compile import compile  # noqa: E402,F401,A001  (mg.compile: capture and replay a step)

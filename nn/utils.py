@@ -14,6 +14,7 @@ import numpy as np
 
 from minigrad import backend, no_grad
 from minigrad.tensor import Tensor
+from minigrad.compile.recorder import replayed_as_call
 
 
 @contextlib.contextmanager
@@ -38,6 +39,7 @@ def evaluating(module):
             m.training = training
 
 
+@replayed_as_call  # mg.compile replays the whole call
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
     """Scale the gradients so that their total norm is at most ``max_norm``; return the norm
     before clipping as a 0-d Tensor.
@@ -87,6 +89,7 @@ def _scale_(g, coef):
         g *= coef
 
 
+@replayed_as_call  # mg.compile replays the whole call
 def clip_grad_value_(parameters, clip_value):
     """Clamp every gradient elementwise into ``[-clip_value, clip_value]``, in place.
 

@@ -24,6 +24,28 @@ from .graph import FREED_MESSAGE, AccumulateGrad, TensorBase, edge_to
 
 _SEQ = operator.attrgetter("seq")
 
+# --- mg.compile's hook: while a step is captured, ``capture`` is the recorder, and the array
+# work the engine does outside any op (sums of gradients, writes into .grad) goes through it
+capture = None
+
+
+def _array_op(fn, *arrays):
+    """``fn(*arrays)``, recorded while a step is captured."""
+    return fn(*arrays) if capture is None else capture.array_op(fn, arrays)
+
+
+def _add_into(total, g):
+    """A gradient sum only the engine holds, added to in place."""
+    total += g
+    return total
+
+
+def _copy_add(old, g):
+    """A new sum: copy, then add (an array even when 0-d)."""
+    total = old.copy()
+    total += g
+    return total
+
 
 def topological_order(roots):
     """The nodes reachable from ``roots``, consumers before producers.
@@ -111,10 +133,9 @@ class _Pass:
         if self.create_graph:  # the sum is part of the graph
             slots[index] = old + g
         elif id(old.data) in self.fresh:  # a sum of ours: add in place
-            old.data += g.data
+            _array_op(_add_into, old.data, g.data)
         else:
-            total = old._make(old.data.copy())  # copy, then add: an array even when 0-d
-            total.data += g.data
+            total = old._make(_array_op(_copy_add, old.data, g.data))
             self.fresh[id(total.data)] = total.data
             slots[index] = total
 
@@ -138,7 +159,10 @@ class _Pass:
                 self.prepare(node, grads)
             if node.released:
                 raise RuntimeError(FREED_MESSAGE.format(op=node.name()))
-            in_grads = type(node).backward(node, *grads)
+            if capture is None:
+                in_grads = type(node).backward(node, *grads)
+            else:
+                in_grads = capture.backward(node, grads)
             if type(in_grads) is not tuple:
                 in_grads = (in_grads,)
             edges = node.edges
@@ -294,6 +318,9 @@ def write_grad(t, g, create_graph, owned=False):
     """Add ``g`` into leaf ``t``'s ``.grad`` as PyTorch does: the first gradient is taken as
     it is if nobody else holds it (``owned``) and copied otherwise; later ones are added in
     place (under create_graph, out of place, so the sum stays differentiable)."""
+    if capture is not None and not create_graph:
+        capture.write_grad(t, g.data, owned)
+        return
     old = t.grad
     if create_graph:
         t._grad = g if old is None else old + g
@@ -310,6 +337,8 @@ def _retain(t, g, create_graph):
     """retain_grad's gradient: a copy the first time, then new sums (never in place)."""
     if t is None:
         return
+    if capture is not None:
+        capture.unsupported("retain_grad")
     if not create_graph:
         g = g._make(g.data.copy())
     t._grad = g if t._grad is None else t._grad + g

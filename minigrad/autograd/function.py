@@ -29,6 +29,8 @@ _NOTHING_SAVED = SavedTensor(None, None, None, None, 0, None, None)
 _ndarray = backend.np.ndarray
 _generic = backend.np.generic
 _XP_BY_TYPE = backend._XP_BY_TYPE
+# mg.compile's recorder while it captures a step (it is then one of PROCESS.watchers), else None
+capture = None
 
 
 class ShapeError(ValueError, RuntimeError):
@@ -150,7 +152,7 @@ class Function(Node):
                     duals = forward_ad.apply_dual(cls, node, args, params)
                     if duals is not None:
                         return duals
-                out = cls._forward_general(node, arrays, params, first)
+                out = cls._forward_general(node, arrays, params, first, args)
             elif type(first_data) is _ndarray:
                 out = cls.forward(node, *arrays, **params)
             else:  # a primitive on a GPU: with that GPU current
@@ -208,9 +210,11 @@ class Function(Node):
         return results[0] if type(out) is not tuple else tuple(results)
 
     @classmethod
-    def _forward_general(cls, node, arrays, params, first):
+    def _forward_general(cls, node, arrays, params, first, args=()):
         """forward for user Functions (on Tensors), and for every op while the process is
         watched (anomaly mode, ``PROCESS.watchers``)."""
+        if capture is not None and cls._raw:  # mg.compile records the op as it runs
+            return capture.forward(cls, node, arrays, params, args)
         timers = [w for w in PROCESS.watchers if hasattr(w, "op_begin")]  # a profiler's
         for w in timers:
             w.op_begin(cls, node, arrays)

@@ -3,6 +3,7 @@ from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
 from .optimizer import Optimizer
+from ..compile.recorder import replayed_as_call
 
 
 class Adam(Optimizer):
@@ -50,6 +51,7 @@ class Adam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
+    @replayed_as_call  # mg.compile replays the whole call
     @no_grad()
     def step(self, closure=None):
         loss = self._closure_loss(closure)

@@ -11,6 +11,7 @@ import types
 import warnings
 
 from .optimizer import Optimizer
+from ..compile.recorder import replayed_as_call
 
 
 class LRScheduler:
@@ -51,6 +52,7 @@ class LRScheduler:
         """The learning rates this scheduler wrote last, one per param group."""
         return self._last_lr
 
+    @replayed_as_call  # mg.compile replays the whole call
     def step(self, epoch=None):
         """Advance the schedule by one step (``epoch`` jumps to that step, deprecated in
         PyTorch: it uses the closed form where the scheduler has one)."""

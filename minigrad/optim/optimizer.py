@@ -21,6 +21,7 @@ from collections import defaultdict
 from .. import backend
 from ..autograd import enable_grad
 from ..tensor import Tensor, _is_array
+from ..compile.recorder import replayed_as_call
 
 
 class _RequiredParameter:
@@ -108,6 +109,7 @@ class Optimizer:
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(param_group)
 
+    @replayed_as_call  # mg.compile replays the whole call
     def zero_grad(self, set_to_none=True):
         """Set every parameter's ``.grad`` to None (the default), or to zeros in place."""
         for group in self.param_groups:

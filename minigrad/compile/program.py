@@ -1,0 +1,412 @@
+"""A captured step as a flat program: instructions over numbered slots ``v0, v1, ...``.
+
+``Program.build`` turns the instructions into the source of one Python function (printed by
+``listing()``): a line per instruction, ``del`` as soon as a slot is read for the last time
+(so arrays are freed as early as in eager mode, or earlier), and no line for an instruction
+whose results nothing reads (dead-code elimination). Running it creates no graph nodes.
+"""
+import numpy as np
+
+from ..autograd.grad_mode import STATE
+from ..autograd.graph import TensorBase
+
+_FIXED = frozenset(("xp", "params", "needs_input_grad", "op_name"))
+
+
+class ReplayCtx:
+    """What an op's ``forward`` and ``backward`` receive as ``ctx`` during replay: the same
+    params and ``needs_input_grad`` as when it was captured, and what forward saves, kept
+    until backward has run (then released, as the engine releases a node)."""
+    saved = None
+    _to_save = ()
+
+    def __init__(self, xp, needs, params, name):
+        self.xp, self.params, self.op_name = xp, params, name
+        if needs is not None:
+            self.needs_input_grad = needs
+
+    def save_for_backward(self, *items):
+        self._to_save = items
+
+    def save_for_forward(self, *items):
+        pass
+
+    def mark_non_differentiable(self, *outputs):
+        pass
+
+    def name(self):
+        return self.op_name + "Backward"
+
+    @property
+    def saved_tensors(self):
+        return tuple(_make(self.xp.asarray(a)) if hasattr(a, "shape") and
+                     not isinstance(a, TensorBase) else a for a in self._to_save)
+
+    def release(self):
+        for k in list(self.__dict__):
+            if k not in _FIXED:
+                del self.__dict__[k]
+
+
+def _make(a):
+    from ..tensor import Tensor
+    return Tensor._make(a)
+
+
+def run_backward_rule(rule, ctx, *grads):
+    """An op's backward on raw arrays: the gradients come back as arrays (None where
+    there is none); ctx's saved arrays are released."""
+    before, STATE.grad_enabled = STATE.grad_enabled, False  # as in the engine's backward
+    try:
+        with np.errstate(all="ignore"):
+            out = rule(ctx, *[None if g is None else _make(g) for g in grads])
+    finally:
+        STATE.grad_enabled = before
+    ctx.release()
+    if type(out) is not tuple:
+        out = (out,)
+    return tuple(None if g is None else g.data for g in out)
+
+
+def call_returning_arrays(fn, args, kwargs):
+    from .recorder import tensor_arrays
+    return tensor_arrays(fn(*args, **kwargs))
+
+
+class Constant:
+    """A plain value (a number, None) passed where an op takes an operand."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, Constant) and same_value(self.value, other.value)
+
+    def __repr__(self):
+        return repr(self.value)
+
+
+class SlotRef:
+    """A slot read through an op's params (the indices of an embedding lookup)."""
+    __slots__ = ("slot",)
+
+    def __init__(self, slot):
+        self.slot = slot
+
+    def __eq__(self, other):
+        return isinstance(other, SlotRef) and other.slot == self.slot
+
+    def __repr__(self):
+        return f"v{self.slot}"
+
+
+class Instruction:
+    """One step of the program. ``kind``: "op" (a primitive's forward), "backward" (its
+    backward rule), "array" (the engine's gradient sums), "grad" (a write into a leaf's
+    ``.grad``) or "call" (a function replayed whole, as an optimiser's step)."""
+
+    def __init__(self, kind, fn, name, ins, outs, params=None, single=True, scalar=False,
+                 random=False, inplace=False, effect=False, needs=None, xp=np, args=(),
+                 kwargs=None, leaf=None, accumulate=False, ctx_of=None, holds=(),
+                 param_slots=()):
+        self.kind, self.fn, self.name, self.ins, self.outs = kind, fn, name, ins, outs
+        self.params = params or {}
+        self.single, self.scalar, self.random, self.inplace = single, scalar, random, inplace
+        self.effect = effect or random or inplace
+        self.needs, self.xp, self.args, self.kwargs = needs, xp, args, kwargs or {}
+        self.leaf, self.accumulate = leaf, accumulate
+        self.ctx_of = ctx_of  # for "backward": the index of its op's instruction
+        self.holds = holds    # slots its op saved for it (alive until it runs)
+        self.param_slots = list(param_slots)  # slots read through params (SlotRef)
+        self.live = True
+
+    constant = Constant
+
+    def signature(self):
+        """What must be equal in two captures of the same step."""
+        return (self.kind, self.name, self.fn if self.kind != "grad" else self.fn.func,
+                tuple(self.ins), tuple(self.outs), self.single, self.scalar, self.random,
+                self.inplace, self.needs, self.accumulate, self.ctx_of, tuple(self.holds),
+                tuple(self.param_slots))
+
+
+def _reads_slot(value):
+    return isinstance(value, SlotRef) or (type(value) in (tuple, list) and
+                                          any(isinstance(v, SlotRef) for v in value))
+
+
+def _param_source(value, k, key, names):
+    """Python source for a param that reads slots (a SlotRef, or a tuple holding some)."""
+    if isinstance(value, SlotRef):
+        return f"v{value.slot}"
+    parts = []
+    for j, v in enumerate(value):
+        if isinstance(v, SlotRef):
+            parts.append(f"v{v.slot}")
+        else:
+            names[f"k{k}_{key}_{j}"] = v
+            parts.append(f"k{k}_{key}_{j}")
+    return ("[" + ", ".join(parts) + "]") if type(value) is list else \
+        ("(" + ", ".join(parts) + ",)")
+
+
+def same_value(a, b):
+    """Equality of recorded values: arrays by dtype, shape and value, tensors by identity."""
+    if a is b:
+        return True
+    if isinstance(a, TensorBase) or isinstance(b, TensorBase):
+        return False
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
+                and a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True)))
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and \
+            all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and \
+            all(same_value(a[k], b[k]) for k in a)
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
+
+
+class Program:
+    """The instructions of one captured call and its slots (shape, dtype, where each comes
+    from: ``("input", i)``, ``("tensor", t)`` read from a tensor at each replay, ``("array",
+    a)``/``("constant", a)`` fixed, or None: made by an instruction)."""
+
+    def __init__(self):
+        self.instructions = []
+        self.slots = []        # (shape, dtype, nbytes, source, owns_memory)
+        self.bases = {}        # slot of a view -> slot of the array it views
+        self.outputs = []
+        self.fn = None
+        self.source = None
+        self.removed = 0
+
+    def add_slot(self, array, source, base_slot=None):
+        owns = array.base is None
+        self.slots.append((array.shape, array.dtype, array.nbytes, source, owns))
+        if base_slot is not None:
+            self.bases[len(self.slots) - 1] = base_slot
+
+    def append(self, instruction):
+        self.instructions.append(instruction)
+
+    def describe(self, slot):
+        shape, dtype, _, source, _ = self.slots[slot]
+        where = "made by " + next((i.name for i in self.instructions if slot in i.outs), "?") \
+            if source is None else {"input": "an input", "tensor": "read from a tensor",
+                                    "array": "a fixed array", "constant": "a constant"}[source[0]]
+        return f"v{slot}: {tuple(shape)} {dtype}, {where}"
+
+    # --- two captures of the same step must agree ------------------------------------------
+    def differs_from(self, other):
+        """None when ``other`` (the previous call's capture) recorded the same program,
+        else a line saying where they part; the sources of the slots are then resolved."""
+        if len(self.instructions) != len(other.instructions):
+            return (f"the step ran {len(other.instructions)} array operations in one call and "
+                    f"{len(self.instructions)} in the next (a Python branch on values?)")
+        for k, (a, b) in enumerate(zip(self.instructions, other.instructions)):
+            if a.signature() != b.signature() or not same_value(a.params, b.params) or \
+                    not same_value(a.args, b.args) or not same_value(a.kwargs, b.kwargs) or \
+                    a.leaf is not b.leaf or a.fn is not b.fn and a.kind != "grad":
+                return (f"operation {k} differs between two calls ({b.name} then {a.name}, "
+                        "or its arguments: a Python branch or number that depends on values?)")
+        for slot, (a, b) in enumerate(zip(self.slots, other.slots)):
+            if a[:3] != b[:3] or (a[3] is None) != (b[3] is None) or \
+                    (a[3] is not None and a[3][0] != b[3][0]):
+                return f"slot v{slot} differs between two calls ({self.describe(slot)})"
+            if a[3] is None or a[3][0] == "input":
+                continue
+            kind, value = a[3]
+            earlier = b[3][1]
+            if value is earlier:
+                continue  # the same tensor (a parameter) or array both times: read live
+            arr, prev = (value.data, earlier.data) if kind == "tensor" else (value, earlier)
+            if not same_value(arr, prev):
+                return (f"{self.describe(slot)}: its values differ between two calls but it "
+                        "was not computed by minigrad's ops in the step (NumPy, a random "
+                        "draw or a Python number made into a tensor?)")
+            self.slots[slot] = a[:3] + (("constant", arr),) + a[4:]
+        return None
+
+    # --- optimising and generating the replay function ---------------------------------------
+    def eliminate_dead_code(self):
+        needed = set(self.outputs)
+        removed = 0
+        for k in range(len(self.instructions) - 1, -1, -1):
+            ins = self.instructions[k]
+            ins.live = ins.effect or any(o in needed for o in ins.outs if o is not None)
+            if ins.live:
+                needed.update(i for i in ins.ins if type(i) is int)
+                needed.update(ins.holds)
+                needed.update(ins.param_slots)
+                if ins.ctx_of is not None:
+                    self.instructions[ins.ctx_of].live = True
+                    needed.update(i for i in self.instructions[ins.ctx_of].ins
+                                  if type(i) is int)
+            else:
+                removed += 1
+        # an op kept only for its backward's ctx: its inputs are needed too (done above)
+        self.removed = sum(not i.live for i in self.instructions)
+        return removed
+
+    def last_uses(self):
+        """slot -> index of the last live instruction that reads it (or its view)."""
+        last = {}
+        for k, ins in enumerate(self.instructions):
+            if not ins.live:
+                continue
+            for s in [i for i in ins.ins if type(i) is int] + list(ins.holds) + \
+                    ins.param_slots + [o for o in ins.outs if o is not None]:
+                last[s] = k
+        for view, base in self.bases.items():  # a base lives as long as its views
+            if view in last:
+                last[base] = max(last.get(base, -1), last[view])
+        return last
+
+    def memory(self):
+        """(peak bytes of the arrays the program makes, freed at last use; the same kept
+        to the end of the call)."""
+        last = self.last_uses()
+        owned = {s for s, slot in enumerate(self.slots) if slot[3] is None and slot[4]}
+        alive, peak, total = 0, 0, 0
+        frees = {}
+        for s in owned:
+            if s in last and s not in self.outputs:
+                frees.setdefault(last[s], []).append(s)
+        made = set()
+        for k, ins in enumerate(self.instructions):
+            if not ins.live:
+                continue
+            for o in ins.outs:
+                if o in owned and o not in made:
+                    made.add(o)
+                    alive += self.slots[o][2]
+                    total += self.slots[o][2]
+            peak = max(peak, alive)
+            for s in frees.get(k, ()):
+                alive -= self.slots[s][2]
+        return peak, total
+
+    def build(self):
+        """Generate, compile and keep ``self.fn(inputs, tensors)``: the replay function."""
+        self.eliminate_dead_code()
+        last = self.last_uses()
+        names = {"run_backward_rule": run_backward_rule,
+                 "call_returning_arrays": call_returning_arrays, "np": np}
+        lines, tensors = [], []
+        inputs = sorted((src[1], s) for s, (*_, src, _) in enumerate(self.slots)
+                        if src is not None and src[0] == "input")
+        lines.append("def replay(inputs, tensors):")
+        if inputs:
+            lines.append("    " + ", ".join(f"v{s}" for _, s in inputs) + ", = inputs")
+        for s, (*_, src, _) in enumerate(self.slots):
+            if src is None or src[0] == "input" or s not in last:
+                continue
+            if src[0] == "tensor":
+                lines.append(f"    v{s} = tensors[{len(tensors)}].data")
+                tensors.append(src[1])
+            else:
+                names[f"c{s}"] = src[1]
+                lines.append(f"    v{s} = c{s}")
+        for k, ins in enumerate(self.instructions):
+            if not ins.live:
+                lines.append(f"    # {k}: {ins.name} (removed: nothing reads its result)")
+                continue
+            lines.append("    " + self._line(k, ins, names))
+            dead = sorted({s for s in [i for i in ins.ins if type(i) is int] + list(ins.holds)
+                           + ins.param_slots + [o for o in ins.outs if o is not None]
+                           if last.get(s) == k and s not in self.outputs})
+            if dead:
+                lines.append("    del " + ", ".join(f"v{s}" for s in dead))
+        lines.append("    return (" + "".join(f"v{s}, " for s in self.outputs) + ")")
+        self.source = "\n".join(lines)
+        self.tensors = tensors
+        code = compile(self.source, "<mg.compile replay>", "exec")
+        exec(code, names)
+        self.fn = names["replay"]
+        return self
+
+    def _line(self, k, ins, names):
+        def arg(i):
+            if type(i) is int:
+                return f"v{i}"
+            names[f"a{k}_{id(i)}"] = i.value
+            return f"a{k}_{id(i)}"
+        args = ", ".join(arg(i) for i in ins.ins)
+        outs = ", ".join("_" if o is None else f"v{o}" for o in ins.outs)
+        if ins.kind == "op":
+            names[f"f{k}"] = ins.fn
+            names[f"x{k}"] = ins.ctx = ReplayCtx(ins.xp, ins.needs, ins.params, ins.name)
+            kw = ""
+            if ins.params:
+                names[f"k{k}"] = ins.params
+                kw = f", **k{k}"
+            if ins.param_slots:  # params that hold arrays of the step: made afresh
+                fresh = ", ".join(f"{key!r}: {_param_source(value, k, key, names)}"
+                                  for key, value in ins.params.items() if _reads_slot(value))
+                prefix = f"x{k}.params = p{k} = {{**k{k}, {fresh}}}; "
+                kw = f", **p{k}"
+            else:
+                prefix = ""
+            call = f"f{k}(x{k}, {args}{kw})"
+            if ins.scalar:
+                call = f"np.asarray({call})"
+            return prefix + f"{outs}{',' if len(ins.outs) == 1 and not ins.single else ''} = " + \
+                f"{call}  # {ins.name}"
+        if ins.kind == "backward":
+            names[f"f{k}"] = ins.fn
+            return f"{outs}, = run_backward_rule(f{k}, x{ins.ctx_of}, {args})  # {ins.name}"
+        names[f"f{k}"] = ins.fn
+        if ins.kind == "call":
+            names[f"a{k}"], names[f"k{k}"] = ins.args, ins.kwargs
+            call = f"call_returning_arrays(f{k}, a{k}, k{k})"
+            return (f"{outs}, = {call}" if ins.outs else call) + f"  # {ins.name}"
+        return f"{outs} = f{k}({args})  # {ins.name}"
+
+    # --- showing it ------------------------------------------------------------------------
+    def listing(self):
+        """The program as a table: one line per instruction (what it reads and makes, with
+        shapes), what dead-code elimination removed, and the memory it needs."""
+        rows = []
+        for k, ins in enumerate(self.instructions):
+            made = ", ".join(f"v{o} {tuple(self.slots[o][0])}" for o in ins.outs if o is not None)
+            read = ", ".join(f"v{i}" if type(i) is int else repr(i) for i in ins.ins)
+            notes = [n for n, on in (("random", ins.random), ("in place", ins.inplace),
+                                     ("REMOVED", not ins.live)) if on]
+            rows.append(f"{k:4d}  {ins.kind:8s} {ins.name:26s} {read:24s} -> {made}"
+                        + (f"   [{', '.join(notes)}]" if notes else ""))
+        peak, total = self.memory()
+        kinds = {}
+        for ins in self.instructions:
+            kinds[ins.kind] = kinds.get(ins.kind, 0) + 1
+        summary = (f"{len(self.instructions)} instructions ("
+                   + ", ".join(f"{n} {k}" for k, n in kinds.items())
+                   + f"), {len(self.slots)} slots; dead-code elimination removed {self.removed}; "
+                   f"arrays made: {total / 2**20:.2f} MiB, at most {peak / 2**20:.2f} MiB alive "
+                   f"at once (freed after their last read)")
+        return "\n".join(rows + [summary])
+
+    def to_dot(self):
+        """The program as Graphviz source: instructions in order, an edge per slot read."""
+        out = ["digraph program {", '  rankdir=TB; node [shape=box, fontsize=10];']
+        made_by = {}
+        for k, ins in enumerate(self.instructions):
+            if not ins.live:
+                continue
+            colour = {"op": "#dbe9f6", "backward": "#f6e3db", "array": "#eeeeee",
+                      "grad": "#e2f2dc", "call": "#fff2c2"}[ins.kind]
+            out.append(f'  i{k} [label="{k}: {ins.name}", style=filled, fillcolor="{colour}"];')
+            for i in ins.ins:
+                if type(i) is int and i in made_by:
+                    shape = "x".join(map(str, self.slots[i][0]))
+                    out.append(f'  i{made_by[i]} -> i{k} [label="v{i} {shape}", fontsize=8];')
+            for o in ins.outs:
+                if o is not None:
+                    made_by[o] = k
+        out.append("}")
+        return "\n".join(out)

@@ -1,0 +1,340 @@
+"""The recorder: while a step runs eagerly, every array operation it does becomes one
+instruction of a ``Program``.
+
+Three kinds of work are recorded:
+
+* each primitive op (``Function.apply`` takes its general path while the recorder is one of
+  ``PROCESS.watchers``, and hands the op to ``Recorder.forward``): the op's ``forward`` on
+  raw arrays, its params, which arrays it read and which it made. The backward pass is
+  made of ops too (backward rules are written with Tensor ops), so it is recorded the same way;
+* the engine's own array work (gradient sums, writes into ``.grad``), through the hooks
+  in ``autograd/engine.py``;
+* whole calls of the functions marked ``@replayed_as_call`` (the optimiser's ``step`` and
+  ``zero_grad``, a scheduler's ``step``, gradient clipping): they read learning rates and step
+  counts on the host, so replay calls them again rather than freezing their numbers.
+
+Every array the recorder has seen is fingerprinted (a CRC of its bytes) when it is made and
+checked when it is read: an array changed by code that is none of the above (``t.data *= 2``,
+NumPy on ``.numpy()``) stops the capture with a one-line reason, since a replay would miss
+the change.
+"""
+import functools
+import zlib
+
+import numpy as np
+
+from .. import backend
+from ..autograd import engine, function
+from ..autograd.grad_mode import PROCESS, STATE
+from ..autograd.graph import TensorBase
+from ..backend import random as _random
+from .program import Instruction, Program, SlotRef
+
+ACTIVE = [None]  # the recorder capturing a step, if any
+
+
+class Unsupported(Exception):
+    """Something in the step that replay could not repeat (the message says what)."""
+
+
+def replayed_as_call(fn):
+    """Mark ``fn`` (an optimiser's ``step``, ``clip_grad_norm_``, ...) to be recorded as one
+    call that replay makes again, with the same arguments: its host-side numbers (learning
+    rate, step count) are read afresh each time. Outside a capture it is ``fn`` as it is."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        recorder = ACTIVE[0]
+        if recorder is None or recorder.paused:
+            return fn(*args, **kwargs)
+        return recorder.call(fn, args, kwargs)
+    wrapper.replayed_as_call = True
+    return wrapper
+
+
+def fingerprint(a):
+    return zlib.crc32(np.ascontiguousarray(a).view(np.uint8).reshape(-1))
+
+
+def _rng_position():
+    src = _random.source()
+    return src.host.bit_generator.state["state"]["state"], src.offset, id(src)
+
+
+class _Paused:
+    def __init__(self, recorder):
+        self.recorder = recorder
+
+    def __enter__(self):
+        self.before, self.recorder.paused = self.recorder.paused, True
+
+    def __exit__(self, *exc):
+        self.recorder.paused = self.before
+
+
+class Recorder:
+    """Records one eager call of a step into ``self.program``; ``self.broken`` holds the
+    reason when something in it cannot be replayed (the call itself still runs to the end)."""
+
+    def __init__(self, input_tensors):
+        self.program = Program()
+        self.slot_of = {}      # id(array) -> slot
+        self.arrays = []       # slot -> array (kept alive: ids stay unique during the capture)
+        self.belief = []       # slot -> fingerprint of what replay will hold there
+        self.paused = False
+        self.broken = None
+        self.modules = {}      # id -> module that ran ops (their training flags are guarded)
+        self.node_index = {}   # id(node) -> (index of its op's instruction, node)
+        for i, t in enumerate(input_tensors):
+            self._new_slot(t.data, ("input", i))
+
+    # --- switching on and off ---------------------------------------------------------------
+    def __enter__(self):
+        if ACTIVE[0] is not None:
+            raise RuntimeError("mg.compile: a step is already being captured (compiled steps "
+                               "cannot call each other while they capture)")
+        ACTIVE[0] = self
+        function.capture = engine.capture = self
+        PROCESS.watchers = PROCESS.watchers + ("mg.compile",)
+        return self
+
+    def __exit__(self, *exc):
+        ACTIVE[0] = None
+        function.capture = engine.capture = None
+        PROCESS.watchers = tuple(w for w in PROCESS.watchers if w != "mg.compile")
+        if exc[0] is None and self.broken is None:
+            self._check_all("the end of the step")
+        return False
+
+    def unsupported(self, what):
+        if self.broken is None:
+            self.broken = what
+        self.paused = True  # the call goes on eagerly; nothing more is recorded
+
+    # --- slots --------------------------------------------------------------------------------
+    def _new_slot(self, array, source=None):
+        if type(array) is not np.ndarray:
+            self.unsupported(f"an array of type {type(array).__name__}: mg.compile captures "
+                             "NumPy (CPU) steps only")
+        slot = len(self.arrays)
+        self.arrays.append(array)
+        self.belief.append(fingerprint(array))
+        self.slot_of[id(array)] = slot
+        base = getattr(array, "base", None)
+        self.program.add_slot(array, source, None if base is None else self.slot_of.get(id(base)))
+        return slot
+
+    def _ref(self, array, tensor=None):
+        """The slot of an array an instruction reads (a new one, bound to where it came
+        from, the first time it is seen)."""
+        slot = self.slot_of.get(id(array))
+        if slot is None:
+            return self._new_slot(array, ("tensor", tensor) if tensor is not None
+                                  else ("array", array))
+        if fingerprint(array) != self.belief[slot]:
+            raise Unsupported(f"an array of the step ({self.program.describe(slot)}) was "
+                              "changed in place by code outside minigrad's ops before it was "
+                              "read again; replay would miss that change")
+        return slot
+
+    def _check_all(self, where):
+        for slot, a in enumerate(self.arrays):
+            if fingerprint(a) != self.belief[slot]:
+                self.unsupported(f"an array of the step ({self.program.describe(slot)}) was "
+                                 f"changed in place by code outside minigrad's ops (seen at "
+                                 f"{where}); replay would miss that change")
+                return
+
+    def _outputs(self, outs, written=False):
+        """Slots for what an instruction returned: an array it was given back keeps its
+        slot (a gradient passed on as it is, or a sum made in place: ``written``, and then
+        everything sharing its memory is fingerprinted again)."""
+        slots = []
+        for o in outs:
+            if o is None:
+                slots.append(None)
+                continue
+            slot = self.slot_of.get(id(o))
+            slots.append(slot if slot is not None and self.arrays[slot] is o
+                         else self._new_slot(o))
+        if written:
+            self._refresh_aliases([o for o in outs if o is not None])
+        return slots
+
+    def _refresh_aliases(self, written):
+        for slot, a in enumerate(self.arrays):
+            if any(np.may_share_memory(a, w) for w in written):
+                self.belief[slot] = fingerprint(a)
+
+    # --- what the hooks call ------------------------------------------------------------------
+    def forward(self, cls, node, arrays, params, args):
+        """Run one primitive's forward and record it."""
+        if self.paused:
+            return cls.forward(node, *arrays, **params)
+        try:
+            ins = []
+            for a, arg in zip(arrays, args):
+                if type(a) in backend._XP_BY_TYPE:
+                    ins.append(self._ref(a, arg if isinstance(arg, TensorBase) else None))
+                else:
+                    ins.append(Instruction.constant(a))
+            recorded_params, read = self._params(cls, params)
+        except Unsupported as e:
+            self.unsupported(str(e))
+            return cls.forward(node, *arrays, **params)
+        before = _rng_position()
+        out = cls.forward(node, *arrays, **params)
+        random = _rng_position() != before
+        single = type(out) is not tuple
+        outs = [out] if single else list(out)
+        outs = [o if type(o) in backend._XP_BY_TYPE else node.xp.asarray(o) for o in outs]
+        scalar = single and type(out) not in backend._XP_BY_TYPE
+        out_slots = self._outputs(outs)
+        self.node_index[id(node)] = (len(self.program.instructions), node)
+        self.program.append(Instruction(
+            "op", cls.forward, cls.__name__, ins, out_slots, params=recorded_params,
+            param_slots=read, single=single,
+            scalar=scalar, random=random, needs=getattr(node, "needs_input_grad", None),
+            xp=node.xp))
+        scope = STATE.scope
+        if scope is not None:
+            self.modules[id(scope)] = scope
+        return outs[0] if single else tuple(outs)
+
+    def _params(self, cls, params):
+        """The params as recorded: an array the step computed (the indices of an
+        embedding lookup) becomes a ``SlotRef`` read afresh at each replay."""
+        recorded, read = {}, []
+
+        def ref(a):
+            if isinstance(a, TensorBase):
+                raise Unsupported(f"{cls.__name__} was given a tensor as a parameter")
+            if type(a) in backend._XP_BY_TYPE and id(a) in self.slot_of:
+                slot = self._ref(a)
+                read.append(slot)
+                return SlotRef(slot)
+            return a
+        for k, v in params.items():
+            recorded[k] = type(v)(ref(a) for a in v) if type(v) in (tuple, list) else ref(v)
+        return recorded, read
+
+    def array_op(self, fn, arrays):
+        """The engine's array work (a gradient sum): run and record."""
+        if self.paused:
+            return fn(*arrays)
+        try:
+            ins = [self._ref(a) for a in arrays]
+        except Unsupported as e:
+            self.unsupported(str(e))
+            return fn(*arrays)
+        out = fn(*arrays)
+        inplace = out is arrays[0]
+        out_slots = self._outputs([out], written=inplace)
+        self.program.append(Instruction("array", fn, fn.__name__.strip("_"), ins, out_slots,
+                                        inplace=inplace))
+        return out
+
+    def backward(self, node, grads):
+        """An op's backward rule, run and recorded as one instruction (its own ops are not
+        recorded one by one: it may work on raw arrays, as the fused ops do)."""
+        rule = type(node).backward
+        if self.paused or not node._raw:  # a user Function's backward: its ops are recorded
+            return rule(node, *grads)
+        found = self.node_index.get(id(node))
+        try:
+            if found is None or found[1] is not node:
+                raise Unsupported(f"the backward of {node.name()}, an op that ran before the "
+                                  "step began")
+            ins = [Instruction.constant(None) if g is None else self._ref(g.data, g)
+                   for g in grads]
+        except Unsupported as e:
+            self.unsupported(str(e))
+            return rule(node, *grads)
+        holds = sorted({self.slot_of[id(s.array)] for s in node.saved or ()
+                        if id(s.array) in self.slot_of}
+                       | set(self.program.instructions[found[0]].param_slots))
+        with _Paused(self):
+            out = rule(node, *grads)
+        outs = out if type(out) is tuple else (out,)
+        out_slots = self._outputs([None if g is None else g.data for g in outs])
+        self.program.append(Instruction("backward", rule, node.name(), ins, out_slots,
+                                        ctx_of=found[0], holds=holds))
+        return out
+
+    def write_grad(self, leaf, g, owned):
+        """The engine writes a leaf's gradient: record it, then write it."""
+        if self.paused:
+            return _write_grad_eagerly(leaf, g, owned)
+        old = leaf._grad
+        if old is not None and (old.grad_fn is not None or old.data.shape != g.shape
+                                or old.data.dtype != g.dtype):
+            self.unsupported("a .grad that is part of a graph or of another shape or dtype")
+            return _write_grad_eagerly(leaf, g, owned)
+        accumulate = old is not None
+        try:
+            ins = [self._ref(g)] + ([self._ref(old.data, old)] if accumulate else [])
+        except Unsupported as e:
+            self.unsupported(str(e))
+            return _write_grad_eagerly(leaf, g, owned)
+        write = functools.partial(set_grad, leaf, owned=owned)
+        out = write(*[self.arrays[i] for i in ins])
+        out_slots = self._outputs([out], written=accumulate)
+        name = ("accumulate" if accumulate else "set") + "_grad"
+        self.program.append(Instruction("grad", write, name, ins, out_slots, effect=True,
+                                        leaf=leaf, accumulate=accumulate))
+
+    def call(self, fn, args, kwargs):
+        """A ``@replayed_as_call`` function: run it as one instruction."""
+        args = tuple(list(a) if _is_iterator(a) else a for a in args)
+        self._check_all(f"the call of {fn.__qualname__}")
+        for a in list(args) + list(kwargs.values()):
+            if isinstance(a, TensorBase) and id(a.data) in self.slot_of:
+                self.unsupported(f"{fn.__qualname__} was passed a tensor computed in the step")
+        with _Paused(self):
+            result = fn(*args, **kwargs)
+        arrays = tensor_arrays(result)
+        if arrays is None:
+            self.unsupported(f"{fn.__qualname__} returned a {type(result).__name__}, which "
+                             "replay cannot recompute")
+            return result
+        if self.broken is None:
+            for slot, a in enumerate(self.arrays):  # it may change any array: they are now
+                self.belief[slot] = fingerprint(a)  # what replay will hold after it too
+            out_slots = [self._new_slot(a) for a in arrays]
+            self.program.append(Instruction("call", fn, fn.__qualname__, [], out_slots,
+                                            args=args, kwargs=kwargs, effect=True))
+        return result
+
+
+def tensor_arrays(result):
+    """The arrays of the Tensors a replayed call returned: a Tensor, None, or a flat
+    tuple/list of them (None when it is anything else)."""
+    if result is None:
+        return []
+    if isinstance(result, TensorBase):
+        return [result.data]
+    if isinstance(result, (tuple, list)) and all(isinstance(r, TensorBase) for r in result):
+        return [r.data for r in result]
+    return None
+
+
+def _is_iterator(a):
+    return hasattr(a, "__next__") and hasattr(a, "__iter__")
+
+
+def set_grad(leaf, g, old=None, owned=False):
+    """A leaf's ``.grad`` after backward (the engine's ``write_grad`` on raw arrays): ``g``
+    itself (or a copy, when someone else holds it), or ``old`` with ``g`` added in place."""
+    if old is not None:
+        old += g
+        return old
+    data = g if owned else g.copy()
+    leaf._grad = leaf._make(data)
+    return data
+
+
+def _write_grad_eagerly(leaf, g, owned):
+    recorder, engine.capture = engine.capture, None
+    try:
+        engine.write_grad(leaf, leaf._make(g), False, owned)
+    finally:
+        engine.capture = recorder
