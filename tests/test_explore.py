@@ -5,6 +5,7 @@ saying why, where either is missing. Each opens the page of a small model from d
 acts as a user would: opens a module, clicks a node and reads its panel, presses "step",
 searches; the page must make no network request and log no console error.
 """
+import inspect
 import json
 import os
 import re
@@ -124,6 +125,20 @@ def test_inline_in_jupyter(device):
     page = mg.viz.explore(loss, model=model)
     shown = page._repr_html_()
     assert shown.startswith("<iframe") and 'srcdoc="' in shown and "<script" not in shown
+
+
+def test_source_lines_come_from_a_profile_without_anomaly_mode(device):
+    mg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2)).to(device)
+    x = mg.randn(3, 4, device=device)
+    with mg.profiler.profile(model=model) as prof:
+        line = inspect.currentframe().f_lineno + 1
+        loss = model(x).sum()  # the line each op must name
+    page = mg.viz.explore(loss, model=model, profile=prof)
+    sources = set(re.findall(r'"src": ?"([^"]*)"', page.html))
+    assert sources and all(src.endswith(f"test_explore.py:{line}") for src in sources)
+    plain = mg.viz.explore(model(x).sum(), model=model)  # neither anomaly mode nor profile
+    assert not re.findall(r'"src": ?"([^"]+)"', plain.html)
 
 
 def test_demo_writes_the_page_and_refuses_bad_options(tmp_path, capsys, device):

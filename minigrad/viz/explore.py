@@ -94,7 +94,7 @@ def explore(loss, path=None, *, model=None, depth=1, collapse_repeats=True, prof
         title: the page's title (default: the class of ``model``, or "graph").
 
     The source line of each op is shown when the forward ran under ``mg.detect_anomaly()``
-    (which records where each op was created).
+    (which records where each op was created) or under the ``profile`` given.
     """
     if getattr(loss, "grad_fn", None) is None:
         raise RuntimeError("explore: the tensor has no grad_fn (it does not depend on "
@@ -136,7 +136,9 @@ class _PageData:
     def __init__(self, view, depth, profile):
         self.view, self.tree = view, view.tree
         self.item_index = {key: i for i, key in enumerate(view.graph.items)}
-        self.items = [_item_record(item, self.tree) for item in view.graph.items.values()]
+        sources = _profiled_sources(profile)
+        self.items = [_item_record(item, self.tree, sources)
+                      for item in view.graph.items.values()]
         self.costs = profile.node_costs() if profile is not None else {}
         self.groups = _groups(view, depth)
         self.steps = []
@@ -223,19 +225,30 @@ class _PageData:
                     profile=bool(self.costs))
 
 
-def _item_record(item, tree):
+def _item_record(item, tree, sources):
     if item.node is not None:
         node = item.node
         return dict(k="op", title=op_call(node), op=op_name(node), fn=node.name(),
                     rule=doc_rule(node), mod=tree.path(node.scope) or "",
                     outs=[[shape_text(s), str(dt)] for s, dt in node.output_meta],
-                    src=_source_line(node))
+                    src=_source_line(node) or sources.get(node))
     t = item.tensor
     name = item.name or tree.name_of.get(id(t)) or {"param": "parameter", "leaf": "input",
                                                     "output": "output", "const": "constant",
                                                     "tensor": "tensor"}[item.kind]
     return dict(k=item.kind, title=name, mod=tree.owner_of.get(id(t), ""),
                 outs=[[shape_text(t.shape), str(t.dtype)]], src=None)
+
+
+def _profiled_sources(profile):
+    """{node: "file:line"} where a profile (``mg.profiler.profile``) recorded the user's
+    line that ran each op: the source lines without anomaly mode."""
+    found = {}
+    for event in getattr(profile, "events", ()):
+        node = getattr(event, "node", None)
+        if getattr(event, "kind", None) == "op" and node is not None and event.source:
+            found.setdefault(node, event.source)
+    return found
 
 
 def _source_line(node):
