@@ -19,7 +19,9 @@ import hashlib
 
 import numpy as np
 
-PAD, BOS, EOS = 0, 1, 2
+from minigrad.text import data as text_data
+from minigrad.text.tokenizers import BOS, EOS, PAD  # noqa: F401  (the tasks' ids too)
+
 SPECIALS = ("<pad>", "<s>", "</s>")
 HOLDOUT = 10  # 1 source in HOLDOUT belongs to the held-out split
 
@@ -168,15 +170,7 @@ def collate(examples):
         src (B, S): the sources padded with PAD; tgt_in (B, T): BOS then the targets, the
         decoder's input; tgt_out (B, T): the targets then EOS, what it should predict.
     """
-    S = max(len(src) for src, _ in examples)
-    T = max(len(tgt) for _, tgt in examples) + 1
-    src = np.full((len(examples), S), PAD, np.int64)
-    tgt_in = np.full((len(examples), T), PAD, np.int64)
-    tgt_out = np.full((len(examples), T), PAD, np.int64)
-    for i, (s, t) in enumerate(examples):
-        src[i, :len(s)] = s
-        tgt_in[i, :len(t) + 1] = [BOS] + list(t)
-        tgt_out[i, :len(t) + 1] = list(t) + [EOS]
+    src, tgt_in, tgt_out, _, _ = text_data.collate(examples)  # the same special ids
     return src, tgt_in, tgt_out
 
 
