@@ -3,6 +3,7 @@
     python -m minigrad.demos.seq2seq --task reverse            # about 2 minutes on 2 CPU cores
     python -m minigrad.demos.seq2seq --task add --device cuda  # the same program on a GPU
     python -m minigrad.demos.seq2seq --task reverse --resume   # continue runs/reverse after Ctrl-C
+    python -m minigrad.demos.seq2seq --task reverse --compile  # the step captured, then replayed
     python -m minigrad.demos.seq2seq --data pairs.tsv          # your pairs: source<TAB>target
     python -m minigrad.demos.translate --ckpt runs/pairs "a sentence"   # use the model
 
