@@ -3,6 +3,7 @@
     python -m minigrad.demos.seq2seq --task reverse            # about 2 minutes on 2 CPU cores
     python -m minigrad.demos.seq2seq --task add --device cuda  # the same program on a GPU
     python -m minigrad.demos.seq2seq --task reverse --resume   # continue runs/reverse after Ctrl-C
+    python -m minigrad.demos.seq2seq --task reverse --compile  # the step captured, then replayed
     python -m minigrad.demos.seq2seq --data pairs.tsv          # your pairs: source<TAB>target
     python -m minigrad.demos.translate --ckpt runs/pairs "a sentence"   # use the model
 
@@ -117,6 +118,8 @@ def build_parser():
                    f"(default {DEFAULTS['label_smoothing']})")
     p.add_argument("--clip", type=nonneg_float, help="gradient norm clipping, 0 for none "
                    f"(default {DEFAULTS['clip']})")
+    p.add_argument("--compile", action="store_true", help="capture the training step with "
+                   "mg.compile and replay it: the same losses and weights, bit for bit")
     add_run_options(p, None, out_help="output folder (default runs/<task>)",
                     seed_help="seeds the data, the weights, dropout")
     p.add_argument("--resume", nargs="?", const=True, metavar="CHECKPOINT",
@@ -197,24 +200,42 @@ def build(args, task):
     return model, optimizer, scheduler
 
 
-def train_step(model, optimizer, scheduler, batch, args, graph_dir=None):
-    """One update on ``batch`` (src, tgt_in, tgt_out Tensors); returns the loss, the number
-    of target tokens predicted right (teacher-forced) and the number of target tokens."""
-    src, tgt_in, tgt_out = batch
-    logits = model(src, tgt_in)                                              # (B, T, V)
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
-                           ignore_index=PAD, label_smoothing=args.label_smoothing)
+def make_update(model, optimizer, scheduler, args):
+    """The update on one batch as a function of tensors, ``update(src, tgt_in, tgt_out)``:
+    forward, backward, clipping, the optimiser's and the scheduler's step. It returns tensors
+    (the loss, the number of target tokens predicted right teacher-forced, the number of
+    target tokens) and reads no value back, so ``mg.compile`` can capture it whole."""
+    def update(src, tgt_in, tgt_out, graph_dir=None):
+        logits = model(src, tgt_in)                                          # (B, T, V)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
+                               ignore_index=PAD, label_smoothing=args.label_smoothing)
+        if graph_dir is not None:
+            write_graph(loss, model, graph_dir)
+        optimizer.zero_grad()
+        loss.backward()
+        if args.clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        optimizer.step()
+        scheduler.step()
+        real = tgt_out != PAD
+        right = (logits.argmax(-1) == tgt_out) & real
+        return loss, right.sum(), real.sum()
+    return update
+
+
+def train_step(model, optimizer, scheduler, batch, args, graph_dir=None, update=None):
+    """One update on ``batch`` (src, tgt_in, tgt_out Tensors) by ``update`` (``make_update``'s
+    function, compiled or not; default an eager one); returns the loss, the number of target
+    tokens predicted right (teacher-forced) and the number of target tokens, read back
+    here, outside the update. With ``graph_dir`` the step runs eagerly and its graph is
+    drawn (a replayed step builds no graph)."""
+    if update is None:
+        update = make_update(model, optimizer, scheduler, args)
     if graph_dir is not None:
-        write_graph(loss, model, graph_dir)
-    optimizer.zero_grad()
-    loss.backward()
-    if args.clip > 0:
-        nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-    optimizer.step()
-    scheduler.step()
-    real = (tgt_out != PAD).numpy()
-    right = (logits.argmax(-1) == tgt_out).numpy() & real
-    return loss.item(), int(right.sum()), int(real.sum())
+        loss, right, real = getattr(update, "__wrapped__", update)(*batch, graph_dir=graph_dir)
+    else:
+        loss, right, real = update(*batch)
+    return loss.item(), int(right.item()), int(real.item())
 
 
 @contextlib.contextmanager
@@ -302,6 +323,10 @@ def train(args, task, data, model, optimizer, scheduler, run):
     bar = tqdm(total=args.steps, initial=run["step"], disable=args.no_progress,
                desc=args.task, unit="step", dynamic_ncols=True, mininterval=0.5)
     draw_graph = not (args.out / "graph.svg").exists()
+    update = make_update(model, optimizer, scheduler, args)
+    if args.compile:
+        update = mg.compile(update)
+    first_step = run["step"]
     tokens = seconds = 0.0
     started = time.perf_counter()
     last_eval, stepping = None, False
@@ -313,7 +338,7 @@ def train(args, task, data, model, optimizer, scheduler, run):
                 batch = [mg.tensor(a, device=args.device)
                          for a in data.batch(run["step"], args.batch_size)]
                 loss, right, total = train_step(model, optimizer, scheduler, batch, args,
-                                                args.out if draw_graph else None)
+                                                args.out if draw_graph else None, update)
                 run["step"] += 1
                 run["loss"].append(float(f"{loss:.5g}"))
                 run["accuracy"].append(float(f"{right / total:.5g}"))
@@ -344,6 +369,9 @@ def train(args, task, data, model, optimizer, scheduler, run):
                   "continue with the same command and --resume", file=sys.stderr)
         raise SystemExit(130) from None
     bar.close()
+    if args.compile:
+        print(f"mg.compile: {update.replays} of {run['step'] - first_step} steps replayed, "
+              f"{len(update.entries)} batch shape(s) captured", file=sys.stderr)
     return last_eval
 
 
@@ -376,7 +404,7 @@ def resume(args, model, optimizer, scheduler):
     if saved.get("task", args.task) != args.task:
         fail("seq2seq", f"--resume: {path} is a {saved['task']} run, not {args.task}")
     for key, value in saved.items():
-        if key in ("device", "no_progress", "examples", "tokenizer_state") \
+        if key in ("device", "no_progress", "examples", "tokenizer_state", "compile") \
                 or str(getattr(args, key, None)) == str(value):
             continue
         print(f"note: --{key.replace('_', '-')} is {getattr(args, key)}, the checkpoint's run "

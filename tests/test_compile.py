@@ -244,3 +244,28 @@ def test_dead_code_is_removed(device):
     out = [step(mg.tensor([1.0, float(i)], device=device)).item() for i in range(4)]
     assert out == [1.0, 3.0, 5.0, 7.0]
     assert step.program.removed == 2 and "REMOVED" in step.listing()  # the product and exp
+
+
+def test_ops_that_read_their_class_attributes_replay_and_counts_come_back_as_tensors(device):
+    """argmax and min over a dim share one forward that reads the op class's attribute;
+    a step may return counts (bool sums) for the caller to read after it."""
+    results = []
+    for compiled in (False, True):
+        mg.manual_seed(0)
+        model = nn.Linear(6, 4).to(device)
+        opt = mg.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            logits = model(x)
+            loss = F.cross_entropy(logits, y, ignore_index=0) + logits.min(-1).values.mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            real = y != 0
+            return loss, ((logits.argmax(-1) == y) & real).sum(), real.sum()
+        run = mg.compile(step) if compiled else step
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CompileWarning)
+            results.append([[t.item() for t in run(x, y)] for x, y in _batches(6, device)])
+    assert run.replays == 4
+    assert results[0] == results[1]

@@ -10,20 +10,27 @@ import numpy as np
 from ..autograd.grad_mode import STATE
 from ..autograd.graph import TensorBase
 
-_FIXED = frozenset(("xp", "params", "needs_input_grad", "op_name"))
+_FIXED = frozenset(("xp", "params", "needs_input_grad", "op_name", "op"))
 
 
 class ReplayCtx:
     """What an op's ``forward`` and ``backward`` receive as ``ctx`` during replay: the same
-    params and ``needs_input_grad`` as when it was captured, and what forward saves, kept
-    until backward has run (then released, as the engine releases a node)."""
+    params and ``needs_input_grad`` as when it was captured, the op class's own attributes
+    (``MaxDim._arg``), and what forward saves, kept until backward has run (then released,
+    as the engine releases a node)."""
     saved = None
     _to_save = ()
+    op = None
 
-    def __init__(self, xp, needs, params, name):
-        self.xp, self.params, self.op_name = xp, params, name
+    def __init__(self, xp, needs, params, name, op=None):
+        self.xp, self.params, self.op_name, self.op = xp, params, name, op
         if needs is not None:
             self.needs_input_grad = needs
+
+    def __getattr__(self, name):  # only for names the ctx itself lacks: the op class's
+        if name.startswith("__") or self.op is None:
+            raise AttributeError(name)
+        return getattr(self.op, name)
 
     def save_for_backward(self, *items):
         self._to_save = items
@@ -109,7 +116,7 @@ class Instruction:
     def __init__(self, kind, fn, name, ins, outs, params=None, single=True, scalar=False,
                  random=False, inplace=False, effect=False, needs=None, xp=np, args=(),
                  kwargs=None, leaf=None, accumulate=False, ctx_of=None, holds=(),
-                 param_slots=()):
+                 param_slots=(), op=None):
         self.kind, self.fn, self.name, self.ins, self.outs = kind, fn, name, ins, outs
         self.params = params or {}
         self.single, self.scalar, self.random, self.inplace = single, scalar, random, inplace
@@ -119,6 +126,7 @@ class Instruction:
         self.ctx_of = ctx_of  # for "backward": the index of its op's instruction
         self.holds = holds    # slots its op saved for it (alive until it runs)
         self.param_slots = list(param_slots)  # slots read through params (SlotRef)
+        self.op = op  # for "op": the primitive's class (its forward may read class attributes)
         self.live = True
 
     constant = Constant
@@ -341,7 +349,8 @@ class Program:
         outs = ", ".join("_" if o is None else f"v{o}" for o in ins.outs)
         if ins.kind == "op":
             names[f"f{k}"] = ins.fn
-            names[f"x{k}"] = ins.ctx = ReplayCtx(ins.xp, ins.needs, ins.params, ins.name)
+            ins.ctx = ReplayCtx(ins.xp, ins.needs, ins.params, ins.name, ins.op)
+            names[f"x{k}"] = ins.ctx
             kw = ""
             if ins.params:
                 names[f"k{k}"] = ins.params

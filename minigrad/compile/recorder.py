@@ -194,7 +194,7 @@ class Recorder:
             "op", cls.forward, cls.__name__, ins, out_slots, params=recorded_params,
             param_slots=read, single=single,
             scalar=scalar, random=random, needs=getattr(node, "needs_input_grad", None),
-            xp=node.xp))
+            xp=node.xp, op=cls))
         scope = STATE.scope
         if scope is not None:
             self.modules[id(scope)] = scope
