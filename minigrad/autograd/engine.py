@@ -29,11 +29,6 @@ _SEQ = operator.attrgetter("seq")
 capture = None
 
 
-def _array_op(fn, *arrays):
-    """``fn(*arrays)``, recorded while a step is captured."""
-    return fn(*arrays) if capture is None else capture.array_op(fn, arrays)
-
-
 def _add_into(total, g):
     """A gradient sum only the engine holds, added to in place."""
     total += g
@@ -133,9 +128,13 @@ class _Pass:
         if self.create_graph:  # the sum is part of the graph
             slots[index] = old + g
         elif id(old.data) in self.fresh:  # a sum of ours: add in place
-            _array_op(_add_into, old.data, g.data)
-        else:
-            total = old._make(_array_op(_copy_add, old.data, g.data))
+            if capture is None:
+                old.data += g.data
+            else:
+                capture.array_op(_add_into, (old.data, g.data))
+        else:  # copy, then add (an array even when 0-d)
+            total = old._make(_copy_add(old.data, g.data) if capture is None else
+                              capture.array_op(_copy_add, (old.data, g.data)))
             self.fresh[id(total.data)] = total.data
             slots[index] = total
 
