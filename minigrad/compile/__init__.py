@@ -124,8 +124,9 @@ class CompiledStep:
             reason = program.differs_from(entry.first)
             if reason is not None and not entry.retried:  # the first call may set things up
                 entry.retried = True  # (the optimiser's state, .grad nodes): try once more
-                self._note(f"the second call differs from the first ({reason}); comparing "
-                           "the third with the second")
+                self._note("the second call differs from the first, as it does when the "
+                           "first sets up state (the optimiser's moments, the parameters' "
+                           f".grad): {reason}; comparing the third with the second")
                 entry.first = program
                 entry.grads_set = tuple(leaf._grad is not None for leaf in entry.leaves)
                 return result
