@@ -35,7 +35,7 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     erf sign square rsqrt clamp clip maximum minimum sum mean max min amax amin var std
     logsumexp softmax log_softmax argmax argmin reshape transpose permute unsqueeze squeeze
     flatten expand split chunk masked_fill isnan isinf isfinite logical_and logical_or
-    logical_not clone detach all any""".split()
+    logical_not clone detach all any norm""".split()
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name

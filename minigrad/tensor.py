@@ -497,6 +497,42 @@ class Tensor(TensorBase):
     def min(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         return _extreme(self, dim, keepdim, axis, keepdims, Amin, MinDim, Minimum)
 
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+        """The p-norm over ``dim`` (every dim by default), as ``torch.Tensor.norm``: "fro"
+        and 2 give sqrt(sum x^2), inf and -inf the largest and smallest |x|, 0 the count of
+        nonzeros, any other p (sum |x|^p)^(1/p). Written with Tensor ops, with PyTorch's
+        gradient where a derivative is infinite: 0 wherever x is 0 or the norm is 0."""
+        x = self if dtype is None else self.to(dtype)
+        if x.dtype.kind not in "fc":
+            raise RuntimeError(f"norm: expected a floating point or complex tensor as input, "
+                               f"got {x.dtype}")
+        if isinstance(p, str):
+            if p != "fro":
+                raise RuntimeError(f"norm: order {p!r} is not supported (a number, inf, -inf "
+                                   f"or 'fro')")
+            if isinstance(dim, (tuple, list)) and len(dim) > 2:
+                raise RuntimeError(f"norm: p='fro' takes at most 2 dims, got dim={tuple(dim)}")
+            p = 2
+        dims = _dims(x, dim, None)
+        a = x.abs()
+        if p == float("inf"):
+            return a.amax(dims, keepdim)
+        if p == float("-inf"):
+            return a.amin(dims, keepdim)
+        if p == 0:  # not differentiable: a count, as PyTorch's (no gradient reaches x)
+            return (x != 0).to(x.dtype).sum(dims, keepdim).detach()
+        if p == 1:
+            return a.sum(dims, keepdim)
+        # (sum |x|^p)^(1/p) through ``where``s that keep every branch finite, so an infinite
+        # local derivative (|x|^p at 0 for p < 1, s^(1/p) at s = 0) meets no zero: 0 * inf
+        # would be NaN where PyTorch gives 0
+        from .combine import where
+        nonzero = a != 0
+        powers = where(nonzero, where(nonzero, a, 1.0) ** p, 0.0 if p > 0 else float("inf"))
+        s = powers.sum(dims, keepdim)
+        finite = (s != 0) & (s != float("inf"))
+        return where(finite, where(finite, s, 1.0) ** (1.0 / p), 0.0)  # s = inf: p < 0
+
     def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         return Amax.apply(self, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
 
