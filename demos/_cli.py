@@ -125,6 +125,13 @@ def add_device_option(parser):
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda or cuda:N")
 
 
+def parse_checked(parser, argv=None):
+    """``argv`` (default: sys.argv) parsed by ``parser``, its --out checked before any work."""
+    args = parser.parse_args(argv)
+    check_out_dir(parser, args.out)
+    return args
+
+
 def check_out_dir(parser, path):
     """Refuse (``parser.error``) an output folder that is a file, or that cannot be created
     or written in; nothing is created here."""

@@ -5,7 +5,7 @@ import shutil
 
 import minigrad as mg
 
-from ._cli import check_out_dir, make_parser, print_written
+from ._cli import make_parser, print_written
 
 
 def build_parser(name, doc):
@@ -15,13 +15,6 @@ def build_parser(name, doc):
                    help="directory for the pictures")
     p.add_argument("--png", action="store_true", help="also write PNG files")
     return p
-
-
-def parse_args(parser, argv):
-    """The command line, ``argv`` (default: sys.argv), parsed by ``parser`` and checked."""
-    args = parser.parse_args(argv)
-    check_out_dir(parser, args.out)
-    return args
 
 
 def save(graph, out, name, png=False):

@@ -18,7 +18,7 @@ import textwrap
 
 import minigrad as mg
 
-from ._cli import add_device_option, check_out_dir, make_out_dir, make_parser, print_written
+from ._cli import add_device_option, make_out_dir, make_parser, parse_checked, print_written
 
 QUERY, KEYS, VALUES = 2.0, [1.0, 2.0, 3.0], [2.0, 4.0, 6.0]
 WORDS = ["I", "love", "NLP"]
@@ -124,10 +124,7 @@ def build_parser():
 
 
 def parse_args(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_out_dir(parser, args.out)
-    return args
+    return parse_checked(build_parser(), argv)
 
 
 def main(argv=None):

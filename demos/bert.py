@@ -26,7 +26,7 @@ from minigrad import nn
 from minigrad.models.bert import BERT, mask_tokens
 from minigrad.models.markov import MarkovChain
 
-from ._cli import (add_run_options, check_out_dir, make_out_dir, make_parser, positive_int,
+from ._cli import (add_run_options, make_out_dir, make_parser, parse_checked, positive_int,
                    print_written)
 
 PAD, MASK, N_SPECIAL = 0, 1, 2                    # symbol s is token N_SPECIAL + s
@@ -69,10 +69,7 @@ def build_parser():
 
 
 def parse_args(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_out_dir(parser, args.out)
-    return args
+    return parse_checked(build_parser(), argv)
 
 
 def main(argv=None):

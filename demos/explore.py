@@ -21,8 +21,8 @@ from minigrad import nn
 import minigrad.nn.functional as F
 from minigrad.models import GPT, Transformer
 
-from ._cli import add_device_option, check_out_dir, fail, make_parser, nonneg_int, \
-    positive_int, print_written
+from ._cli import (add_device_option, fail, make_parser, nonneg_int, parse_checked,
+                   positive_int, print_written)
 from .tasks import PAD, TASKS, Dataset
 
 NAME = "explore"
@@ -73,10 +73,7 @@ def gpt_step(args):
 
 def parse_args(argv=None):
     """The command line, ``argv`` (default: sys.argv), parsed and checked."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_out_dir(parser, args.out)
-    return args
+    return parse_checked(build_parser(), argv)
 
 
 def main(argv=None):

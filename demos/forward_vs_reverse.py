@@ -24,7 +24,7 @@ import minigrad as mg
 from minigrad import func
 from minigrad.autograd import forward_ad
 
-from ._cli import check_out_dir, fail, make_out_dir, make_parser, positive_int
+from ._cli import fail, make_out_dir, make_parser, parse_checked, positive_int
 from ._pictures import report, save
 
 NAME = "forward_vs_reverse"
@@ -44,10 +44,7 @@ def build_parser():
 
 def parse_args(argv=None):
     """The command line, checked (the output folder too) before any work."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_out_dir(parser, args.out)
-    return args
+    return parse_checked(build_parser(), argv)
 
 
 # --- 1. Jacobians ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import minigrad.nn.functional as F
 from minigrad.models.gpt import GPT
 from minigrad.models.markov import MarkovChain
 
-from ._cli import (add_run_options, check_out_dir, make_out_dir, make_parser, positive_int,
+from ._cli import (add_run_options, make_out_dir, make_parser, parse_checked, positive_int,
                    print_written)
 
 N_SYMBOLS, SEQ_LEN = 16, 64                       # the Markov task
@@ -238,10 +238,7 @@ def build_parser():
 
 
 def parse_args(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_out_dir(parser, args.out)
-    return args
+    return parse_checked(build_parser(), argv)
 
 
 def main(argv=None):

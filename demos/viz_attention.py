@@ -32,7 +32,7 @@ from minigrad.autograd import engine
 from minigrad.viz.graph import held_bytes, nbytes_text, shape_text
 
 from . import _pictures
-from ._cli import make_out_dir
+from ._cli import make_out_dir, parse_checked
 from ._pictures import save, report
 
 NAME = "viz_attention"
@@ -67,7 +67,7 @@ def build_parser():
 
 
 def parse_args(argv=None):
-    return _pictures.parse_args(build_parser(), argv)
+    return parse_checked(build_parser(), argv)
 
 
 def main(argv=None):

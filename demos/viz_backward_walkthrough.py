@@ -34,7 +34,7 @@ from minigrad import nn
 from minigrad.viz.explain import format_table
 
 from . import _pictures
-from ._cli import make_out_dir, print_written
+from ._cli import make_out_dir, parse_checked, print_written
 
 NAME = "viz_backward_walkthrough"
 
@@ -82,7 +82,7 @@ def build_parser():
 
 
 def parse_args(argv=None):
-    return _pictures.parse_args(build_parser(), argv)
+    return parse_checked(build_parser(), argv)
 
 
 def main(argv=None):

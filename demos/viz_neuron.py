@@ -28,7 +28,7 @@ n = 0.8814 and o = tanh(n) = 0.7071). Three pictures:
 import minigrad as mg
 
 from . import _pictures
-from ._cli import make_out_dir
+from ._cli import make_out_dir, parse_checked
 from ._pictures import save, report
 
 NAME = "viz_neuron"
@@ -63,7 +63,7 @@ def build_parser():
 
 
 def parse_args(argv=None):
-    return _pictures.parse_args(build_parser(), argv)
+    return parse_checked(build_parser(), argv)
 
 
 def main(argv=None):

@@ -38,7 +38,7 @@ from minigrad.autograd import engine
 from minigrad.models import Transformer
 
 from . import _pictures
-from ._cli import make_out_dir
+from ._cli import make_out_dir, parse_checked
 from ._pictures import save, report
 
 NAME = "viz_transformer_step"
@@ -67,7 +67,7 @@ def build_parser():
 
 
 def parse_args(argv=None):
-    return _pictures.parse_args(build_parser(), argv)
+    return parse_checked(build_parser(), argv)
 
 
 def main(argv=None):
