@@ -103,7 +103,9 @@ class Function(Node):
         node = _new(cls.node_type)
         if params:
             node.params = params
-        arrays = []
+        grad_mode = STATE.grad_enabled
+        arrays = []                             # what forward receives: each Tensor's array
+        edges = [] if grad_mode else None       # where each input's gradient goes (Node.edges)
         first = first_data = None  # the first Tensor argument: outputs are made like it
         any_grad = False
         for a in args:
@@ -118,31 +120,26 @@ class Function(Node):
                 arrays.append(d)
                 if a.requires_grad:
                     any_grad = True
+                    if grad_mode:
+                        target = a.grad_fn
+                        if target is None:  # a leaf: its gradient goes to its AccumulateGrad
+                            target = a._accumulator
+                            if target is None or target._data is not d:
+                                target = accumulator_of(a)
+                        edges.append((target, a._out_idx))
+                elif grad_mode:
+                    edges.append(None if d.dtype.kind in "fc" else False)
             else:
                 arrays.append(a)
+                if grad_mode:
+                    edges.append(cls.number_edge)
         if first is None:
             raise TypeError(f"{cls.__name__}: expected at least one Tensor argument")
-        record = any_grad and STATE.grad_enabled
+        record = any_grad and grad_mode
         if type(first_data) is not _ndarray:  # (the class default is NumPy)
             node.xp = _XP_BY_TYPE[type(first_data)]
-        if record:  # where each input's gradient goes (see graph.Node.edges)
-            edges, needs = [], []
-            for a in args:
-                if not isinstance(a, TensorBase):
-                    edges.append(cls.number_edge)
-                    needs.append(False)
-                elif a.requires_grad:
-                    target = a.grad_fn
-                    if target is None:  # a leaf: its gradient goes to its AccumulateGrad
-                        target = a._accumulator
-                        if target is None or target._data is not a.data:
-                            target = accumulator_of(a)
-                    edges.append((target, a._out_idx))
-                    needs.append(True)
-                else:
-                    edges.append(None if a.data.dtype.kind in "fc" else False)
-                    needs.append(False)
-            node.needs_input_grad = tuple(needs)
+        if record:
+            node.needs_input_grad = tuple(map(bool, edges))  # an edge is a non-empty tuple
         elif not cls._raw:  # a user's forward may read it; a primitive's backward never runs
             node.needs_input_grad = (False,) * len(args)
 
@@ -161,53 +158,58 @@ class Function(Node):
         except (ValueError, IndexError) as e:
             raise _with_op_name(cls, e, arrays) from None
 
-        output_class = first._output_class
-        if type(out) is not tuple:  # one output, the common case
-            outs = (out,)  # as forward returned it: what it saved is matched against this
-            if type(out) is not _ndarray and type(out) not in _XP_BY_TYPE:  # a NumPy scalar
-                out = node.xp.asarray(out)
-            result = _new(output_class)
-            result.data = out
-            if not record and not cls.view:
-                return result
-            results = [result]
-        else:
-            outs, results = out, []
-            for o in out:
-                if type(o) not in _XP_BY_TYPE:
-                    o = node.xp.asarray(o)
-                r = _new(output_class)
-                r.data = o
-                results.append(r)
-        if record:  # make ``node`` the grad_fn of the differentiable results
+        if type(out) is tuple or node._non_diff is not None:
+            return node._outputs(out, args, arrays, edges if record else None, first, params)
+        # one output, the common case
+        result = _new(first._output_class)
+        result.data = out if type(out) is _ndarray or type(out) in _XP_BY_TYPE \
+            else node.xp.asarray(out)  # (NumPy makes scalars of 0-d results)
+        if record:  # make ``node`` the grad_fn of the result
             node.edges = edges
             node.seq = next(SEQUENCE)
-            scope = STATE.scope
-            if scope is not None:
-                node.scope = scope
-            non_diff = node._non_diff
-            if type(out) is not tuple and non_diff is None:  # one output, the common case
-                node.output_meta = ((out.shape, out.dtype),)
-                if out.dtype.kind in "fc":
-                    result.requires_grad = True
-                    result.grad_fn = node
-            else:
-                meta = []
-                for i, r in enumerate(results):
-                    d = r.data
-                    meta.append((d.shape, d.dtype))
-                    if d.dtype.kind in "fc" and (non_diff is None or id(outs[i]) not in non_diff):
-                        r.requires_grad = True
-                        r.grad_fn = node
-                        if i:
-                            r._out_idx = i
-                node.output_meta = tuple(meta)
+            if STATE.scope is not None:
+                node.scope = STATE.scope
+            d = result.data
+            node.output_meta = ((d.shape, d.dtype),)
+            if d.dtype.kind in "fc":
+                result.requires_grad = True
+                result.grad_fn = node
             if node._to_save is not None:
-                node.saved = _save(node._to_save, args, outs, results, first._make)
+                node.saved = _save(node._to_save, args, arrays, (out,), (result,), first._make)
                 del node._to_save
         if cls.view:
-            _link_views(cls, params, first, results)
-        return results[0] if type(out) is not tuple else tuple(results)
+            _link_views(cls, params, first, (result,))
+        return result
+
+    def _outputs(self, out, args, arrays, edges, first, params):
+        """The rest of ``apply`` for an op with several outputs (``out`` a tuple) or
+        non-differentiable ones: a Tensor per output, and the node's record when ``edges``
+        is not None."""
+        raw = out if type(out) is tuple else (out,)  # as forward returned them
+        results = []
+        for o in raw:
+            r = _new(first._output_class)
+            r.data = o if type(o) in _XP_BY_TYPE else self.xp.asarray(o)
+            results.append(r)
+        if edges is not None:
+            self.edges = edges
+            self.seq = next(SEQUENCE)
+            if STATE.scope is not None:
+                self.scope = STATE.scope
+            non_diff = self._non_diff
+            for i, r in enumerate(results):
+                d = r.data
+                if d.dtype.kind in "fc" and (non_diff is None or id(raw[i]) not in non_diff):
+                    r.requires_grad = True
+                    r.grad_fn = self
+                    r._out_idx = i
+            self.output_meta = tuple((r.data.shape, r.data.dtype) for r in results)
+            if self._to_save is not None:
+                self.saved = _save(self._to_save, args, arrays, raw, results, first._make)
+                del self._to_save
+        if self.view:
+            _link_views(self.op, params, first, results)
+        return tuple(results) if type(out) is tuple else results[0]
 
     @classmethod
     def _forward_general(cls, node, arrays, params, first, args=()):
@@ -307,40 +309,41 @@ def _with_op_name(cls, error, arrays):
     return kind(f"{cls.__name__}: {error} (input shapes: {shapes})")
 
 
-def _save(items, args, raw, results, make):
+def _save(items, args, arrays, raw, results, make):
     """Turn what forward saved into ``SavedTensor`` records.
 
     An array that is an input's data is kept as that input Tensor (so higher-order
     gradients flow into it) with its version; one that is output ``i`` keeps only its
     array (no reference cycle through the node) and the output's version counter; anything
-    else is a constant.
+    else is a constant (with its argument's position when it is one of forward's plain
+    arguments: a scalar exponent). ``arrays`` is what forward received for ``args``.
     """
     saved = []  # (on the hot path of every op that saves: plain loops, no helpers)
+    n = len(arrays)
     for item in items:
         if item is None:  # an input whose value no gradient needs
             saved.append(_NOTHING_SAVED)
             continue
         arr = item.data if isinstance(item, TensorBase) else item
-        for k, a in enumerate(args):
-            if isinstance(a, TensorBase) and a.data is arr:
-                vc = a._vc
-                saved.append(_tuple_new(SavedTensor, (a, arr, None, None,
-                                                      0 if vc is None else vc[0], None, k)))
+        k = 0  # which argument it is (n: none)
+        for a in arrays:
+            if a is arr:
+                break
+            k += 1
+        if k < n and isinstance(args[k], TensorBase):
+            vc = args[k]._vc
+            saved.append(_tuple_new(SavedTensor, (args[k], arr, None, None,
+                                                  0 if vc is None else vc[0], None, k)))
+            continue
+        for i, o in enumerate(raw):
+            if o is arr:  # the output tensor shares the version counter checked here
+                counter = results[i]._vc = [0]
+                saved.append(_tuple_new(SavedTensor, (None, results[i].data, i, counter, 0,
+                                                      make, None)))
                 break
         else:
-            for i, o in enumerate(raw):
-                if o is arr:  # the output tensor shares the version counter checked here
-                    counter = results[i]._vc = [0]
-                    saved.append(_tuple_new(SavedTensor, (None, results[i].data, i, counter, 0,
-                                                          make, None)))
-                    break
-            else:
-                if isinstance(arr, _generic):
-                    arr = backend.np.asarray(arr)  # a NumPy scalar would upcast float32 math
-                position = None
-                for k, a in enumerate(args):
-                    if a is item:  # a plain value passed to forward (a scalar exponent)
-                        position = k
-                        break
-                saved.append(_tuple_new(SavedTensor, (None, arr, None, None, 0, make, position)))
+            if isinstance(arr, _generic):
+                arr = backend.np.asarray(arr)  # a NumPy scalar would upcast float32 math
+            saved.append(_tuple_new(SavedTensor, (None, arr, None, None, 0, make,
+                                                  k if k < n else None)))
     return tuple(saved)
