@@ -110,8 +110,8 @@ class Function(Node):
         any_grad = False
         for a in args:
             if isinstance(a, TensorBase):
-                if a._view_of is not None and a._vc[0] != a._view_version:
-                    _refresh_view(a)
+                if grad_mode and a._view_of is not None and a._vc[0] != a._view_version:
+                    _refresh_view(a)  # (only its graph history is stale: no_grad needs none)
                 d = a.data
                 if first is None:
                     first, first_data = a, d
@@ -138,13 +138,14 @@ class Function(Node):
         record = any_grad and grad_mode
         if type(first_data) is not _ndarray:  # (the class default is NumPy)
             node.xp = _XP_BY_TYPE[type(first_data)]
+        primitive = cls._raw
         if record:
             node.needs_input_grad = tuple(map(bool, edges))  # an edge is a non-empty tuple
-        elif not cls._raw:  # a user's forward may read it; a primitive's backward never runs
+        elif not primitive:  # a user's forward may read it; a primitive's backward never runs
             node.needs_input_grad = (False,) * len(args)
 
         try:
-            if not cls._raw or PROCESS.watched:
+            if not primitive or PROCESS.watched:
                 if forward_ad.LEVELS:  # forward-mode AD: outputs that carry tangents
                     duals = forward_ad.apply_dual(cls, node, args, params)
                     if duals is not None:
@@ -158,7 +159,7 @@ class Function(Node):
         except (ValueError, IndexError) as e:
             raise _with_op_name(cls, e, arrays) from None
 
-        if type(out) is tuple or node._non_diff is not None:
+        if type(out) is tuple or (record and node._non_diff is not None):
             return node._outputs(out, args, arrays, edges if record else None, first, params)
         # one output, the common case
         result = _new(first._output_class)
