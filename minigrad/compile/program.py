@@ -47,7 +47,6 @@ class ForwardCtx:
         return self.op_name + "Backward"
 
 
-
 class ReplayCtx(ForwardCtx):
     """The ctx of an op whose backward rule is replayed whole (``Instruction.whole``), or
     that keeps arrays on ctx that its backward reads (``Instruction.kept``): what forward
@@ -358,6 +357,10 @@ class Program:
                 names[f"c{s}"] = src[1]
                 lines.append(f"    v{s} = c{s}")
         saving = {i.ctx_of for i in self.instructions if i.live and i.ctx_of is not None}
+        dies_at = {}  # instruction -> the slots read (or viewed) for the last time there
+        for s, k in last.items():
+            if s not in self.outputs:
+                dies_at.setdefault(k, []).append(s)
         indent, quiet = "    ", False
         for k, ins in enumerate(self.instructions):
             if ins.live and ins.quiet != quiet:  # entering or leaving a backward pass
@@ -369,8 +372,7 @@ class Program:
                 lines.append(f"{indent}# {k}: {ins.name} (removed: nothing reads its result)")
                 continue
             lines.append(indent + self._line(k, ins, names, k in saving))
-            dead = sorted({s for s in ins.reads() + ins.made()
-                           if last.get(s) == k and s not in self.outputs})
+            dead = sorted(dies_at.get(k, ()))
             if dead:
                 lines.append(indent + "del " + ", ".join(f"v{s}" for s in dead))
         lines.append("    return (" + "".join(f"v{s}, " for s in self.outputs) + ")")

@@ -46,8 +46,8 @@ REPLAYED_WHOLE = frozenset((Tanh.backward, Sigmoid.backward, Attention.backward)
 
 def replayed_whole(op):
     """Whether the backward rule of primitive ``op`` is recorded as one call."""
-    return op.backward in REPLAYED_WHOLE or not op.__module__.startswith(("minigrad.ops.",
-                                                                            "minigrad.fused."))
+    ours = op.__module__.startswith(("minigrad.ops.", "minigrad.fused."))
+    return op.backward in REPLAYED_WHOLE or not ours
 
 
 class Unsupported(Exception):
@@ -374,7 +374,7 @@ class Recorder:
         out_slots = self._outputs([out], written=accumulate)
         name = ("accumulate" if accumulate else "set") + "_grad"
         self._append(Instruction("grad", write, name, ins, out_slots, effect=True,
-                                        leaf=leaf, accumulate=accumulate))
+                                 leaf=leaf, accumulate=accumulate))
 
     def call(self, fn, args, kwargs):
         """A ``@replayed_as_call`` function: run it as one instruction."""
@@ -395,7 +395,7 @@ class Recorder:
                 self.belief[slot] = fingerprint(a)  # what replay will hold after it too
             out_slots = [self._new_slot(a) for a in arrays]
             self._append(Instruction("call", fn, fn.__qualname__, [], out_slots,
-                                            args=args, kwargs=kwargs, effect=True))
+                                     args=args, kwargs=kwargs, effect=True))
         return result
 
 
