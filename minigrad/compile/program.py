@@ -442,8 +442,8 @@ class Program:
             read = ", ".join(f"v{i}" if type(i) is int else repr(i) for i in ins.ins)
             notes = [n for n, on in (("random", ins.random), ("in place", ins.inplace),
                                      ("REMOVED", not ins.live)) if on]
-            rows.append(f"{k:4d}  {ins.kind:8s} {ins.name:26s} {read:24s} -> {made}"
-                        + (f"   [{', '.join(notes)}]" if notes else ""))
+            rows.append((f"{k:4d}  {ins.kind:8s} {ins.name:26s} {read:24s} -> {made}"
+                         + (f"   [{', '.join(notes)}]" if notes else "")).rstrip())
         peak, total = self.memory()
         kinds = {}
         for ins in self.instructions:
