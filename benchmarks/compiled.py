@@ -1,24 +1,31 @@
-"""The training steps of benchmarks.run captured with mg.compile, beside eager minigrad and
-eager PyTorch (nn.Transformer), in one process with the same threads:
+"""The training steps of benchmarks.run and the per-op chain of benchmarks.bench_engine
+captured with mg.compile, beside eager minigrad and eager PyTorch, in one process with the
+same threads:
 
-    python -m benchmarks.compiled [--only tiny,small,medium] [--repeats 20] [--threads N]
+    python -m benchmarks.compiled [--only tiny,small,medium,chain] [--repeats 20]
+                                  [--threads 1,2]
 
-For each step: the median time of eager minigrad, of the replayed step and of PyTorch, the
-time of the capture (the three calls before the first replay), the ratio of each minigrad
-time to PyTorch's, and each to the floor (the step's matrix products alone, as in
-benchmarks.run). Peak memory allocated during a call (tracemalloc)
-(of an eager and of a replayed step).
+For each step: the median time of eager minigrad, of the replayed step and of PyTorch
+(nn.Transformer), the time of the capture (the calls before the first replay), the ratio of
+each minigrad time to PyTorch's, and each to the floor (the step's matrix products alone,
+as in benchmarks.run). Peak memory allocated during a call (tracemalloc), of an eager and of
+a replayed step. For the chain (100 small elementwise ops, forward and backward): the time
+per op, and the floor is the same chain written in NumPy (forward and its gradients by
+hand). ``--threads 1,2`` runs everything once per thread count.
 """
 import argparse
 import statistics
 import time
 import tracemalloc
 
+import numpy as np
+
 import minigrad as mg
-from benchmarks import workloads
+from benchmarks import bench_engine, workloads
 from benchmarks.run import matmul_floor
 from benchmarks.timing import blas_threads, machine_line, set_threads, torch
-from minigrad.demos._cli import positive_int
+
+SECTIONS = ("tiny", "small", "medium", "chain")
 
 
 def median_time(call, repeats):
@@ -42,40 +49,100 @@ def peak_traced(step):
     return peak
 
 
-def bench(name, repeats):
+def capture(compiled, *args):
+    """Call ``compiled(*args)`` until it replays; the time that took (the capture)."""
+    start = time.perf_counter()
+    while compiled.replays == 0:
+        compiled(*args)
+    return time.perf_counter() - start
+
+
+def report(name, unit, t_eager, t_compiled, t_torch, t_floor, captured, extra=""):
+    scale = {"ms": 1e3, "us": 1e6}[unit]
+    print(f"{name:7s} eager {t_eager * scale:7.2f} {unit}  compiled {t_compiled * scale:7.2f} "
+          f"{unit}  torch {t_torch * scale:7.2f} {unit}  floor {t_floor * scale:6.2f} {unit} | "
+          f"to torch: eager {t_eager / t_torch:.2f}, compiled {t_compiled / t_torch:.2f} | "
+          f"to floor: eager {t_eager / t_floor:.2f}, compiled {t_compiled / t_floor:.2f} | "
+          f"capture {captured * 1e3:.0f} ms{extra}", flush=True)
+
+
+def bench_step(name, repeats):
     cfg = workloads.SIZES[name]
     eager = workloads.minigrad_step(cfg)
     floor = matmul_floor(eager)
     compiled = mg.compile(workloads.minigrad_step(cfg))
-    start = time.perf_counter()
-    while compiled.replays == 0:
-        compiled()
-    capture = time.perf_counter() - start
+    captured = capture(compiled)
     t_eager, t_compiled = median_time(eager, repeats), median_time(compiled, repeats)
     t_floor = median_time(floor, repeats)
     t_torch = median_time(workloads.torch_step(cfg), repeats) if torch else float("nan")
     mem_eager, mem_compiled = peak_traced(eager), peak_traced(compiled)
-    print(f"{name:7s} eager {t_eager * 1e3:7.2f} ms  compiled {t_compiled * 1e3:7.2f} ms  "
-          f"torch {t_torch * 1e3:7.2f} ms  floor {t_floor * 1e3:6.2f} ms | to torch: eager "
-          f"{t_eager / t_torch:.2f}, compiled {t_compiled / t_torch:.2f} | to floor: eager "
-          f"{t_eager / t_floor:.2f}, compiled {t_compiled / t_floor:.2f} | capture "
-          f"{capture * 1e3:.0f} ms | peak memory eager {mem_eager / 2**20:.1f} MiB, compiled "
-          f"{mem_compiled / 2**20:.1f} MiB")
+    report(name, "ms", t_eager, t_compiled, t_torch, t_floor, captured,
+           f" | peak memory eager {mem_eager / 2**20:.1f} MiB, compiled "
+           f"{mem_compiled / 2**20:.1f} MiB")
+
+
+def chain_numpy(x, w, rounds=bench_engine.CHAIN_OPS // 5):
+    """bench_engine's chain on bare NumPy arrays: forward, then the gradients of x and w."""
+    kept, y = [], x
+    for _ in range(rounds):
+        t = np.tanh(y * w + x)
+        kept.append((y, t))
+        y = (t - w) * 0.5
+    g, gx, gw = np.ones_like(y), np.zeros_like(x), np.zeros_like(w)
+    for y_in, t in reversed(kept):
+        g = g * 0.5
+        gw -= g
+        g = g * (1 - t * t)
+        gx += g
+        gw += g * y_in
+        g = g * w
+    gx += g
+    return gx, gw
+
+
+def bench_chain(repeats):
+    n = bench_engine.CHAIN_OPS
+    repeats *= 10  # (a call takes a millisecond or so)
+    x, w, tx, tw = bench_engine.chain_inputs()
+    xa, wa = x.numpy().copy(), w.numpy().copy()
+    cx, cw = bench_engine.chain_inputs()[:2]
+    compiled = mg.compile(bench_engine.chain_minigrad)
+    captured = capture(compiled, cx, cw)
+    t_eager = median_time(lambda: bench_engine.chain_minigrad(x, w), repeats) / n
+    t_compiled = median_time(lambda: compiled(cx, cw), repeats) / n
+    t_floor = median_time(lambda: chain_numpy(xa, wa), repeats) / n
+    t_torch = median_time(lambda: bench_engine.chain_torch(tx, tw), repeats) / n \
+        if torch else float("nan")
+    report("chain", "us", t_eager, t_compiled, t_torch, t_floor, captured, " (times per op)")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compiled")
-    parser.add_argument("--only", default="tiny,small,medium")
-    parser.add_argument("--repeats", type=positive_int, default=20)
-    parser.add_argument("--threads", type=positive_int, default=None)
+    parser.add_argument("--only", default=",".join(SECTIONS))
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--threads", default=None,
+                        help="threads for both libraries; a list (1,2) runs each in turn")
     args = parser.parse_args(argv)
-    if args.threads:
-        set_threads(args.threads)
-    print(machine_line(), f"| BLAS threads: {blas_threads()}")
-    for name in args.only.split(","):
-        if name not in workloads.SIZES:
-            parser.error(f"--only: unknown step {name!r} (choose from tiny, small, medium)")
-        bench(name, args.repeats)
+    only = args.only.split(",")
+    for name in only:
+        if name not in SECTIONS:
+            parser.error(f"--only: unknown section {name!r} (choose from {', '.join(SECTIONS)})")
+    try:
+        threads = [int(n) for n in args.threads.split(",")] if args.threads else [None]
+    except ValueError:
+        parser.error(f"--threads: expected numbers separated by commas, got {args.threads!r}")
+    if args.repeats < 1 or any(n is not None and n < 1 for n in threads):
+        parser.error("--repeats and --threads must be positive")
+    print(machine_line())
+    for n in threads:
+        set_threads(n)
+        print(f"BLAS threads: {blas_threads()}; torch threads: "
+              f"{torch.get_num_threads() if torch else '-'}")
+        for name in only:
+            if name == "chain":
+                bench_chain(args.repeats)
+            else:
+                bench_step(name, args.repeats)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ backend uses too) keyed by the same seed. Element i of the next mask is a pure f
 offset alone. On the CPU the masks come from the host generator, as every other draw: a
 run is reproducible on each device, but a CUDA run's dropout masks differ from a CPU run's.
 """
-import copy
 import math
 
 import numpy as np
@@ -31,7 +30,12 @@ class Source:
 
     def fork(self):
         """A copy that draws what this source would draw next, without moving it."""
-        return copy.deepcopy(self)
+        twin = object.__new__(Source)
+        twin.seed, twin.offset = self.seed, self.offset
+        bits = type(self.host.bit_generator)(0)  # (a seed of 0 skips gathering entropy)
+        bits.state = self.host.bit_generator.state
+        twin.host = np.random.Generator(bits)
+        return twin
 
 
 _source = Source(DEFAULT_SEED)

@@ -115,7 +115,7 @@ class CompiledStep:
             program.outputs = outputs
             if entry.first is None:
                 entry.first, entry.rebuild = program, rebuild
-                entry.modules = _modules(self.fn, args, kwargs, recorder.modules)
+                entry.modules = _submodules(_modules(self.fn, args, kwargs, recorder.modules))
                 entry.training = _training(entry.modules)
                 entry.leaves = [i.leaf for i in program.instructions if i.kind == "grad"]
                 self._note(f"captured {len(program.instructions)} operations; checking them "
@@ -220,5 +220,10 @@ def _modules(fn, args, kwargs, seen):
     return tuple(found.values())
 
 
+def _submodules(modules):
+    """Every module under ``modules`` once, listed at capture (not walked at each call)."""
+    return tuple({id(m): m for top in modules for m in top.modules()}.values())
+
+
 def _training(modules):
-    return tuple(m.training for top in modules for m in top.modules())
+    return [m.training for m in modules]

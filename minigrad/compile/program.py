@@ -3,7 +3,9 @@
 ``Program.build`` turns the instructions into the source of one Python function (printed by
 ``listing()``): a line per instruction, ``del`` as soon as a slot is read for the last time
 (so arrays are freed as early as in eager mode, or earlier), and no line for an instruction
-whose results nothing reads (dead-code elimination). Running it creates no graph nodes.
+whose results nothing reads (dead-code elimination). Running it creates no graph nodes and
+no Tensors: each op's ``forward`` is called on arrays, the backward pass is the ops its
+rules ran (the same forwards), under ``with backward_pass():`` as the engine runs it.
 """
 import numpy as np
 
@@ -13,11 +15,11 @@ from ..autograd.graph import TensorBase
 _FIXED = frozenset(("xp", "params", "needs_input_grad", "op_name", "op"))
 
 
-class ReplayCtx:
-    """What an op's ``forward`` and ``backward`` receive as ``ctx`` during replay: the same
-    params and ``needs_input_grad`` as when it was captured, the op class's own attributes
-    (``MaxDim._arg``), and what forward saves, kept until backward has run (then released,
-    as the engine releases a node)."""
+class ForwardCtx:
+    """What an op's ``forward`` receives as ``ctx`` during replay: the same params and
+    ``needs_input_grad`` as when it was captured and the op class's own attributes
+    (``MaxDim._arg``). What forward saves for backward is dropped: the backward pass reads
+    the arrays from their slots (see ``ReplayCtx`` for the ops whose backward needs them)."""
     saved = None
     _to_save = ()
     op = None
@@ -33,7 +35,7 @@ class ReplayCtx:
         return getattr(self.op, name)
 
     def save_for_backward(self, *items):
-        self._to_save = items
+        pass
 
     def save_for_forward(self, *items):
         pass
@@ -44,10 +46,26 @@ class ReplayCtx:
     def name(self):
         return self.op_name + "Backward"
 
+
+class ReplayCtx(ForwardCtx):
+    """The ctx of an op whose backward rule is replayed whole (``Instruction.whole``), or
+    that keeps arrays on ctx that its backward reads (``Instruction.kept``): what forward
+    saves is kept until backward (or ``take``) has run, then released, as the engine
+    releases a node."""
+
+    def save_for_backward(self, *items):
+        self._to_save = items
+
     @property
     def saved_tensors(self):
         return tuple(_make(self.xp.asarray(a)) if hasattr(a, "shape") and
                      not isinstance(a, TensorBase) else a for a in self._to_save)
+
+    def take(self, kept):
+        """The arrays forward kept (``("saved", i)`` or ``("attr", name)``), released."""
+        out = [self._to_save[i] if where == "saved" else self.__dict__[i] for where, i in kept]
+        self.release()
+        return out
 
     def release(self):
         for k in list(self.__dict__):
@@ -60,15 +78,24 @@ def _make(a):
     return Tensor._make(a)
 
 
+class backward_pass:
+    """``with backward_pass():`` around the replay of a backward pass: grad mode off and
+    NumPy's floating-point warnings silenced, as the engine runs one."""
+
+    def __enter__(self):
+        self.grad, STATE.grad_enabled = STATE.grad_enabled, False
+        self.quiet = np.errstate(all="ignore")
+        self.quiet.__enter__()
+
+    def __exit__(self, *exc):
+        self.quiet.__exit__(*exc)
+        STATE.grad_enabled = self.grad
+
+
 def run_backward_rule(rule, ctx, *grads):
-    """An op's backward on raw arrays: the gradients come back as arrays (None where
-    there is none); ctx's saved arrays are released."""
-    before, STATE.grad_enabled = STATE.grad_enabled, False  # as in the engine's backward
-    try:
-        with np.errstate(all="ignore"):
-            out = rule(ctx, *[None if g is None else _make(g) for g in grads])
-    finally:
-        STATE.grad_enabled = before
+    """An op's whole backward rule on raw arrays (inside ``backward_pass``): the gradients
+    come back as arrays (None where there is none); ctx's saved arrays are released."""
+    out = rule(ctx, *[None if g is None else _make(g) for g in grads])
     ctx.release()
     if type(out) is not tuple:
         out = (out,)
@@ -91,7 +118,8 @@ class Constant:
         return isinstance(other, Constant) and same_value(self.value, other.value)
 
     def __repr__(self):
-        return repr(self.value)
+        name = getattr(self.value, "__name__", None)  # (a module: np)
+        return name if name is not None else str(self.value)
 
 
 class SlotRef:
@@ -116,7 +144,7 @@ class Instruction:
     def __init__(self, kind, fn, name, ins, outs, params=None, single=True, scalar=False,
                  random=False, inplace=False, effect=False, needs=None, xp=np, args=(),
                  kwargs=None, leaf=None, accumulate=False, ctx_of=None, holds=(),
-                 param_slots=(), op=None):
+                 param_slots=(), op=None, whole=False, kept=()):
         self.kind, self.fn, self.name, self.ins, self.outs = kind, fn, name, ins, outs
         self.params = params or {}
         self.single, self.scalar, self.random, self.inplace = single, scalar, random, inplace
@@ -127,7 +155,18 @@ class Instruction:
         self.holds = holds    # slots its op saved for it (alive until it runs)
         self.param_slots = list(param_slots)  # slots read through params (SlotRef)
         self.op = op  # for "op": the primitive's class (its forward may read class attributes)
+        self.whole = whole  # for "op": its backward rule is replayed whole (a "backward")
+        self.kept = list(kept)  # for "op": [(where on ctx, slot)] of arrays kept for backward
+        self.quiet = False  # recorded during a backward pass
         self.live = True
+
+    def made(self):
+        """The slots it writes: its outputs and the arrays its forward kept."""
+        return [o for o in self.outs if o is not None] + [s for _, s in self.kept]
+
+    def reads(self):
+        """The slots it reads (or keeps alive, for a backward replayed whole)."""
+        return [i for i in self.ins if type(i) is int] + list(self.holds) + self.param_slots
 
     constant = Constant
 
@@ -136,7 +175,7 @@ class Instruction:
         return (self.kind, self.name, self.fn if self.kind != "grad" else self.fn.func,
                 tuple(self.ins), tuple(self.outs), self.single, self.scalar, self.random,
                 self.inplace, self.needs, self.accumulate, self.ctx_of, tuple(self.holds),
-                tuple(self.param_slots))
+                tuple(self.param_slots), self.whole, tuple(self.kept), self.quiet)
 
 
 def _reads_slot(value):
@@ -243,24 +282,21 @@ class Program:
 
     # --- optimising and generating the replay function ---------------------------------------
     def eliminate_dead_code(self):
+        """Mark live what the outputs, the effects (writes into .grad, calls, random draws)
+        and the backward rules replayed whole need; the rest is not replayed."""
         needed = set(self.outputs)
-        removed = 0
+        for ins in self.instructions:
+            ins.live = False
         for k in range(len(self.instructions) - 1, -1, -1):
             ins = self.instructions[k]
-            ins.live = ins.effect or any(o in needed for o in ins.outs if o is not None)
-            if ins.live:
-                needed.update(i for i in ins.ins if type(i) is int)
-                needed.update(ins.holds)
-                needed.update(ins.param_slots)
-                if ins.ctx_of is not None:
-                    self.instructions[ins.ctx_of].live = True
-                    needed.update(i for i in self.instructions[ins.ctx_of].ins
-                                  if type(i) is int)
-            else:
-                removed += 1
-        # an op kept only for its backward's ctx: its inputs are needed too (done above)
+            if not (ins.live or ins.effect or any(o in needed for o in ins.made())):
+                continue
+            ins.live = True
+            needed.update(ins.reads())
+            if ins.ctx_of is not None:  # its op's forward fills the ctx it reads
+                self.instructions[ins.ctx_of].live = True
         self.removed = sum(not i.live for i in self.instructions)
-        return removed
+        return self.removed
 
     def last_uses(self):
         """slot -> index of the last live instruction that reads it (or its view)."""
@@ -268,8 +304,7 @@ class Program:
         for k, ins in enumerate(self.instructions):
             if not ins.live:
                 continue
-            for s in [i for i in ins.ins if type(i) is int] + list(ins.holds) + \
-                    ins.param_slots + [o for o in ins.outs if o is not None]:
+            for s in ins.reads() + ins.made():
                 last[s] = k
         for view, base in self.bases.items():  # a base lives as long as its views
             if view in last:
@@ -290,7 +325,7 @@ class Program:
         for k, ins in enumerate(self.instructions):
             if not ins.live:
                 continue
-            for o in ins.outs:
+            for o in ins.made():
                 if o in owned and o not in made:
                     made.add(o)
                     alive += self.slots[o][2]
@@ -304,7 +339,7 @@ class Program:
         """Generate, compile and keep ``self.fn(inputs, tensors)``: the replay function."""
         self.eliminate_dead_code()
         last = self.last_uses()
-        names = {"run_backward_rule": run_backward_rule,
+        names = {"run_backward_rule": run_backward_rule, "backward_pass": backward_pass,
                  "call_returning_arrays": call_returning_arrays, "np": np}
         lines, tensors = [], []
         inputs = sorted((src[1], s) for s, (*_, src, _) in enumerate(self.slots)
@@ -321,16 +356,25 @@ class Program:
             else:
                 names[f"c{s}"] = src[1]
                 lines.append(f"    v{s} = c{s}")
+        saving = {i.ctx_of for i in self.instructions if i.live and i.ctx_of is not None}
+        dies_at = {}  # instruction -> the slots read (or viewed) for the last time there
+        for s, k in last.items():
+            if s not in self.outputs:
+                dies_at.setdefault(k, []).append(s)
+        indent, quiet = "    ", False
         for k, ins in enumerate(self.instructions):
+            if ins.live and ins.quiet != quiet:  # entering or leaving a backward pass
+                quiet = ins.quiet
+                if quiet:
+                    lines.append("    with backward_pass():  # grad mode off, NumPy quiet")
+                indent = "        " if quiet else "    "
             if not ins.live:
-                lines.append(f"    # {k}: {ins.name} (removed: nothing reads its result)")
+                lines.append(f"{indent}# {k}: {ins.name} (removed: nothing reads its result)")
                 continue
-            lines.append("    " + self._line(k, ins, names))
-            dead = sorted({s for s in [i for i in ins.ins if type(i) is int] + list(ins.holds)
-                           + ins.param_slots + [o for o in ins.outs if o is not None]
-                           if last.get(s) == k and s not in self.outputs})
+            lines.append(indent + self._line(k, ins, names, k in saving))
+            dead = sorted(dies_at.get(k, ()))
             if dead:
-                lines.append("    del " + ", ".join(f"v{s}" for s in dead))
+                lines.append(indent + "del " + ", ".join(f"v{s}" for s in dead))
         lines.append("    return (" + "".join(f"v{s}, " for s in self.outputs) + ")")
         self.source = "\n".join(lines)
         self.tensors = tensors
@@ -339,17 +383,23 @@ class Program:
         self.fn = names["replay"]
         return self
 
-    def _line(self, k, ins, names):
-        def arg(i):
+    def _line(self, k, ins, names, saving=False):
+        """The source line of instruction ``k`` (``saving``: a backward replayed whole reads
+        what its forward saves)."""
+        def arg(j, i):
             if type(i) is int:
                 return f"v{i}"
-            names[f"a{k}_{id(i)}"] = i.value
-            return f"a{k}_{id(i)}"
-        args = ", ".join(arg(i) for i in ins.ins)
+            names[f"a{k}_{j}"] = i.value
+            return f"a{k}_{j}"
+        args = ", ".join(arg(j, i) for j, i in enumerate(ins.ins))
         outs = ", ".join("_" if o is None else f"v{o}" for o in ins.outs)
+        if len(ins.outs) == 1 and (not ins.single or ins.kind in ("backward", "call")):
+            outs += ","  # (one output of a call that returns a tuple)
+        names[f"f{k}"] = ins.fn
         if ins.kind == "op":
-            names[f"f{k}"] = ins.fn
-            ins.ctx = ReplayCtx(ins.xp, ins.needs, ins.params, ins.name, ins.op)
+            kept = ins.kept
+            ctx_class = ReplayCtx if saving or kept else ForwardCtx
+            ins.ctx = ctx_class(ins.xp, ins.needs, ins.params, ins.name, ins.op)
             names[f"x{k}"] = ins.ctx
             kw = ""
             if ins.params:
@@ -365,17 +415,22 @@ class Program:
             call = f"f{k}(x{k}, {args}{kw})"
             if ins.scalar:
                 call = f"np.asarray({call})"
-            return prefix + f"{outs}{',' if len(ins.outs) == 1 and not ins.single else ''} = " + \
-                f"{call}  # {ins.name}"
+            line = prefix + f"{outs} = {call}  # {ins.name}"
+            if kept:  # what backward reads from ctx: taken into slots, the ctx released
+                names[f"w{k}"] = [where for where, _ in kept]
+                line += f"\n{'        ' if ins.quiet else '    '}" + \
+                    "".join(f"v{s}, " for _, s in kept) + f"= x{k}.take(w{k})"
+            return line
         if ins.kind == "backward":
-            names[f"f{k}"] = ins.fn
-            return f"{outs}, = run_backward_rule(f{k}, x{ins.ctx_of}, {args})  # {ins.name}"
-        names[f"f{k}"] = ins.fn
+            return f"{outs} = run_backward_rule(f{k}, x{ins.ctx_of}, {args})  # {ins.name}"
         if ins.kind == "call":
             names[f"a{k}"], names[f"k{k}"] = ins.args, ins.kwargs
             call = f"call_returning_arrays(f{k}, a{k}, k{k})"
-            return (f"{outs}, = {call}" if ins.outs else call) + f"  # {ins.name}"
-        return f"{outs} = f{k}({args})  # {ins.name}"
+            return (f"{outs} = {call}" if ins.outs else call) + f"  # {ins.name}"
+        call = f"f{k}({args})"
+        if ins.scalar:
+            call = f"np.asarray({call})"
+        return f"{outs} = {call}  # {ins.name}"
 
     # --- showing it ------------------------------------------------------------------------
     def listing(self):
@@ -387,8 +442,8 @@ class Program:
             read = ", ".join(f"v{i}" if type(i) is int else repr(i) for i in ins.ins)
             notes = [n for n, on in (("random", ins.random), ("in place", ins.inplace),
                                      ("REMOVED", not ins.live)) if on]
-            rows.append(f"{k:4d}  {ins.kind:8s} {ins.name:26s} {read:24s} -> {made}"
-                        + (f"   [{', '.join(notes)}]" if notes else ""))
+            rows.append((f"{k:4d}  {ins.kind:8s} {ins.name:26s} {read:24s} -> {made}"
+                         + (f"   [{', '.join(notes)}]" if notes else "")).rstrip())
         peak, total = self.memory()
         kinds = {}
         for ins in self.instructions:

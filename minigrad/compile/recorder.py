@@ -5,8 +5,11 @@ Three kinds of work are recorded:
 
 * each primitive op (``Function.apply`` takes its general path while the recorder is one of
   ``PROCESS.watchers``, and hands the op to ``Recorder.forward``): the op's ``forward`` on
-  raw arrays, its params, which arrays it read and which it made. The backward pass is
-  made of ops too (backward rules are written with Tensor ops), so it is recorded the same way;
+  raw arrays, its params, which arrays it read and which it made (and the arrays it saved
+  for backward that are neither). Backward rules are written with Tensor ops, so the
+  backward pass is recorded op by op the same way; the few rules that work on raw arrays
+  call them through ``fused.differentiate.on_arrays``, recorded as one instruction each,
+  and the rules listed in ``REPLAYED_WHOLE`` are recorded as one call of the whole rule;
 * the engine's own array work (gradient sums, writes into ``.grad``), through the hooks
   in ``autograd/engine.py``;
 * whole calls of the functions marked ``@replayed_as_call`` (the optimiser's ``step`` and
@@ -28,9 +31,23 @@ from ..autograd import engine, function
 from ..autograd.grad_mode import PROCESS, STATE
 from ..autograd.graph import TensorBase
 from ..backend import random as _random
+from ..fused.attention import Attention
+from ..ops.elementwise import Sigmoid, Tanh
 from .program import Instruction, Program, SlotRef
 
 ACTIVE = [None]  # the recorder capturing a step, if any
+
+# Backward rules that compute on raw arrays without ``on_arrays`` (or, for attention, with
+# a random source saved by forward): each is recorded as one instruction that calls the
+# whole rule again, with what the replayed forward saved. Every other rule of minigrad's
+# ops is recorded op by op; a rule of an op defined elsewhere (a user's Primitive) whole.
+REPLAYED_WHOLE = frozenset((Tanh.backward, Sigmoid.backward, Attention.backward))
+
+
+def replayed_whole(op):
+    """Whether the backward rule of primitive ``op`` is recorded as one call."""
+    ours = op.__module__.startswith(("minigrad.ops.", "minigrad.fused."))
+    return op.backward in REPLAYED_WHOLE or not ours
 
 
 class Unsupported(Exception):
@@ -84,6 +101,8 @@ class Recorder:
         self.broken = None
         self.modules = {}      # id -> module that ran ops (their training flags are guarded)
         self.node_index = {}   # id(node) -> (index of its op's instruction, node)
+        self.in_rule = 0       # > 0 while a backward rule is recorded op by op
+        self.walking = 0       # > 0 while the engine walks a backward pass
         for i, t in enumerate(input_tensors):
             self._new_slot(t.data, ("input", i))
 
@@ -94,13 +113,13 @@ class Recorder:
                                "cannot call each other while they capture)")
         ACTIVE[0] = self
         function.capture = engine.capture = self
-        PROCESS.watchers = PROCESS.watchers + ("mg.compile",)
+        PROCESS.watchers = PROCESS.watchers + (self,)  # (the engine calls walk_backward)
         return self
 
     def __exit__(self, *exc):
         ACTIVE[0] = None
         function.capture = engine.capture = None
-        PROCESS.watchers = tuple(w for w in PROCESS.watchers if w != "mg.compile")
+        PROCESS.watchers = tuple(w for w in PROCESS.watchers if w is not self)
         if exc[0] is None and self.broken is None:
             self._check_all("the end of the step")
         return False
@@ -123,11 +142,19 @@ class Recorder:
         self.program.add_slot(array, source, None if base is None else self.slot_of.get(id(base)))
         return slot
 
+    def _known(self, array):
+        slot = self.slot_of.get(id(array))
+        return slot is not None and self.arrays[slot] is array
+
     def _ref(self, array, tensor=None):
         """The slot of an array an instruction reads (a new one, bound to where it came
-        from, the first time it is seen)."""
+        from, the first time it is seen: never inside a backward rule, whose arrays all
+        come from the step's ops)."""
         slot = self.slot_of.get(id(array))
         if slot is None:
+            if self.in_rule:
+                raise Unsupported("a backward rule read an array that no recorded op made "
+                                  "(raw array work outside on_arrays?)")
             return self._new_slot(array, ("tensor", tensor) if tensor is not None
                                   else ("array", array))
         if fingerprint(array) != self.belief[slot]:
@@ -189,16 +216,33 @@ class Recorder:
         outs = [o if type(o) in backend._XP_BY_TYPE else node.xp.asarray(o) for o in outs]
         scalar = single and type(out) not in backend._XP_BY_TYPE
         out_slots = self._outputs(outs)
+        whole = replayed_whole(cls)
         self.node_index[id(node)] = (len(self.program.instructions), node)
-        self.program.append(Instruction(
+        self._append(Instruction(
             "op", cls.forward, cls.__name__, ins, out_slots, params=recorded_params,
             param_slots=read, single=single,
             scalar=scalar, random=random, needs=getattr(node, "needs_input_grad", None),
-            xp=node.xp, op=cls))
+            xp=node.xp, op=cls, whole=whole, kept=() if whole else self._kept(node)))
         scope = STATE.scope
         if scope is not None:
             self.modules[id(scope)] = scope
         return outs[0] if single else tuple(outs)
+
+    def _kept(self, node):
+        """What forward kept on ``ctx`` for backward that no slot holds yet (dropout's
+        mask): [(where, new slot)], read back from the ctx at each replay."""
+        kept = []
+        for i, item in enumerate(node._to_save or ()):
+            if type(item) in backend._XP_BY_TYPE and not self._known(item):
+                kept.append((("saved", i), self._new_slot(item)))
+        for name, value in vars(node).items():
+            if type(value) in backend._XP_BY_TYPE and not self._known(value):
+                kept.append((("attr", name), self._new_slot(value)))
+        return kept
+
+    def _append(self, instruction):
+        instruction.quiet = self.walking > 0
+        self.program.append(instruction)
 
     def _params(self, cls, params):
         """The params as recorded: an array the step computed (the indices of an
@@ -217,33 +261,83 @@ class Recorder:
             recorded[k] = type(v)(ref(a) for a in v) if type(v) in (tuple, list) else ref(v)
         return recorded, read
 
-    def array_op(self, fn, arrays):
-        """The engine's array work (a gradient sum): run and record."""
+    def array_op(self, fn, args):
+        """Array work outside the ops (the engine's gradient sums, a fused backward's
+        ``on_arrays``): run ``fn(*args)`` and record it. Arguments that are not arrays
+        are recorded as constants; it returns an array or a tuple of arrays (or None)."""
         if self.paused:
-            return fn(*arrays)
+            return fn(*args)
         try:
-            ins = [self._ref(a) for a in arrays]
+            ins = [self._ref(a) if type(a) in backend._XP_BY_TYPE else Instruction.constant(a)
+                   for a in args]
         except Unsupported as e:
             self.unsupported(str(e))
-            return fn(*arrays)
-        out = fn(*arrays)
-        inplace = out is arrays[0]
-        out_slots = self._outputs([out], written=inplace)
-        self.program.append(Instruction("array", fn, fn.__name__.strip("_"), ins, out_slots,
-                                        inplace=inplace))
+            return fn(*args)
+        out = fn(*args)
+        single = type(out) is not tuple
+        outs = [out] if single else list(out)
+        scalar = single and out is not None and type(out) not in backend._XP_BY_TYPE
+        if scalar:  # (NumPy makes a scalar of a 0-d result; replay makes it an array too)
+            out = outs[0] = np.asarray(out)
+        inplace = outs[0] is args[0]
+        out_slots = self._outputs(outs, written=inplace)
+        self._append(Instruction("array", fn, fn.__name__.strip("_"), ins, out_slots,
+                                 inplace=inplace, single=single, scalar=scalar))
         return out
 
+    def walk_backward(self, order, grads_of):
+        """The engine starts a backward pass (``order``: its nodes): the gradients it
+        starts from get their slots, and what is recorded until the walk ends is marked
+        as the backward pass (replayed, as it runs, with grad mode off and NumPy quiet)."""
+        if not self.paused:
+            try:
+                for slots in grads_of.values():
+                    for g in slots:
+                        if g is not None:
+                            self._ref(g.data, g)
+            except Unsupported as e:
+                self.unsupported(str(e))
+        return self._walk(order)
+
+    def _walk(self, order):
+        self.walking += 1
+        try:
+            yield from order
+        finally:
+            self.walking -= 1
+
     def backward(self, node, grads):
-        """An op's backward rule, run and recorded as one instruction (its own ops are not
-        recorded one by one: it may work on raw arrays, as the fused ops do)."""
+        """Run an op's backward rule: its ops are recorded one by one, as forward's are
+        (or, for a rule in ``REPLAYED_WHOLE``, the whole rule as one instruction)."""
         rule = type(node).backward
         if self.paused or not node._raw:  # a user Function's backward: its ops are recorded
             return rule(node, *grads)
         found = self.node_index.get(id(node))
+        if STATE.grad_enabled:
+            self.unsupported("a backward pass with create_graph=True (replay builds no graph)")
+        elif found is None or found[1] is not node:
+            self.unsupported(f"the backward of {node.name()}, an op that ran before the step "
+                             "began")
+        if self.paused:
+            return rule(node, *grads)
+        if replayed_whole(type(node).op):
+            return self._whole_rule(node, grads, found[0])
+        self.in_rule += 1
         try:
-            if found is None or found[1] is not node:
-                raise Unsupported(f"the backward of {node.name()}, an op that ran before the "
-                                  "step began")
+            out = rule(node, *grads)
+        finally:
+            self.in_rule -= 1
+        for g in out if type(out) is tuple else (out,):
+            if g is not None and not self._known(g.data):
+                self.unsupported(f"the backward of {node.name()} made a gradient outside "
+                                 "minigrad's ops (raw array work outside on_arrays?)")
+        return out
+
+    def _whole_rule(self, node, grads, index):
+        """A backward rule recorded as one instruction, which calls it again at replay with
+        the ctx of its op's replayed forward."""
+        rule = type(node).backward
+        try:
             ins = [Instruction.constant(None) if g is None else self._ref(g.data, g)
                    for g in grads]
         except Unsupported as e:
@@ -251,13 +345,13 @@ class Recorder:
             return rule(node, *grads)
         holds = sorted({self.slot_of[id(s.array)] for s in node.saved or ()
                         if id(s.array) in self.slot_of}
-                       | set(self.program.instructions[found[0]].param_slots))
+                       | set(self.program.instructions[index].param_slots))
         with _Paused(self):
             out = rule(node, *grads)
         outs = out if type(out) is tuple else (out,)
         out_slots = self._outputs([None if g is None else g.data for g in outs])
-        self.program.append(Instruction("backward", rule, node.name(), ins, out_slots,
-                                        ctx_of=found[0], holds=holds))
+        self._append(Instruction("backward", rule, node.name(), ins, out_slots,
+                                 ctx_of=index, holds=holds))
         return out
 
     def write_grad(self, leaf, g, owned):
@@ -279,8 +373,8 @@ class Recorder:
         out = write(*[self.arrays[i] for i in ins])
         out_slots = self._outputs([out], written=accumulate)
         name = ("accumulate" if accumulate else "set") + "_grad"
-        self.program.append(Instruction("grad", write, name, ins, out_slots, effect=True,
-                                        leaf=leaf, accumulate=accumulate))
+        self._append(Instruction("grad", write, name, ins, out_slots, effect=True,
+                                 leaf=leaf, accumulate=accumulate))
 
     def call(self, fn, args, kwargs):
         """A ``@replayed_as_call`` function: run it as one instruction."""
@@ -300,8 +394,8 @@ class Recorder:
             for slot, a in enumerate(self.arrays):  # it may change any array: they are now
                 self.belief[slot] = fingerprint(a)  # what replay will hold after it too
             out_slots = [self._new_slot(a) for a in arrays]
-            self.program.append(Instruction("call", fn, fn.__qualname__, [], out_slots,
-                                            args=args, kwargs=kwargs, effect=True))
+            self._append(Instruction("call", fn, fn.__qualname__, [], out_slots,
+                                     args=args, kwargs=kwargs, effect=True))
         return result
 
 

@@ -2,7 +2,7 @@
 ignored targets) as one op, beside the composite it equals."""
 from .. import backend
 from ..autograd.function import Primitive
-from .differentiate import tangent_by
+from .differentiate import on_arrays, tangent_by
 
 
 def composite(x, target, weight=None, ignore_index=-100, reduction="mean",
@@ -68,31 +68,17 @@ class CrossEntropy(Primitive):
     @staticmethod
     def backward(ctx, grad):
         x, target, weight = ctx.saved_tensors
-        xp, params = ctx.xp, ctx.params
-        e, ignore, reduction = params["label_smoothing"], params["ignore_index"], \
-            params["reduction"]
+        params = ctx.params
         M, C = x.shape
-        t, w = target.data, None if weight is None else weight.data
-        valid = t != ignore
-        safe = xp.where(valid, t, 0)
-        v = valid.astype(x.dtype)
-        w_t = v if w is None else v * w[safe]
-        # the constant part: (1 - e) * w_t at the target, e / C * v * w everywhere
-        const = xp.zeros((M, C), dtype=x.dtype)
-        if e:
-            const += (e / C) * v[:, None] * (1.0 if w is None else w)
-        const[xp.arange(M), safe] += (1.0 - e) * w_t
-        total_w = C if w is None else w.sum()
-        a = ((1.0 - e) * w_t + (e / C) * v * total_w)[:, None]              # (M, 1)
-        if reduction == "none":
+        a, const, total = on_arrays(
+            _target_terms, ctx.xp, x.dtype, C, target.data,
+            None if weight is None else weight.data, params["ignore_index"],
+            params["label_smoothing"])
+        if params["reduction"] == "none":
             coef = grad.reshape(M, 1)
-        elif reduction == "sum":
+        elif params["reduction"] == "sum":
             coef = grad
         else:
-            # as PyTorch: every target ignored, a zero gradient (a and const are 0);
-            # targets of zero weight only, NaN (0 / 0) everywhere
-            total = w_t.sum()
-            total = xp.where(total != 0, total, xp.where(v.any(), xp.nan, 1)).astype(x.dtype)
             coef = grad / total
         return (x.softmax(1) * a - const) * coef, None, None
 
@@ -102,3 +88,25 @@ class CrossEntropy(Primitive):
         p = ctx.params
         return tangent_by(lambda x, w: composite(x, target, w, p["ignore_index"], p["reduction"],
                                                  p["label_smoothing"]), x, weight)
+
+
+def _target_terms(xp, dtype, C, t, w, ignore, e):
+    """What CrossEntropy's dx takes from the targets, on raw arrays: (a (M, 1), const
+    (M, C), the divisor of 'mean'), dx = (softmax(x) * a - const) * grad / divisor."""
+    M = t.shape[0]
+    valid = t != ignore
+    safe = xp.where(valid, t, 0)
+    v = valid.astype(dtype)
+    w_t = v if w is None else v * w[safe]
+    # the constant part: (1 - e) * w_t at the target, e / C * v * w everywhere
+    const = xp.zeros((M, C), dtype=dtype)
+    if e:
+        const += (e / C) * v[:, None] * (1.0 if w is None else w)
+    const[xp.arange(M), safe] += (1.0 - e) * w_t
+    total_w = C if w is None else w.sum()
+    a = ((1.0 - e) * w_t + (e / C) * v * total_w)[:, None]                  # (M, 1)
+    # as PyTorch: every target ignored, a zero gradient (a and const are 0); targets of
+    # zero weight only, NaN (0 / 0) everywhere
+    total = w_t.sum()
+    total = xp.where(total != 0, total, xp.where(v.any(), xp.nan, 1)).astype(dtype)
+    return a, const, total

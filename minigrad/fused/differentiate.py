@@ -1,5 +1,6 @@
-"""Second derivatives of a fused op (its composite, differentiated by the engine), and
-what a fused op's jvp reads of its forward."""
+"""Second derivatives of a fused op (its composite, differentiated by the engine), what a
+fused op's jvp reads of its forward, and the raw array work of a fused op's backward."""
+from ..autograd import function
 from ..autograd import grad as gradients
 from ..autograd.forward_ad import tangent_by  # noqa: F401  (the composite's tangent)
 from ..autograd.grad_mode import enable_grad
@@ -17,6 +18,15 @@ def composite_grads(composite, inputs, grad, needs):
         wanted = [v for v, n in zip(views, needs) if n]
         found = iter(gradients(out, wanted, grad, create_graph=True, allow_unused=True))
     return tuple(next(found) if n else None for n in needs)
+
+
+def on_arrays(fn, *args):
+    """``fn(*args)``: a backward rule's work on raw arrays (one pass, or one GPU kernel,
+    instead of several Tensor ops). While ``mg.compile`` captures a step, the call is
+    recorded as one instruction of the step's program, as the ops around it are."""
+    if function.capture is None:
+        return fn(*args)
+    return function.capture.array_op(fn, args)
 
 
 def saved_array(ctx, i):

@@ -2,7 +2,7 @@
 from .. import backend
 from ..autograd.function import Primitive
 from ..autograd.grad_mode import STATE
-from .differentiate import saved_array
+from .differentiate import on_arrays, saved_array
 
 
 def composite(x, keep, p):
@@ -29,7 +29,8 @@ class Dropout(Primitive):
         (keep,) = ctx.saved_tensors
         scale = 1.0 / (1.0 - ctx.params["p"])
         if not STATE.grad_enabled:  # one pass (the forward's kernel) over raw arrays
-            return grad._make(ctx.xp.asarray(backend.dropout(grad.data, keep.data, scale)))
+            dx = on_arrays(backend.dropout, grad.data, keep.data, scale)
+            return grad._make(ctx.xp.asarray(dx))
         return grad * keep * scale
 
     @staticmethod

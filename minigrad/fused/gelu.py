@@ -9,7 +9,7 @@ import math
 from .. import backend
 from ..autograd.function import Primitive
 from ..autograd.grad_mode import STATE
-from .differentiate import composite_grads, tangent_by
+from .differentiate import composite_grads, on_arrays, tangent_by
 
 _BETA, _KAPPA = math.sqrt(2.0 / math.pi), 0.044715
 
@@ -38,7 +38,7 @@ class Gelu(Primitive):
         (x,) = ctx.saved_tensors
         if STATE.grad_enabled:  # create_graph
             return composite_grads(composite, (x,), grad, (True,))[0]
-        return grad._make(ctx.xp.asarray(backend.gelu_backward(grad.data, x.data)))
+        return grad._make(ctx.xp.asarray(on_arrays(backend.gelu_backward, grad.data, x.data)))
 
     @staticmethod
     def jvp(ctx, dx):  # dout = dx * (Phi(x) + x * phi(x))
@@ -68,16 +68,20 @@ class GeluTanh(Primitive):
         (x,) = ctx.saved_tensors
         if STATE.grad_enabled:  # create_graph
             return composite_grads(composite_tanh, (x,), grad, (True,))[0]
-        g, x = grad.data, x.data
-        x_sq = x * x
-        t = _tanh(ctx.xp, _BETA * (x + _KAPPA * (x_sq * x)))
-        left = 0.5 * (1.0 + t)
-        right = 0.5 * x * (1.0 - t * t) * (_BETA * (1.0 + 3.0 * _KAPPA * x_sq))
-        return grad._make(ctx.xp.asarray(g * (left + right)))  # (0-d: an array)
+        return grad._make(on_arrays(_tanh_backward, ctx.xp, grad.data, x.data))
 
     @staticmethod
     def jvp(ctx, dx):  # the composite's tangent
         return tangent_by(composite_tanh, ctx.inputs[0])
+
+
+def _tanh_backward(xp, g, x):
+    """GeluTanh's dx on raw arrays, PyTorch's formula term for term (see the class)."""
+    x_sq = x * x
+    t = _tanh(xp, _BETA * (x + _KAPPA * (x_sq * x)))
+    left = 0.5 * (1.0 + t)
+    right = 0.5 * x * (1.0 - t * t) * (_BETA * (1.0 + 3.0 * _KAPPA * x_sq))
+    return xp.asarray(g * (left + right))  # (0-d: an array)
 
 
 def _tanh(xp, u):

@@ -3,6 +3,7 @@ from .. import backend
 from ..autograd.function import Primitive
 from ..ops.elementwise import tangent_sum
 from ..autograd.grad_mode import STATE
+from .differentiate import on_arrays
 
 
 def composite(x, weight, bias, n, eps):
@@ -35,8 +36,8 @@ class LayerNorm(Primitive):
         n, eps = ctx.params["n"], ctx.params["eps"]
         needs = ctx.needs_input_grad
         if not STATE.grad_enabled:  # one pass over raw arrays (one kernel on the GPU)
-            dx, gxhat = backend.layer_norm_backward(
-                grad.data, x.data, None if weight is None else weight.data, n, eps)
+            dx, gxhat = on_arrays(backend.layer_norm_backward, grad.data, x.data,
+                                  None if weight is None else weight.data, n, eps)
             return (grad._make(dx) if needs[0] else None,
                     grad._make(gxhat) if needs[1] else None, grad if needs[2] else None)
         # create_graph: the same formula in Tensor ops, so it can be differentiated again
