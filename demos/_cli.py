@@ -10,6 +10,7 @@ closing block, ``print_written``: the folder, then each file with what to look a
 import argparse
 import math
 import os
+import sys
 import tempfile
 import textwrap
 
@@ -123,6 +124,59 @@ def add_run_options(parser, out, out_help=None, seed_help="seeds the data and th
 
 def add_device_option(parser):
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda or cuda:N")
+
+
+def add_compile_option(parser):
+    """--compile: the training step captured by ``mg.compile`` and replayed (``TrainingStep``)."""
+    parser.add_argument("--compile", action="store_true", help="capture the training step with "
+                        "mg.compile and replay it: the same losses and weights, bit for bit")
+
+
+class TrainingStep:
+    """A demo's training step ``fn`` (a function of tensors that returns tensors), under
+    ``mg.compile`` when ``compiled`` is true (the --compile option), else ``fn`` itself.
+
+    Call it as ``fn``; ``eager(...)`` runs ``fn`` uncompiled (a step whose graph or
+    gradients the demo looks at: a replayed step builds no graph); ``report(name)`` prints
+    on stderr what ``mg.compile`` did, one line: how many steps were replayed, how many
+    input shapes were captured, or why the step ran eagerly.
+    """
+
+    def __init__(self, fn, compiled=False):
+        self.fn = fn
+        self.step = mg.compile(fn) if compiled else None
+        self.calls = 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return (self.step or self.fn)(*args, **kwargs)
+
+    def eager(self, *args, **kwargs):
+        self.calls += 1
+        return self.fn(*args, **kwargs)
+
+    @property
+    def replays(self):
+        return 0 if self.step is None else self.step.replays
+
+    def summary(self):
+        """What ``mg.compile`` did, in one line (None without --compile)."""
+        if self.step is None:
+            return None
+        line = (f"mg.compile: {self.step.replays} of {self.calls} steps replayed, "
+                f"{len(self.step.entries)} batch shape(s) captured")
+        fallbacks = sorted({entry.split(": ", 1)[1] for entry in self.step.log
+                            if entry.startswith("running eagerly: ")})
+        if fallbacks:
+            line += "; ran eagerly: " + "; ".join(fallbacks)
+        return line
+
+    def report(self, name=None):
+        """Print ``summary()`` on stderr (``name``: which model or run it was), if --compile."""
+        line = self.summary()
+        if line is not None:
+            print(line if name is None else line.replace(": ", f" ({name}): ", 1),
+                  file=sys.stderr)
 
 
 def parse_checked(parser, argv=None):
