@@ -13,9 +13,11 @@ import os
 import sys
 import tempfile
 import textwrap
+import warnings
 
 import minigrad as mg
 from minigrad import backend
+from minigrad.compile import CompileWarning
 
 
 class _DefaultsShown(argparse.HelpFormatter):
@@ -137,19 +139,31 @@ class TrainingStep:
     ``mg.compile`` when ``compiled`` is true (the --compile option), else ``fn`` itself.
 
     Call it as ``fn``; ``eager(...)`` runs ``fn`` uncompiled (a step whose graph or
-    gradients the demo looks at: a replayed step builds no graph); ``report(name)`` prints
-    on stderr what ``mg.compile`` did, one line: how many steps were replayed, how many
-    input shapes were captured, or why the step ran eagerly.
+    gradients the demo looks at: a replayed step builds no graph). When ``mg.compile``
+    gives up on the step (it runs eagerly from then on), one line on stderr says why, at
+    once; ``report()`` prints on stderr what it did in all: how many steps were replayed, how
+    many batch shapes were captured and how many ran eagerly. ``name`` tells apart the runs
+    of a demo that trains several models.
     """
 
-    def __init__(self, fn, compiled=False):
+    def __init__(self, fn, compiled=False, name=None):
         self.fn = fn
         self.step = mg.compile(fn) if compiled else None
+        self.prefix = "mg.compile" if name is None else f"mg.compile ({name})"
         self.calls = 0
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
-        return (self.step or self.fn)(*args, **kwargs)
+        if self.step is None:
+            return self.fn(*args, **kwargs)
+        seen = len(self.step.log)
+        with warnings.catch_warnings():  # said here in one line, not as a Python warning
+            warnings.simplefilter("ignore", CompileWarning)
+            result = self.step(*args, **kwargs)
+        for line in self.step.log[seen:]:
+            if line.startswith(_EAGER):
+                print(f"{self.prefix}: {line}", file=sys.stderr)
+        return result
 
     def eager(self, *args, **kwargs):
         self.calls += 1
@@ -163,20 +177,18 @@ class TrainingStep:
         """What ``mg.compile`` did, in one line (None without --compile)."""
         if self.step is None:
             return None
-        line = (f"mg.compile: {self.step.replays} of {self.calls} steps replayed, "
-                f"{len(self.step.entries)} batch shape(s) captured")
-        fallbacks = sorted({entry.split(": ", 1)[1] for entry in self.step.log
-                            if entry.startswith("running eagerly: ")})
-        if fallbacks:
-            line += "; ran eagerly: " + "; ".join(fallbacks)
-        return line
+        eager = sum(line.startswith(_EAGER) for line in self.step.log)
+        line = (f"{self.prefix}: {self.step.replays} of {self.calls} steps replayed, "
+                f"{len(self.step.entries) - eager} batch shape(s) captured")
+        return line + (f", {eager} run eagerly (the reason above)" if eager else "")
 
-    def report(self, name=None):
-        """Print ``summary()`` on stderr (``name``: which model or run it was), if --compile."""
-        line = self.summary()
-        if line is not None:
-            print(line if name is None else line.replace(": ", f" ({name}): ", 1),
-                  file=sys.stderr)
+    def report(self):
+        """Print ``summary()`` on stderr, with --compile."""
+        if self.step is not None:
+            print(self.summary(), file=sys.stderr)
+
+
+_EAGER = "running eagerly: "  # how mg.compile's log says that a step falls back
 
 
 def parse_checked(parser, argv=None):

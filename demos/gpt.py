@@ -158,7 +158,7 @@ def train(model, batch, loss_fn, steps, lr, args, desc, evaluate, eval_every=100
         scheduler.step()
         return loss
 
-    update = TrainingStep(update, args.compile)
+    update = TrainingStep(update, args.compile, desc)
     curve = []
     with tqdm(total=steps, desc=desc, disable=args.no_progress, dynamic_ncols=True) as bar:
         for step in range(1, steps + 1):
@@ -169,7 +169,7 @@ def train(model, batch, loss_fn, steps, lr, args, desc, evaluate, eval_every=100
                 curve.append((step, evaluate()))
                 bar.set_postfix(loss=f"{loss.item():.4f}", eval=f"{curve[-1][1]:.4f}")
             bar.update()
-    update.report(desc)
+    update.report()
     return curve
 
 
