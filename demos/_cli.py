@@ -180,7 +180,7 @@ class TrainingStep:
         eager = sum(line.startswith(_EAGER) for line in self.step.log)
         line = (f"{self.prefix}: {self.step.replays} of {self.calls} steps replayed, "
                 f"{len(self.step.entries) - eager} batch shape(s) captured")
-        return line + (f", {eager} run eagerly (the reason above)" if eager else "")
+        return line + (f", {eager} ran eagerly (why: above)" if eager else "")
 
     def report(self):
         """Print ``summary()`` on stderr, with --compile."""
