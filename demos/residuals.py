@@ -33,6 +33,7 @@ Writes metrics.json (per variant: final train loss, held-out loss and accuracy, 
 gradient norms at the recorded steps, wall time) and residuals.png (loss curves; per-layer
 gradient norms at the first step and at the last) to --out.
 """
+import functools
 import json
 import math
 import os
@@ -158,14 +159,17 @@ def train_variant(name, chain, held_out, args):
     update = TrainingStep(update, args.compile, name)
     keep, eval_every = record_steps(args.steps), max(1, args.steps // 10)
     train_curve, held_curve, grad_norms, total_norms = [], [], {}, []
+
+    def record_norms(step):
+        grad_norms[step] = layer_grad_norms(model)
+
     started = time.perf_counter()
     with tqdm(total=args.steps, desc=name, disable=args.no_progress,
               dynamic_ncols=True) as bar:
         for step in range(1, args.steps + 1):
             x = mg.tensor(chain.sample(BATCH, SEQ_LEN + 1, rng), device=args.device)
-            if step in keep:  # the per-layer norms are read between backward and clipping
-                loss, total_norm = update.eager(x, lambda: grad_norms.__setitem__(
-                    step, layer_grad_norms(model)))
+            if step in keep:  # the per-layer norms, read between backward and clipping
+                loss, total_norm = update.eager(x, functools.partial(record_norms, step))
             else:
                 loss, total_norm = update(x)
             total_norms.append(total_norm.item())
