@@ -10,11 +10,14 @@ closing block, ``print_written``: the folder, then each file with what to look a
 import argparse
 import math
 import os
+import sys
 import tempfile
 import textwrap
+import warnings
 
 import minigrad as mg
 from minigrad import backend
+from minigrad.compile import CompileWarning
 
 
 class _DefaultsShown(argparse.HelpFormatter):
@@ -123,6 +126,69 @@ def add_run_options(parser, out, out_help=None, seed_help="seeds the data and th
 
 def add_device_option(parser):
     parser.add_argument("--device", type=device, default="cpu", help="cpu, cuda or cuda:N")
+
+
+def add_compile_option(parser):
+    """--compile: the training step captured by ``mg.compile`` and replayed (``TrainingStep``)."""
+    parser.add_argument("--compile", action="store_true", help="capture the training step with "
+                        "mg.compile and replay it: the same losses and weights, bit for bit")
+
+
+class TrainingStep:
+    """A demo's training step ``fn`` (a function of tensors that returns tensors), under
+    ``mg.compile`` when ``compiled`` is true (the --compile option), else ``fn`` itself.
+
+    Call it as ``fn``; ``eager(...)`` runs ``fn`` uncompiled (a step whose graph or
+    gradients the demo looks at: a replayed step builds no graph). When ``mg.compile``
+    gives up on the step (it runs eagerly from then on), one line on stderr says why, at
+    once; ``report()`` prints on stderr what it did in all: how many steps were replayed, how
+    many batch shapes were captured and how many ran eagerly. ``name`` tells apart the runs
+    of a demo that trains several models.
+    """
+
+    def __init__(self, fn, compiled=False, name=None):
+        self.fn = fn
+        self.step = mg.compile(fn) if compiled else None
+        self.prefix = "mg.compile" if name is None else f"mg.compile ({name})"
+        self.calls = 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.step is None:
+            return self.fn(*args, **kwargs)
+        seen = len(self.step.log)
+        with warnings.catch_warnings():  # said here in one line, not as a Python warning
+            warnings.simplefilter("ignore", CompileWarning)
+            result = self.step(*args, **kwargs)
+        for line in self.step.log[seen:]:
+            if line.startswith(_EAGER):
+                print(f"{self.prefix}: {line}", file=sys.stderr)
+        return result
+
+    def eager(self, *args, **kwargs):
+        self.calls += 1
+        return self.fn(*args, **kwargs)
+
+    @property
+    def replays(self):
+        return 0 if self.step is None else self.step.replays
+
+    def summary(self):
+        """What ``mg.compile`` did, in one line (None without --compile)."""
+        if self.step is None:
+            return None
+        eager = sum(line.startswith(_EAGER) for line in self.step.log)
+        line = (f"{self.prefix}: {self.step.replays} of {self.calls} steps replayed, "
+                f"{len(self.step.entries) - eager} batch shape(s) captured")
+        return line + (f", {eager} ran eagerly (why: above)" if eager else "")
+
+    def report(self):
+        """Print ``summary()`` on stderr, with --compile."""
+        if self.step is not None:
+            print(self.summary(), file=sys.stderr)
+
+
+_EAGER = "running eagerly: "  # how mg.compile's log says that a step falls back
 
 
 def parse_checked(parser, argv=None):

@@ -2,7 +2,7 @@
 possible.
 
     python -m minigrad.demos.bert [--steps N] [--seed 0] [--out runs/bert] [--device cpu|cuda]
-                         [--no-progress]
+                         [--no-progress] [--compile]
 
 The data are sequences from a seeded random first-order Markov chain over 16 symbols. BERT
 is trained with its masked-language-model objective (15% of the tokens chosen, 80% of those
@@ -26,8 +26,8 @@ from minigrad import nn
 from minigrad.models.bert import BERT, mask_tokens
 from minigrad.models.markov import MarkovChain
 
-from ._cli import (add_run_options, make_out_dir, make_parser, parse_checked, positive_int,
-                   print_written)
+from ._cli import (TrainingStep, add_compile_option, add_run_options, make_out_dir, make_parser,
+                   parse_checked, positive_int, print_written)
 
 PAD, MASK, N_SPECIAL = 0, 1, 2                    # symbol s is token N_SPECIAL + s
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 64
@@ -62,6 +62,7 @@ def masked_accuracy(model, inputs, where, answers, device, chunk=2000):
 def build_parser():
     parser = make_parser("bert", __doc__.split("\n")[0])
     parser.add_argument("--steps", type=positive_int, default=3000, help="training steps")
+    add_compile_option(parser)
     add_run_options(parser, "runs/bert")
     parser.add_argument("--eval-size", type=positive_int, default=50000,
                         help="held-out masked tokens of the final score")
@@ -123,22 +124,29 @@ def train(model, chain, rng, args, vocab, eval_set, eval_every=250):
     scheduler = mg.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * 0.5
         * (1 + math.cos(math.pi * s / args.steps)))
+
+    def update(x, labels):  # a function of tensors, so that --compile captures it whole
+        loss = model.loss(x, labels)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        return loss
+
+    update = TrainingStep(update, args.compile, "bert")
     curve = []
     with tqdm(total=args.steps, desc="bert", disable=args.no_progress,
               dynamic_ncols=True) as bar:
         for step in range(1, args.steps + 1):
             seqs = mg.tensor(chain.sample(BATCH, SEQ_LEN, rng) + N_SPECIAL, device=args.device)
-            x, labels = mask_tokens(seqs, MASK, vocab, special_ids=(PAD, MASK))
-            loss = model.loss(x, labels)
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
+            # the masking draws on the host (NumPy): it stays outside the captured update
+            loss = update(*mask_tokens(seqs, MASK, vocab, special_ids=(PAD, MASK)))
             if step % eval_every == 0 or step == args.steps:
                 curve.append((step, masked_accuracy(model, *eval_set, args.device)))
                 bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{curve[-1][1]:.4f}")
             bar.update()
+    update.report()
     return curve
 
 

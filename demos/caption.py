@@ -1,7 +1,7 @@
 """Train models.Captioner to describe synthetic pictures of one or two shapes.
 
     python -m minigrad.demos.caption [--steps N] [--seed 0] [--out runs/caption] [--device cpu|cuda]
-                            [--no-progress]        # about 4-5 minutes on one CPU core
+                            [--no-progress] [--compile]   # about 4-5 minutes on one CPU core
 
 The pictures (demos/shapes.py) are 32x32, one or two circles, squares or triangles in six
 colours, with captions such as "a red circle left of a blue square" that the picture
@@ -29,8 +29,8 @@ from minigrad.demos import shapes
 from minigrad.demos.gpt import train
 from minigrad.models.captioner import Captioner
 
-from ._cli import (add_run_options, check_out_dir, make_out_dir, make_parser, positive_float,
-                   positive_int, print_written)
+from ._cli import (add_compile_option, add_run_options, check_out_dir, make_out_dir, make_parser,
+                   positive_float, positive_int, print_written)
 
 DEFAULTS = dict(steps=2000, batch_size=64, lr=2e-3, d_model=64, layers=2, ff=256)
 TARGET = 0.95
@@ -162,6 +162,7 @@ def build_parser():
     p.add_argument("--held-out", type=positive_int, default=1000, help="held-out pictures")
     p.add_argument("--pictures", type=positive_int, default=4,
                    help="rows of caption_attention.png")
+    add_compile_option(p)
     add_run_options(p, "runs/caption")
     return p
 
@@ -184,19 +185,17 @@ def main(argv=None):
     held_images, held_tokens, held_captions = shapes.batch(args.held_out, held_rng)
     model, losses = build(args), []
 
-    def loss_fn(step):
+    def batch(step):
         images, tokens, _ = shapes.batch(args.batch_size, rng)
-        loss = caption_loss(model, mg.tensor(images, device=args.device),
-                            mg.tensor(tokens, device=args.device))
-        losses.append(loss.item())
-        return loss
+        return mg.tensor(images, device=args.device), mg.tensor(tokens, device=args.device)
 
     def quick_eval():
         return evaluate(model, held_images[:QUICK_EVAL], held_tokens[:QUICK_EVAL],
                         args.device)[0]
 
     started = time.perf_counter()
-    curve = train(model, loss_fn, args.steps, args.lr, args, "caption", quick_eval)
+    curve = train(model, batch, lambda images, tokens: caption_loss(model, images, tokens),
+                  args.steps, args.lr, args, "caption", quick_eval, losses=losses)
     train_seconds = time.perf_counter() - started
     exact, token_acc, generated = evaluate(model, held_images, held_tokens, args.device)
     mistakes = [{"reference": ref, "generated": shapes.decode(ids)}

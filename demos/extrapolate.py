@@ -3,6 +3,7 @@ decode sequences of 17 to 32, once per scheme.
 
     python -m minigrad.demos.extrapolate                        # every scheme, ~2 min each
     python -m minigrad.demos.extrapolate --positional alibi t5 --steps 1000
+    python -m minigrad.demos.extrapolate --compile             # each update captured, replayed
 
 Each scheme trains the seq2seq demo's default model (d_model 64, 4 heads, 2+2 pre-LN
 layers) with the same seed, batches and schedule; only the positions differ:
@@ -33,8 +34,8 @@ from minigrad.demos import seq2seq
 from minigrad.demos.tasks import Dataset, Reverse
 from minigrad.models.transformer import POSITIONAL
 
-from ._cli import add_run_options, check_out_dir, make_out_dir, make_parser, positive_int, \
-    print_written
+from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, make_out_dir,
+                   make_parser, positive_int, print_written)
 
 TRAIN_LEN, TEST_LEN = 16, 32
 BANDS = ((1, 16), (17, 20), (21, 24), (25, 32))
@@ -47,6 +48,7 @@ def build_parser():
     p.add_argument("--steps", type=positive_int, default=2000, help="training steps per scheme")
     p.add_argument("--eval-size", type=positive_int, default=500,
                    help="held-out sequences per set")
+    add_compile_option(p)
     add_run_options(p, "runs/extrapolate")
     return p
 
@@ -76,13 +78,16 @@ def run_scheme(args, positional, short, long):
     mg.manual_seed(args.seed)
     data = Dataset(task, args.seed, eval_size=1)
     model, optimizer, scheduler = seq2seq.build(margs, Reverse(TEST_LEN))
+    update = TrainingStep(seq2seq.make_update(model, optimizer, scheduler, margs), args.compile,
+                          positional)
     started = time.perf_counter()
     for step in range(args.steps):
         batch = [mg.tensor(a, device=args.device) for a in data.batch(step, margs.batch_size)]
-        loss, _, _ = seq2seq.train_step(model, optimizer, scheduler, batch, margs)
+        loss, _, _ = seq2seq.train_step(model, optimizer, scheduler, batch, margs, update=update)
         if not args.no_progress and (step + 1) % 100 == 0:
             print(f"  {positional}: step {step + 1}, loss {loss:.4f}", file=sys.stderr)
     seconds = time.perf_counter() - started
+    update.report()
     row = dict(positional=positional, steps=args.steps, seed=args.seed,
                train_seconds=round(seconds, 1), final_loss=loss)
     for (lo, hi) in BANDS:

@@ -1,7 +1,7 @@
 """Train models.GPT on two tasks whose best result is known in advance.
 
     python -m minigrad.demos.gpt [--task markov|recall|both] [--steps N] [--seed 0] [--out runs/gpt]
-                        [--device cpu|cuda] [--no-progress]
+                        [--device cpu|cuda] [--no-progress] [--compile]
 
 markov   sequences from a seeded random Markov chain of order 2 over 16 symbols. No model
          can beat the chain's entropy rate (computed exactly by models.markov) as its
@@ -33,8 +33,8 @@ import minigrad.nn.functional as F
 from minigrad.models.gpt import GPT
 from minigrad.models.markov import MarkovChain
 
-from ._cli import (add_run_options, make_out_dir, make_parser, parse_checked, positive_int,
-                   print_written)
+from ._cli import (TrainingStep, add_compile_option, add_run_options, make_out_dir, make_parser,
+                   parse_checked, positive_int, print_written)
 
 N_SYMBOLS, SEQ_LEN = 16, 64                       # the Markov task
 N_KEYS, N_VALUES, N_PAIRS = 16, 16, 8             # the recall task: keys, then values
@@ -51,8 +51,10 @@ def markov_task(args):
     model = GPT(N_SYMBOLS, d_model=64, nhead=4, num_layers=2, dim_feedforward=256,
                 max_len=SEQ_LEN, positional="rope", tie_embeddings=False).to(args.device)
 
-    def loss_fn(step):
-        x = mg.tensor(chain.sample(32, SEQ_LEN + 1, rng), device=args.device)   # (B, T + 1)
+    def batch(step):
+        return (mg.tensor(chain.sample(32, SEQ_LEN + 1, rng), device=args.device),)  # (B, T + 1)
+
+    def loss_fn(x):
         return F.cross_entropy(model(x[:, :-1]).reshape(-1, N_SYMBOLS), x[:, 1:].reshape(-1))
 
     def evaluate():  # the symbols with two before them: the entropy rate is their bound
@@ -61,7 +63,8 @@ def markov_task(args):
             return F.cross_entropy(logits.reshape(-1, N_SYMBOLS),
                                    held_out[:, 2:].reshape(-1)).item()
 
-    curve = train(model, loss_fn, steps_of(args, "markov"), 3e-3, args, "markov", evaluate)
+    curve = train(model, batch, loss_fn, steps_of(args, "markov"), 3e-3, args, "markov",
+                  evaluate)
     loss, rate = evaluate(), chain.entropy_rate()
     plot_curve(curve, rate, os.path.join(args.out, "markov_curve.png"))
     return {"heldout_loss": loss, "entropy_rate": rate, "loss_over_entropy_rate": loss / rate,
@@ -103,19 +106,21 @@ def recall_task(args):
     model = GPT(N_KEYS + N_VALUES, d_model=64, nhead=4, num_layers=2, dim_feedforward=256,
                 max_len=4 * N_PAIRS, positional="rope", tie_embeddings=False).to(args.device)
 
-    def loss_fn(step):
+    def batch(step):
         tokens, answers, _ = recall_batch(32, rng, N_PAIRS)
-        logits = model(mg.tensor(tokens[:, :-1], device=args.device))        # (B, T, V)
-        logits = logits[:, 2 * N_PAIRS::2]                                   # (B, Q, V)
-        return F.cross_entropy(logits.reshape(-1, N_KEYS + N_VALUES),
-                               mg.tensor(answers.reshape(-1), device=args.device))
+        return (mg.tensor(tokens[:, :-1], device=args.device),
+                mg.tensor(answers.reshape(-1), device=args.device))
+
+    def loss_fn(tokens, answers):
+        logits = model(tokens)[:, 2 * N_PAIRS::2]                            # (B, Q, V)
+        return F.cross_entropy(logits.reshape(-1, N_KEYS + N_VALUES), answers)
 
     def evaluate():
         with nn.utils.evaluating(model):
             logits = model(mg.tensor(held_tokens, device=args.device))[:, -1]
         return float((logits.argmax(-1).numpy() == held_answers[:, 0]).mean())
 
-    train(model, loss_fn, steps_of(args, "recall"), 1e-3, args, "recall", evaluate)
+    train(model, batch, loss_fn, steps_of(args, "recall"), 1e-3, args, "recall", evaluate)
     accuracy = evaluate()
     maps = last_position_attention(model, mg.tensor(held_tokens, device=args.device))
     rows, where = np.arange(len(held_tokens)), held_where[:, 0]
@@ -129,27 +134,42 @@ def recall_task(args):
                                    float(on_value[layer, head])}}
 
 
-def train(model, loss_fn, steps, lr, args, desc, evaluate, eval_every=100):
-    """AdamW with a linear warm-up and cosine decay; returns [(step, evaluate())]."""
+def train(model, batch, loss_fn, steps, lr, args, desc, evaluate, eval_every=100,
+          losses=None):
+    """AdamW with a linear warm-up and cosine decay; returns [(step, evaluate())].
+
+    ``batch(step)`` gives a step's input tensors and ``loss_fn(*tensors)`` their loss. The
+    update (the loss, backward, clipping, AdamW's and the scheduler's step) is one function
+    of those tensors, so --compile captures it whole. ``losses``, a list, receives each
+    step's loss (read back outside the update)."""
     from tqdm import tqdm
 
     optimizer = mg.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     warmup = min(100, steps // 10 + 1)
     scheduler = mg.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup)
                                                * 0.5 * (1 + math.cos(math.pi * s / steps)))
+
+    def update(*tensors):
+        loss = loss_fn(*tensors)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        return loss
+
+    update = TrainingStep(update, args.compile, desc)
     curve = []
     with tqdm(total=steps, desc=desc, disable=args.no_progress, dynamic_ncols=True) as bar:
         for step in range(1, steps + 1):
-            loss = loss_fn(step)
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
+            loss = update(*batch(step))
+            if losses is not None:
+                losses.append(loss.item())
             if step % eval_every == 0 or step == steps:
                 curve.append((step, evaluate()))
                 bar.set_postfix(loss=f"{loss.item():.4f}", eval=f"{curve[-1][1]:.4f}")
             bar.update()
+    update.report()
     return curve
 
 
@@ -233,6 +253,7 @@ def build_parser():
     parser.add_argument("--steps", type=positive_int, help="training steps of each task "
                         "(default: " + ", ".join(f"{n} for {t}" for t, n in DEFAULT_STEPS.items())
                         + ")")
+    add_compile_option(parser)
     add_run_options(parser, "runs/gpt")
     return parser
 

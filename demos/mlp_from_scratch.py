@@ -1,6 +1,7 @@
 """An MLP from raw tensors: train it, then check its gradients four ways.
 
     python -m minigrad.demos.mlp_from_scratch [--steps 1000] [--lr 0.05] [--device cpu] [--seed 0]
+                                              [--compile]
 
 1. Two interleaved spirals, classified by a 2-64-64-2 MLP written with nothing but
    minigrad tensors and SGD with momentum (no nn library): loss and accuracy as it learns.
@@ -18,7 +19,8 @@ import numpy as np
 
 import minigrad as mg
 
-from ._cli import add_device_option, make_parser, nonneg_int, positive_float, positive_int
+from ._cli import (TrainingStep, add_compile_option, add_device_option, make_parser, nonneg_int,
+                   positive_float, positive_int)
 
 
 def spirals(n, rng):
@@ -61,7 +63,8 @@ def train(args):
     velocity = [mg.zeros_like(p) for p in params]
     print(f"1. training a 2-64-64-2 MLP on {len(y)} spiral points ({args.device}), "
           f"SGD with momentum 0.9")
-    for step in range(1, args.steps + 1):
+
+    def update(x, y):
         loss = cross_entropy(forward(params, x), y)
         loss.backward()
         with mg.no_grad():  # v = 0.9 v + g;  p = p - lr v
@@ -69,10 +72,16 @@ def train(args):
                 v.mul_(0.9).add_(p.grad)
                 p.sub_(v, alpha=args.lr)
                 p.grad = None
+        return loss
+
+    update = TrainingStep(update, args.compile)  # --compile: captured, then replayed
+    for step in range(1, args.steps + 1):
+        loss = update(x, y)
         if step % max(1, args.steps // 5) == 0 or step == 1:
             with mg.no_grad():
                 acc = (forward(params, x).argmax(-1) == y).float().mean().item()
             print(f"   step {step:4d}  loss {loss.item():.4f}  accuracy {acc:.1%}")
+    update.report()
     return params
 
 
@@ -112,6 +121,7 @@ def build_parser():
     add_device_option(parser)
     parser.add_argument("--seed", type=nonneg_int, default=0,
                         help="seeds the data and the weights")
+    add_compile_option(parser)
     return parser
 
 

@@ -2,7 +2,7 @@
 
     python -m minigrad.demos.residuals [--steps 400] [--layers 16] [--d-model 64] [--lr 3e-3]
                               [--warmup 0.1] [--seed 0] [--out runs/residuals]
-                              [--device cpu|cuda] [--no-progress]
+                              [--device cpu|cuda] [--no-progress] [--compile]
 
 The same causal language model (``--layers`` transformer layers of width ``--d-model``, 4
 heads, feed-forward 2 * d_model, rotary positions) is trained three times, once with each
@@ -33,6 +33,7 @@ Writes metrics.json (per variant: final train loss, held-out loss and accuracy, 
 gradient norms at the recorded steps, wall time) and residuals.png (loss curves; per-layer
 gradient norms at the first step and at the last) to --out.
 """
+import functools
 import json
 import math
 import os
@@ -45,8 +46,8 @@ from minigrad import nn
 import minigrad.nn.functional as F
 from minigrad.models.markov import MarkovChain
 
-from ._cli import (add_run_options, check_out_dir, fraction, make_out_dir, make_parser,
-                   positive_float, positive_int, print_written)
+from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, fraction,
+                   make_out_dir, make_parser, positive_float, positive_int, print_written)
 
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 32
 HELD_OUT = 256                    # held-out sequences, scored along the way and at the end
@@ -141,28 +142,44 @@ def train_variant(name, chain, held_out, args):
         accuracy = float((logits.argmax(-1).numpy() == held_out[:, 2:]).mean())
         return loss, accuracy
 
+    def update(x, after_backward=None):
+        """One step on the batch x (B, T + 1); returns the loss and the gradient's total norm
+        before clipping. ``after_backward()`` looks at the gradients (an eager step only)."""
+        logits = model(x[:, :-1])                                            # (B, T, V)
+        loss = F.cross_entropy(logits.reshape(-1, N_SYMBOLS), x[:, 1:].reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        if after_backward is not None:
+            after_backward()
+        total_norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        return loss, total_norm
+
+    update = TrainingStep(update, args.compile, name)
     keep, eval_every = record_steps(args.steps), max(1, args.steps // 10)
     train_curve, held_curve, grad_norms, total_norms = [], [], {}, []
+
+    def record_norms(step):
+        grad_norms[step] = layer_grad_norms(model)
+
     started = time.perf_counter()
     with tqdm(total=args.steps, desc=name, disable=args.no_progress,
               dynamic_ncols=True) as bar:
         for step in range(1, args.steps + 1):
             x = mg.tensor(chain.sample(BATCH, SEQ_LEN + 1, rng), device=args.device)
-            logits = model(x[:, :-1])                                        # (B, T, V)
-            loss = F.cross_entropy(logits.reshape(-1, N_SYMBOLS), x[:, 1:].reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            if step in keep:
-                grad_norms[step] = layer_grad_norms(model)
-            total_norms.append(nn.utils.clip_grad_norm_(model.parameters(), 1.0).item())
-            optimizer.step()
-            scheduler.step()
+            if step in keep:  # the per-layer norms, read between backward and clipping
+                loss, total_norm = update.eager(x, functools.partial(record_norms, step))
+            else:
+                loss, total_norm = update(x)
+            total_norms.append(total_norm.item())
             train_curve.append(loss.item())
             if step % eval_every == 0 or step == args.steps:
                 held_curve.append((step, *evaluate()))
                 bar.set_postfix(loss=f"{train_curve[-1]:.3f}", held=f"{held_curve[-1][1]:.3f}")
             bar.update()
     seconds = time.perf_counter() - started
+    update.report()
     final = held_curve[-1]
     return {"heldout_loss": final[1], "heldout_accuracy": final[2],
             # the mean of the last tenth of the steps: one batch's loss is noisy
@@ -232,6 +249,7 @@ def build_parser():
     parser.add_argument("--lr", type=positive_float, default=3e-3, help="peak learning rate")
     parser.add_argument("--warmup", type=fraction, default=0.1,
                         help="fraction of the steps of linear warm-up")
+    add_compile_option(parser)
     add_run_options(parser, "runs/residuals")
     return parser
 
