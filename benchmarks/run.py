@@ -2,14 +2,17 @@
 
     python -m benchmarks.run [--device cpu|cuda] [--only tiny,small,medium,chain,attention]
                              [--repeats 20] [--threads N] [--lengths 512,1024,2048,4096]
-                             [--no-memory] [--json results.json]
+                             [--dropout 0,0.1] [--no-memory] [--json results.json]
 
 For each training step (see benchmarks/workloads.py: forward, label-smoothed cross-entropy,
-backward, Adam on the encoder-decoder transformer at the tiny, small and medium sizes):
-the median time of minigrad and of PyTorch, timed in alternating blocks in this process
-(each block after one untimed call, see timing.interleaved), their ratio, the ratio of
-each to the "floor" (the step's matrix products alone, replayed in NumPy with the same
-shapes), and the peak memory of a step, each library in a process of its own. Then the
+backward, Adam on the encoder-decoder transformer at the tiny, small and medium sizes), at
+each dropout probability: the median time of minigrad and of PyTorch's step written two
+ways, the same model on nn.Transformer and written from nn.Linear, nn.LayerNorm and
+F.scaled_dot_product_attention as nanoGPT does, all timed in turn in blocks in this process
+(each block after one untimed call, see timing.interleaved_all); the ratio of minigrad to
+the fastest PyTorch at the same dropout; the ratio of minigrad and of that fastest to the
+"floor" (the step's matrix products alone, replayed in NumPy with the same shapes); and the
+peak memory of a step of each, each in a process of its own. Then the
 per-op overhead chain of benchmarks.bench_engine, and attention alone (forward and
 backward, batch 1, 8 heads, head_dim 64) at each sequence length, against
 torch.nn.functional.scaled_dot_product_attention, with its peak memory likewise.
@@ -35,8 +38,8 @@ import numpy as np
 
 from minigrad import backend
 from benchmarks import bench_engine, gpu, workloads
-from benchmarks.timing import (blas_threads, interleaved, machine_line, peak_extra_memory,
-                               set_threads, synced, torch)
+from benchmarks.timing import (blas_threads, interleaved, interleaved_all, machine_line,
+                               peak_extra_memory, set_threads, synced, torch)
 from minigrad.demos._cli import positive_int
 
 PROG = "python -m benchmarks.run"
@@ -67,52 +70,64 @@ def matmul_floor(step, xp=np):
     return floor
 
 
-def maker(kind, lib, arg, device="cpu"):
-    """The step function of one workload in one library, on ``device``."""
+# the library each workload runs in, by its name here: minigrad's attention also as its
+# composite of Tensor ops; PyTorch's training step as each of workloads.TORCH_STEPS
+LIBRARY = {"minigrad": "minigrad", "composite": "minigrad", "torch": "torch",
+           **{name: "torch" for name in workloads.TORCH_STEPS}}
+
+
+def maker(kind, lib, arg, device="cpu", dropout=None):
+    """The step function of one workload on ``device``: attention (``arg`` its length) in
+    ``lib`` "minigrad", "composite" or "torch"; the training step (``arg`` its size, at
+    ``dropout``, None: the size's own) in ``lib`` "minigrad" or a name of
+    workloads.TORCH_STEPS."""
     if kind == "attention":
         if lib == "composite":  # minigrad's own composite of Tensor ops (every score kept)
             return workloads.minigrad_attention(int(arg), composite=True, device=device)
         return (workloads.minigrad_attention if lib == "minigrad"
                 else workloads.torch_attention)(int(arg), device=device)
-    return (workloads.minigrad_step if lib == "minigrad"
-            else workloads.torch_step)(workloads.SIZES[arg], device=device)
+    cfg = workloads.with_dropout(workloads.SIZES[arg], dropout)
+    make = workloads.minigrad_step if lib == "minigrad" else workloads.TORCH_STEPS[lib]
+    return make(cfg, device=device)
 
 
 class Target:
     """Where the workloads run. The CPU and the GPU differ only in the device both libraries
-    get, the call that waits for a library's queued work (``syncs``, by library; none on the
-    CPU) and how the peak memory of a step is measured (``memory(kind, arg, lib)``, bytes)."""
+    get, the call that waits for a library's queued work (``syncs``, by library, "minigrad"
+    or "torch"; none on the CPU) and how the peak memory of a step is measured
+    (``memory(kind, arg, lib, dropout)``, bytes)."""
 
     def __init__(self, device, syncs, memory):
         self.device, self.syncs, self.memory = device, syncs, memory
 
-    def step(self, kind, lib, arg):
+    def step(self, kind, lib, arg, dropout=None):
         """maker's step on this device, each call ending with its library's wait."""
-        return synced(maker(kind, lib, arg, self.device), self.syncs.get(lib))
+        return self.waiting(lib, maker(kind, lib, arg, self.device, dropout))
 
     def waiting(self, lib, call):
-        return synced(call, self.syncs.get(lib))
+        return synced(call, self.syncs.get(LIBRARY[lib]))
 
 
 def cpu_target(threads):
     """Each library's memory measured in a process of its own (see memory_in_child)."""
-    return Target("cpu", {}, lambda kind, arg, lib: memory_in_child(kind, arg, lib, threads))
+    return Target("cpu", {}, lambda kind, arg, lib, dropout=None: memory_in_child(
+        kind, arg, lib, threads, dropout))
 
 
 def gpu_target(cp):
     """minigrad through CuPy and PyTorch on the GPU, memory measured in this process."""
-    def memory(kind, arg, lib):
-        step = maker(kind, lib, arg, "cuda")
-        return gpu.torch_peak_bytes(step) if lib == "torch" else gpu.cupy_peak_bytes(cp, step)
-    minigrad_sync = gpu.cupy_sync(cp)
-    return Target("cuda", {"minigrad": minigrad_sync, "composite": minigrad_sync,
-                           "torch": torch.cuda.synchronize}, memory)
+    def memory(kind, arg, lib, dropout=None):
+        step = maker(kind, lib, arg, "cuda", dropout)
+        return (gpu.torch_peak_bytes(step) if LIBRARY[lib] == "torch"
+                else gpu.cupy_peak_bytes(cp, step))
+    return Target("cuda", {"minigrad": gpu.cupy_sync(cp), "torch": torch.cuda.synchronize},
+                  memory)
 
 
-def memory_in_child(kind, arg, lib, threads):
+def memory_in_child(kind, arg, lib, threads, dropout=None):
     """Peak extra bytes of a step of ``lib``, measured in a fresh process."""
     cmd = [sys.executable, "-m", "benchmarks.run", "--child", kind, arg, lib,
-           "--threads", str(threads)]
+           "--threads", str(threads)] + ([] if dropout is None else ["--dropout", f"{dropout}"])
     # every allocation of 64 KB or more gets pages of its own, returned when freed: the
     # resident size then follows the live arrays of either library, not what its allocator
     # keeps for later
@@ -135,29 +150,61 @@ def ratio(a, b):
 
 
 def bench_steps(names, args, target, results):
-    print("\ntraining step (forward, label-smoothed cross-entropy, backward, Adam)")
-    print(f"{'workload':<8} {'minigrad':>10} {'torch':>10} {'ratio':>6}   {'floor':>9} "
-          f"{'mg/floor':>8} {'torch/floor':>11}   {'mem minigrad':>12} {'mem torch':>10} "
-          f"{'ratio':>6}")
+    variants = ["minigrad"] + (list(workloads.TORCH_STEPS) if torch else [])
+    width = max(map(len, variants)) + 2
+    print("\ntraining step (forward, label-smoothed cross-entropy, backward, Adam)\n"
+          "PyTorch two ways, the same model: on nn.Transformer, and nanoGPT-style (nn.Linear, "
+          "nn.LayerNorm,\nF.scaled_dot_product_attention); 'ratio': minigrad to the fastest "
+          "PyTorch (*) at the same dropout;\n'torch/floor' and 'mem torch': that fastest's")
+    print(f"{'workload':<8} {'dropout':>7} " + "".join(f"{v:>{width - 1}} " for v in variants)
+          + f"{'ratio':>6}   {'floor':>9} {'mg/floor':>8} {'torch/floor':>11}"
+          + ("" if args.no_memory else
+             f"   {'mem minigrad':>12} {'mem torch':>10} {'ratio':>6}"))
     for name in names:
-        mine = target.step("step", "minigrad", name)
-        theirs = target.step("step", "torch", name) if torch else None
         block = 2 if name == "medium" else 5
         repeats = max(block, args.repeats // (4 if name == "medium" else 1))
-        m, t = interleaved(mine, theirs, repeats, block=block, settle=1)
-        floor = matmul_floor(mine, backend.array_module(target.device))
-        f, _ = interleaved(target.waiting("minigrad", floor), None, repeats, block=block)
-        row = {"minigrad_s": m, "torch_s": t, "floor_s": f, "matmuls": floor.count}
-        line = (f"{name:<8} {m * 1e3:8.1f}ms {t * 1e3 if t else float('nan'):8.1f}ms "
-                f"{ratio(m, t):>6}   {f * 1e3:7.1f}ms {ratio(m, f):>8} {ratio(t, f):>11}")
-        if not args.no_memory:
-            row["minigrad_bytes"] = target.memory("step", name, "minigrad")
-            row["torch_bytes"] = target.memory("step", name, "torch") if torch else None
-            line += (f"   {mb(row['minigrad_bytes']):>12} "
-                     f"{mb(row['torch_bytes']) if torch else '-':>10} "
-                     f"{ratio(row['minigrad_bytes'], row['torch_bytes']):>6}")
-        print(line, flush=True)
-        results[name] = row
+        rows = [[target.step("step", lib, name, p) for lib in variants] for p in args.dropout]
+        times = iter(interleaved_all([call for row in rows for call in row], repeats,
+                                     block=block, settle=1))
+        results[name] = {}
+        for p, calls in zip(args.dropout, rows):
+            by_variant = {lib: next(times) for lib in variants}
+            floor = matmul_floor(calls[0], backend.array_module(target.device))
+            f, _ = interleaved(target.waiting("minigrad", floor), None, repeats, block=block)
+            row = step_row(by_variant, f, floor.count)
+            if not args.no_memory:
+                row["minigrad_bytes"] = target.memory("step", name, "minigrad", p)
+                fastest = row["fastest_torch"]
+                row["torch_bytes"] = target.memory("step", name, fastest, p) if fastest else None
+            print(step_line(name, p, row, variants, width), flush=True)
+            results[name][f"{p:g}"] = {"dropout": p, **row}
+
+
+def step_row(times, floor_s, matmuls):
+    """The numbers of one step at one dropout: minigrad's time, each PyTorch variant's, the
+    fastest of these, minigrad's ratio to it, and the floor (``times``: seconds by name)."""
+    theirs = {lib: t for lib, t in times.items() if lib != "minigrad"}
+    fastest = min(theirs, key=theirs.get) if theirs else None
+    m = times["minigrad"]
+    return {"minigrad_s": m, "torch_s": theirs, "fastest_torch": fastest,
+            "ratio": m / theirs[fastest] if fastest else None, "floor_s": floor_s,
+            "matmuls": matmuls}
+
+
+def step_line(name, p, row, variants, width):
+    """One line of the training-step table: ``row`` of step_row, memory where it has it."""
+    times = {"minigrad": row["minigrad_s"], **row["torch_s"]}
+    fastest, m, f = row["fastest_torch"], row["minigrad_s"], row["floor_s"]
+    cells = "".join(f"{times[v] * 1e3:{width - 3}.1f}ms" + ("*" if v == fastest else " ")
+                    for v in variants)
+    t = times.get(fastest)
+    line = (f"{name:<8} {p:>7g} {cells}{ratio(m, t):>6}   {f * 1e3:7.1f}ms {ratio(m, f):>8} "
+            f"{ratio(t, f):>11}")
+    if "minigrad_bytes" in row:
+        theirs = row["torch_bytes"]
+        line += (f"   {mb(row['minigrad_bytes']):>12} {mb(theirs) if theirs else '-':>10} "
+                 f"{ratio(row['minigrad_bytes'], theirs):>6}")
+    return line
 
 
 def bench_chain(args, target, results):
@@ -219,6 +266,20 @@ def int_list(text):
     return [positive_int(part) for part in text.split(",")]
 
 
+def probabilities(text):
+    """Comma-separated dropout probabilities, each in [0, 1)."""
+    values = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {part!r}") from None
+        if not 0 <= value < 1:
+            raise argparse.ArgumentTypeError(f"a dropout probability is in [0, 1), got {part}")
+        values.append(value)
+    return values
+
+
 def sections(text):
     """Comma-separated names among SECTIONS."""
     names = text.split(",")
@@ -243,6 +304,9 @@ def parse(argv):
                         help="threads for both libraries (default: PyTorch's default)")
     parser.add_argument("--lengths", type=int_list, default=[512, 1024, 2048, 4096],
                         help="attention's sequence lengths (default: 512,1024,2048,4096)")
+    parser.add_argument("--dropout", type=probabilities, default=[0.0, 0.1],
+                        help="the training steps' dropout probabilities, comma-separated "
+                             "(default: 0,0.1)")
     parser.add_argument("--no-memory", action="store_true", help="no peak memory")
     parser.add_argument("--json", help="also write the numbers to this file")
     parser.add_argument("--child", nargs=3, metavar=("KIND", "ARG", "LIB"),
@@ -276,7 +340,7 @@ def main(argv=None):
     threads = set_threads(args.threads)
     if args.child:
         kind, arg, lib = args.child
-        print(peak_extra_memory(maker(kind, lib, arg)))
+        print(peak_extra_memory(maker(kind, lib, arg, dropout=args.dropout[0])))
         return None
     target, header, about = open_target(args.device, threads)
     only = args.only

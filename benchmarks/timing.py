@@ -37,24 +37,31 @@ def synced(call, sync):
 
 
 def interleaved(mg_call, torch_call, repeats, block=5, warmup=2, settle=0):
-    """Median seconds of each call, run in alternating blocks of ``block`` timed runs so
-    that both see the same machine state. Each block starts with ``settle`` untimed runs:
-    the worker threads of one library (PyTorch's OpenMP pool, NumPy's OpenBLAS) keep
-    spinning for a while after its last call and slow down the other library's first
-    call. Returns (minigrad, torch or None)."""
+    """Median seconds of each call, run in alternating blocks (see interleaved_all).
+    Returns (minigrad, torch or None)."""
+    return tuple(interleaved_all([mg_call, torch_call], repeats, block, warmup, settle))
+
+
+def interleaved_all(calls, repeats, block=5, warmup=2, settle=0):
+    """Median seconds of each call, run in turn in blocks of ``block`` timed runs so that
+    all see the same machine state (None in ``calls``: not run, None in the result). Each
+    block starts with ``settle`` untimed runs: the worker threads of one library (PyTorch's
+    OpenMP pool, NumPy's OpenBLAS) keep spinning for a while after its last call and slow
+    down the other library's first call."""
+    calls = list(calls)
     for _ in range(warmup):
-        mg_call()
-        if torch_call:
-            torch_call()
-    mine, theirs = [], []
+        for call in calls:
+            if call is not None:
+                call()
+    times = [[] for _ in calls]
     for _ in range(max(1, repeats // block)):
-        for call, times in ((mg_call, mine), (torch_call, theirs)):
+        for call, runs in zip(calls, times):
             if call is None:
                 continue
             for _ in range(settle):
                 call()
-            times += [timed(call) for _ in range(block)]
-    return statistics.median(mine), (statistics.median(theirs) if theirs else None)
+            runs += [timed(call) for _ in range(block)]
+    return [statistics.median(runs) if runs else None for runs in times]
 
 
 def set_threads(n):

@@ -1,6 +1,7 @@
 """The benchmark programs run and measure what they say (no speed is asserted here)."""
 import json
 import os
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -43,6 +44,14 @@ def test_interleaved_returns_medians_of_both():
     assert m >= 0 and t >= 0
 
 
+def test_interleaved_all_runs_each_call_in_turn_and_skips_none():
+    calls = []
+    times = timing.interleaved_all([lambda: calls.append("a"), None, lambda: calls.append("c")],
+                                   4, block=2, warmup=1, settle=1)
+    assert calls == ["a", "c"] + ["a"] * 3 + ["c"] * 3 + ["a"] * 3 + ["c"] * 3
+    assert times[0] >= 0 and times[1] is None and times[2] >= 0
+
+
 def test_workload_batches_are_padded_after_a_prefix():
     src, tgt_in, tgt_out = workloads.batch(workloads.SIZES["tiny"])
     assert src.shape == tgt_in.shape == tgt_out.shape == (32, 16)
@@ -55,14 +64,106 @@ def test_workload_batches_are_padded_after_a_prefix():
 @needs_torch
 def test_run_prints_every_section(capsys):
     results = run.main(["--only", "tiny,chain,attention", "--repeats", "2", "--lengths", "64",
-                        "--threads", "1"])
+                        "--threads", "1", "--dropout", "0.1"])
     out = capsys.readouterr().out
     for text in ("training step", "tiny", "per-op overhead", "attention alone", "mem torch"):
         assert text in out
-    assert results["tiny"]["matmuls"] > 0 and results["tiny"]["minigrad_bytes"] > 0
+    row = results["tiny"]["0.1"]
+    assert row["matmuls"] > 0 and row["minigrad_bytes"] > 0 and row["torch_bytes"] > 0
     assert results["attention_64"]["torch_s"] > 0
     assert results["device"] == "cpu" and results["gpu"] is None
     assert "TF32" not in out and "kernel" not in out  # the GPU's lines only
+
+
+MICRO = dict(d_model=16, nhead=2, layers=1, ff=32, vocab=12, batch=4, length=8)
+
+
+@needs_torch
+def test_run_prints_every_pairing_and_the_ratio_to_the_fastest(capsys, monkeypatch):
+    """minigrad and each PyTorch variant at dropout 0 and 0.1, in one table: a row per
+    dropout with a time in every column, the fastest PyTorch marked, the ratio to it."""
+    monkeypatch.setitem(workloads.SIZES, "tiny", MICRO)  # the table, not the size, is tested
+    results = run.main(["--only", "tiny", "--repeats", "1", "--threads", "1", "--no-memory"])
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("workload"))
+    assert header.split()[2:5] == ["minigrad", "nn.Transformer", "nanoGPT-style"]
+    for p in ("0", "0.1"):
+        row = results["tiny"][p]
+        assert set(row["torch_s"]) == set(workloads.TORCH_STEPS)
+        fastest = min(row["torch_s"], key=row["torch_s"].get)
+        assert row["fastest_torch"] == fastest
+        assert row["ratio"] == pytest.approx(row["minigrad_s"] / row["torch_s"][fastest])
+        line = next(line for line in lines if line.split()[:2] == ["tiny", p])
+        times = re.findall(r"(\d+\.\d)ms(\*?)", line)[:3]
+        expected = [row["minigrad_s"]] + [row["torch_s"][v] for v in workloads.TORCH_STEPS]
+        assert [float(t) for t, _ in times] == [round(t * 1e3, 1) for t in expected]
+        assert [star for _, star in times].count("*") == 1
+        assert times[1 + list(workloads.TORCH_STEPS).index(fastest)][1] == "*"
+        assert f"{row['ratio']:.2f}x" in line
+
+
+def _nanogpt_state(state, d_model):
+    """nn.Transformer's parameters under the nanoGPT-style model's names: a self-attention's
+    in_proj is its qkv, a cross-attention's splits into q and kv; norm1..3 are norms.0..2."""
+    out = {}
+    for name, value in state.items():
+        name = re.sub(r"\.norm(\d)\.", lambda m: f".norms.{int(m[1]) - 1}.",
+                      name.removeprefix("transformer."))
+        if "self_attn.in_proj_" in name:
+            out[name.replace("in_proj_", "qkv.")] = value
+        elif "multihead_attn.in_proj_" in name:
+            out[name.replace("in_proj_", "q.")] = value[:d_model]
+            out[name.replace("in_proj_", "kv.")] = value[d_model:]
+        else:
+            out[name] = value
+    return out
+
+
+@needs_torch
+def test_the_nanogpt_style_step_is_the_nn_transformer_step():
+    """With the same weights and no dropout, the same loss, the same gradients, and after
+    an Adam update the same loss again: the same model, loss and optimiser."""
+    cfg = workloads.with_dropout(workloads.SIZES["tiny"], 0.0)
+    theirs, ours = workloads.torch_step(cfg), workloads.nanogpt_step(cfg)  # one batch
+    assert (sum(p.numel() for p in ours.model.parameters())
+            == sum(p.numel() for p in theirs.model.parameters()))
+    ours.model.load_state_dict(_nanogpt_state(theirs.model.state_dict(), cfg["d_model"]))
+    torch.testing.assert_close(ours(), theirs(), rtol=1e-6, atol=1e-6)
+    grads = _nanogpt_state({n: p.grad for n, p in theirs.model.named_parameters()},
+                           cfg["d_model"])
+    for name, p in ours.model.named_parameters():
+        torch.testing.assert_close(p.grad, grads[name], rtol=1e-4, atol=1e-6, msg=name)
+    torch.testing.assert_close(ours(), theirs(), rtol=1e-5, atol=1e-5)
+
+
+@needs_torch
+@pytest.mark.parametrize("p", [0.0, 0.1])
+def test_dropout_of_the_config_reaches_every_dropout_of_each_step(monkeypatch, p):
+    """Every nn.Dropout of the three models, and the attention-weight dropout of each
+    PyTorch model's F.scaled_dot_product_attention calls (one per attention), is ``p``."""
+    cfg = workloads.with_dropout(MICRO, p)
+    model = workloads.minigrad_step(cfg).__closure__  # the model is a free variable of step
+    mine = next(c.cell_contents for c in model if isinstance(c.cell_contents, mg.nn.Module))
+    assert {m.p for m in mine.modules() if isinstance(m, mg.nn.Dropout)} == {p}
+    sdpa, seen = torch.nn.functional.scaled_dot_product_attention, []
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0))
+        return sdpa(*args, **kwargs)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    for name, step in workloads.torch_steps(cfg).items():
+        dropouts = [m.p for m in step.model.modules() if isinstance(m, torch.nn.Dropout)]
+        assert dropouts and set(dropouts) == {p}, name
+        seen.clear()
+        assert np.isfinite(step().item())
+        assert seen == [p] * 3 * cfg["layers"], name  # encoder self; decoder self and cross
+
+
+def test_the_default_step_config_keeps_its_dropout():
+    assert "dropout" not in workloads.SIZES["tiny"]
+    assert workloads.dropout_of(workloads.SIZES["tiny"]) == workloads.DROPOUT == 0.1
+    assert workloads.with_dropout(workloads.SIZES["tiny"], None) is workloads.SIZES["tiny"]
+    assert workloads.dropout_of(workloads.with_dropout(workloads.SIZES["tiny"], 0.0)) == 0.0
 
 
 @pytest.mark.parametrize("size", ["tiny"])
@@ -161,6 +262,9 @@ def test_pytorch_missing_is_one_line(capsys, monkeypatch):
     (["--lengths", "0"], ["argument --lengths", "must be > 0, got 0"]),
     (["--repeats", "-1"], ["argument --repeats", "must be > 0, got -1"]),
     (["--threads", "0"], ["argument --threads", "must be > 0, got 0"]),
+    (["--dropout", "0,x"], ["argument --dropout", "expected a number, got 'x'"]),
+    (["--dropout", "1"], ["argument --dropout", "in [0, 1), got 1"]),
+    (["--dropout", "-0.1"], ["argument --dropout", "in [0, 1), got -0.1"]),
 ])
 def test_arguments_are_checked_before_any_work(capsys, argv, words):
     _stops(capsys, argv, *words, usage=True)
@@ -170,6 +274,7 @@ def test_arguments_default_to_every_workload_on_the_cpu():
     args = run.parse([])
     assert args.device == "cpu" and args.only == list(run.SECTIONS)
     assert args.lengths == [512, 1024, 2048, 4096] and args.repeats == 20
+    assert args.dropout == [0.0, 0.1]
     args = run.parse(["--device", "cuda", "--only", "medium,attention", "--lengths", "4096"])
     assert (args.device, args.only, args.lengths) == ("cuda", ["medium", "attention"], [4096])
 
@@ -272,7 +377,7 @@ def test_the_gpu_header_names_the_gpu_and_says_tf32_off(monkeypatch):
     assert about == {"gpu": "Fake GPU", "tf32": False}
     assert target.device == "cuda" and target.syncs["torch"] is torch.cuda.synchronize
     target.syncs["minigrad"]()
-    target.syncs["composite"]()
+    target.waiting("composite", lambda: None)()
     assert cp.waits == 2
     assert run.open_target("cpu", 1)[1:] == ([], {})
 
@@ -286,22 +391,32 @@ def test_a_target_with_waits_and_its_own_meter_runs_every_section(tmp_path, monk
     def wait(lib):
         return lambda: waits.__setitem__(lib, waits[lib] + 1)
 
-    def meter(kind, arg, lib):
-        measured.append((kind, arg, lib))
+    def meter(kind, arg, lib, dropout=None):
+        measured.append((kind, arg, lib, dropout))
         return 1000 + len(measured)
-    target = run.Target("cpu", {"minigrad": wait("minigrad"), "composite": wait("minigrad"),
-                                "torch": wait("torch")}, meter)
+    target = run.Target("cpu", {"minigrad": wait("minigrad"), "torch": wait("torch")}, meter)
     monkeypatch.setattr(run, "open_target", lambda device, threads: (
         target, ["device: a stand-in"], {"gpu": "stand-in", "tf32": False}))
+    monkeypatch.setitem(workloads.SIZES, "tiny", MICRO)
     path = tmp_path / "results.json"
     results = run.main(["--device", "cuda", "--only", "tiny,chain,attention", "--repeats", "2",
-                        "--lengths", "32", "--threads", "1", "--json", str(path)])
-    assert measured == [("step", "tiny", "minigrad"), ("step", "tiny", "torch"),
-                        ("attention", "32", "minigrad"), ("attention", "32", "torch"),
-                        ("attention", "32", "composite")]
+                        "--lengths", "32", "--threads", "1", "--dropout", "0.1",
+                        "--json", str(path)])
+    fastest = results["tiny"]["0.1"]["fastest_torch"]
+    assert fastest in workloads.TORCH_STEPS
+    assert measured == [("step", "tiny", "minigrad", 0.1), ("step", "tiny", fastest, 0.1),
+                        ("attention", "32", "minigrad", None), ("attention", "32", "torch", None),
+                        ("attention", "32", "composite", None)]
     # every call of either library waited: steps, floor, chain, attention, composite
     assert waits["minigrad"] > waits["torch"] > 20
-    assert results["tiny"]["minigrad_bytes"] == 1001 and results["tiny"]["torch_bytes"] == 1002
+    for lib, library in [("minigrad", "minigrad"), ("composite", "minigrad"),
+                         *((name, "torch") for name in workloads.TORCH_STEPS)]:
+        before = dict(waits)
+        target.waiting(lib, lambda: None)()
+        assert waits[library] == before[library] + 1 and sum(waits.values()) == \
+            sum(before.values()) + 1, lib
+    row = results["tiny"]["0.1"]
+    assert row["minigrad_bytes"] == 1001 and row["torch_bytes"] == 1002
     assert results["attention_32"]["composite_bytes"] == 1005
     assert json.loads(path.read_text())["gpu"] == "stand-in"
     assert results["device"] == "cuda" and results["tf32"] is False
