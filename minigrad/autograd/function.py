@@ -168,8 +168,9 @@ class Function(Node):
         if record:  # make ``node`` the grad_fn of the result
             node.edges = edges
             node.seq = next(SEQUENCE)
-            if STATE.scope is not None:
-                node.scope = STATE.scope
+            scope = STATE.scope
+            if scope is not None:
+                node.scope = scope
             d = result.data
             node.output_meta = ((d.shape, d.dtype),)
             if d.dtype.kind in "fc":
@@ -195,8 +196,9 @@ class Function(Node):
         if edges is not None:
             self.edges = edges
             self.seq = next(SEQUENCE)
-            if STATE.scope is not None:
-                self.scope = STATE.scope
+            scope = STATE.scope
+            if scope is not None:
+                self.scope = scope
             non_diff = self._non_diff
             for i, r in enumerate(results):
                 d = r.data
