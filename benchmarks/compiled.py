@@ -5,13 +5,16 @@ same threads:
     python -m benchmarks.compiled [--only tiny,small,medium,chain] [--repeats 20]
                                   [--threads 1,2]
 
-For each step: the median time of eager minigrad, of the replayed step and of PyTorch
-(nn.Transformer), the time of the capture (the calls before the first replay), the ratio of
-each minigrad time to PyTorch's, and each to the floor (the step's matrix products alone,
+For each step: the median time of eager minigrad, of the replayed step and of the fastest
+eager PyTorch at the same dropout (``nn.Transformer`` or the nanoGPT-style model of
+``benchmarks.workloads``, each timed, the faster named), the time of the capture (the
+calls before the first replay), the ratio of each minigrad time to PyTorch's, and each to
+the floor (the step's matrix products alone,
 as in benchmarks.run). Peak memory allocated during a call (tracemalloc), of an eager and of
 a replayed step. For the chain (100 small elementwise ops, forward and backward): the time
 per op, and the floor is the same chain written in NumPy (forward and its gradients by
-hand). ``--threads 1,2`` runs everything once per thread count.
+hand). ``--threads 1,2`` runs everything once per thread count; ``--dropout`` sets the
+steps' dropout (default 0.1).
 """
 import argparse
 import statistics
@@ -66,19 +69,28 @@ def report(name, unit, t_eager, t_compiled, t_torch, t_floor, captured, extra=""
           f"capture {captured * 1e3:.0f} ms{extra}", flush=True)
 
 
-def bench_step(name, repeats):
-    cfg = workloads.SIZES[name]
+def fastest_torch(cfg, repeats):
+    """(median time, name) of the fastest PyTorch version of the step at ``cfg``."""
+    if not torch:
+        return float("nan"), "-"
+    timed = [(median_time(step, repeats), name)
+             for name, step in workloads.torch_steps(cfg).items()]
+    return min(timed)
+
+
+def bench_step(name, repeats, dropout):
+    cfg = workloads.with_dropout(workloads.SIZES[name], dropout)
     eager = workloads.minigrad_step(cfg)
     floor = matmul_floor(eager)
     compiled = mg.compile(workloads.minigrad_step(cfg))
     captured = capture(compiled)
     t_eager, t_compiled = median_time(eager, repeats), median_time(compiled, repeats)
     t_floor = median_time(floor, repeats)
-    t_torch = median_time(workloads.torch_step(cfg), repeats) if torch else float("nan")
+    t_torch, fastest = fastest_torch(cfg, repeats)
     mem_eager, mem_compiled = peak_traced(eager), peak_traced(compiled)
     report(name, "ms", t_eager, t_compiled, t_torch, t_floor, captured,
            f" | peak memory eager {mem_eager / 2**20:.1f} MiB, compiled "
-           f"{mem_compiled / 2**20:.1f} MiB")
+           f"{mem_compiled / 2**20:.1f} MiB | torch: {fastest}")
 
 
 def chain_numpy(x, w, rounds=bench_engine.CHAIN_OPS // 5):
@@ -120,6 +132,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compiled")
     parser.add_argument("--only", default=",".join(SECTIONS))
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--dropout", type=float, default=workloads.DROPOUT,
+                        help="dropout of the training steps (default: %(default)s)")
     parser.add_argument("--threads", default=None,
                         help="threads for both libraries; a list (1,2) runs each in turn")
     args = parser.parse_args(argv)
@@ -133,6 +147,8 @@ def main(argv=None):
         parser.error(f"--threads: expected numbers separated by commas, got {args.threads!r}")
     if args.repeats < 1 or any(n is not None and n < 1 for n in threads):
         parser.error("--repeats and --threads must be positive")
+    if not 0 <= args.dropout < 1:
+        parser.error(f"--dropout: expected a probability in [0, 1), got {args.dropout}")
     print(machine_line())
     for n in threads:
         set_threads(n)
@@ -142,7 +158,7 @@ def main(argv=None):
             if name == "chain":
                 bench_chain(args.repeats)
             else:
-                bench_step(name, args.repeats)
+                bench_step(name, args.repeats, args.dropout)
 
 
 if __name__ == "__main__":
