@@ -426,3 +426,38 @@ def test_a_target_with_waits_and_its_own_meter_runs_every_section(tmp_path, monk
 def test_torch_attention_kernel_names_an_sdp_backend():
     name = workloads.torch_attention_kernel(32)
     assert name in torch.nn.attention.SDPBackend.__members__ and name != "ERROR"
+
+
+@needs_torch
+def test_compiled_rows_compare_with_the_fastest_pytorch_step(capsys, monkeypatch):
+    """benchmarks.compiled: a row per step and one for the chain, each minigrad time over
+    PyTorch's and over the floor; the PyTorch time is the fastest version's, named."""
+    from benchmarks import compiled
+    monkeypatch.setitem(workloads.SIZES, "tiny", MICRO)
+    compiled.main(["--only", "tiny,chain", "--repeats", "1", "--threads", "1"])
+    out = capsys.readouterr().out
+    tiny = next(line for line in out.splitlines() if line.startswith("tiny"))
+    chain = next(line for line in out.splitlines() if line.startswith("chain"))
+    for row in (tiny, chain):
+        assert re.search(r"to torch: eager \d+\.\d\d, compiled \d+\.\d\d", row)
+        assert re.search(r"to floor: eager \d+\.\d\d, compiled \d+\.\d\d", row)
+    assert tiny.rsplit("torch: ", 1)[1] in workloads.TORCH_STEPS
+
+
+def test_compiled_takes_the_faster_pytorch_version(monkeypatch):
+    import time
+    from benchmarks import compiled
+    steps = {"slow": lambda: time.sleep(0.004), "fast": lambda: None}
+    monkeypatch.setattr(workloads, "torch_steps", lambda cfg: steps)
+    t, name = compiled.fastest_torch(workloads.SIZES["tiny"], repeats=3)
+    assert name == "fast" and t < 0.004
+
+
+@pytest.mark.parametrize("argv", [["--dropout", "1.5"], ["--only", "huge"],
+                                  ["--threads", "two"]])
+def test_compiled_arguments_are_checked(capsys, argv):
+    from benchmarks import compiled
+    with pytest.raises(SystemExit) as e:
+        compiled.main(argv)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and last.startswith(f"python -m benchmarks.compiled: error: {argv[0]}")
