@@ -296,11 +296,25 @@ class Tensor(TensorBase):
         return graph.append_hook(self._hooks, hook)
 
     # --- arithmetic -----------------------------------------------------------------------------
-    def __add__(self, other): return Add.apply(*_operands(self, other))
+    def __add__(self, other):
+        if type(other) is Tensor and other.data.dtype is self.data.dtype:  # the usual case
+            return Add.apply(self, other)
+        return Add.apply(*_operands(self, other))
+
     def __radd__(self, other): return Add.apply(*_operands(self, other, True))
-    def __sub__(self, other): return Sub.apply(*_operands(self, other))
+
+    def __sub__(self, other):
+        if type(other) is Tensor and other.data.dtype is self.data.dtype:  # the usual case
+            return Sub.apply(self, other)
+        return Sub.apply(*_operands(self, other))
+
     def __rsub__(self, other): return Sub.apply(*_operands(self, other, True))
-    def __mul__(self, other): return Mul.apply(*_operands(self, other))
+
+    def __mul__(self, other):
+        if type(other) is Tensor and other.data.dtype is self.data.dtype:  # the usual case
+            return Mul.apply(self, other)
+        return Mul.apply(*_operands(self, other))
+
     def __rmul__(self, other): return Mul.apply(*_operands(self, other, True))
     def __truediv__(self, other): return Div.apply(*_float_operands(self, other))
     def __rtruediv__(self, other): return Div.apply(*_float_operands(self, other, True))
