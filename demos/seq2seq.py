@@ -53,8 +53,9 @@ from minigrad.models import Transformer
 from minigrad.models.transformer import POSITIONAL
 from minigrad.text import bleu, chrf
 
-from ._cli import (add_run_options, check_out_dir, fail, make_out_dir, make_parser, nonneg_float,
-                   nonneg_int, positive_float, positive_int, print_written, probability)
+from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, fail,
+                   make_out_dir, make_parser, nonneg_float, nonneg_int, positive_float,
+                   positive_int, print_written, probability)
 
 # What the defaults were tuned for: each task reaches its target on 2 CPU cores.
 DEFAULTS = dict(d_model=64, nhead=4, layers=2, ff=256, dropout=0.0, batch_size=64, lr=2e-3,
@@ -118,8 +119,7 @@ def build_parser():
                    f"(default {DEFAULTS['label_smoothing']})")
     p.add_argument("--clip", type=nonneg_float, help="gradient norm clipping, 0 for none "
                    f"(default {DEFAULTS['clip']})")
-    p.add_argument("--compile", action="store_true", help="capture the training step with "
-                   "mg.compile and replay it: the same losses and weights, bit for bit")
+    add_compile_option(p)
     add_run_options(p, None, out_help="output folder (default runs/<task>)",
                     seed_help="seeds the data, the weights, dropout")
     p.add_argument("--resume", nargs="?", const=True, metavar="CHECKPOINT",
@@ -225,14 +225,14 @@ def make_update(model, optimizer, scheduler, args):
 
 def train_step(model, optimizer, scheduler, batch, args, graph_dir=None, update=None):
     """One update on ``batch`` (src, tgt_in, tgt_out Tensors) by ``update`` (``make_update``'s
-    function, compiled or not; default an eager one); returns the loss, the number of target
-    tokens predicted right (teacher-forced) and the number of target tokens, read back
-    here, outside the update. With ``graph_dir`` the step runs eagerly and its graph is
-    drawn (a replayed step builds no graph)."""
+    function in a ``TrainingStep``, compiled or not; default an eager one); returns the loss,
+    the number of target tokens predicted right (teacher-forced) and the number of target
+    tokens, read back here, outside the update. With ``graph_dir`` the step runs eagerly
+    (``update.eager``) and its graph is drawn (a replayed step builds no graph)."""
     if update is None:
-        update = make_update(model, optimizer, scheduler, args)
+        update = TrainingStep(make_update(model, optimizer, scheduler, args))
     if graph_dir is not None:
-        loss, right, real = getattr(update, "__wrapped__", update)(*batch, graph_dir=graph_dir)
+        loss, right, real = update.eager(*batch, graph_dir=graph_dir)
     else:
         loss, right, real = update(*batch)
     return loss.item(), int(right.item()), int(real.item())
@@ -323,10 +323,7 @@ def train(args, task, data, model, optimizer, scheduler, run):
     bar = tqdm(total=args.steps, initial=run["step"], disable=args.no_progress,
                desc=args.task, unit="step", dynamic_ncols=True, mininterval=0.5)
     draw_graph = not (args.out / "graph.svg").exists()
-    update = make_update(model, optimizer, scheduler, args)
-    if args.compile:
-        update = mg.compile(update)
-    first_step = run["step"]
+    update = TrainingStep(make_update(model, optimizer, scheduler, args), args.compile)
     tokens = seconds = 0.0
     started = time.perf_counter()
     last_eval, stepping = None, False
@@ -369,9 +366,7 @@ def train(args, task, data, model, optimizer, scheduler, run):
                   "continue with the same command and --resume", file=sys.stderr)
         raise SystemExit(130) from None
     bar.close()
-    if args.compile:
-        print(f"mg.compile: {update.replays} of {run['step'] - first_step} steps replayed, "
-              f"{len(update.entries)} batch shape(s) captured", file=sys.stderr)
+    update.report()
     return last_eval
 
 

@@ -24,14 +24,26 @@ class MarkovChain:
     """
 
     def __init__(self, transitions):
-        P = np.asarray(transitions, dtype=np.float64)
+        self.transitions = transitions
+
+    @property
+    def transitions(self):
+        """The tensor P (float64, read-only: a new one is assigned whole, and then what is
+        computed from it, the stationary distribution, is computed again)."""
+        return self._transitions
+
+    @transitions.setter
+    def transitions(self, transitions):
+        P = np.array(transitions, dtype=np.float64)  # a copy: the caller's array may change
         if P.ndim < 2 or len(set(P.shape)) != 1:
             raise ValueError(f"MarkovChain: transitions must have shape (V,) * (k + 1), "
                              f"got {P.shape}")
         if (P < 0).any() or not np.allclose(P.sum(-1), 1.0):
             raise ValueError("MarkovChain: every row of transitions must be a distribution")
-        self.transitions = P
+        P.flags.writeable = False
+        self._transitions = P
         self.n_symbols, self.order = P.shape[0], P.ndim - 1
+        self._stationary = None  # computed on first use (a least-squares solve)
 
     @classmethod
     def random(cls, n_symbols=16, order=2, alpha=0.5, seed=0):
@@ -56,7 +68,18 @@ class MarkovChain:
         return M
 
     def stationary(self):
-        """The stationary distribution over states, pi M = pi, shape (V,) * k."""
+        """The stationary distribution over states, pi M = pi, shape (V,) * k (solved once
+        per chain; a copy is returned)."""
+        return self._stationary_distribution().copy()
+
+    def _stationary_distribution(self):
+        """``stationary()``, solved on the first call and kept (read-only)."""
+        if self._stationary is None:
+            self._stationary = self._solve_stationary()
+            self._stationary.flags.writeable = False
+        return self._stationary
+
+    def _solve_stationary(self):
         M = self.state_transitions()
         n = M.shape[0]
         # pi (M - I) = 0 and sum(pi) = 1, solved together by least squares
@@ -73,7 +96,7 @@ class MarkovChain:
         symbols)."""
         P = self.transitions
         conditional = -(P * np.log(P, where=P > 0, out=np.zeros_like(P))).sum(-1)  # (V,)*k
-        return float((self.stationary() * conditional).sum())
+        return float((self._stationary_distribution() * conditional).sum())
 
     def masked_accuracy(self):
         """The Bayes-optimal accuracy of guessing one hidden symbol x from its two neighbours
@@ -84,7 +107,7 @@ class MarkovChain:
         if self.order != 1:
             raise ValueError(f"masked_accuracy: needs a first-order chain, got order "
                              f"{self.order}")
-        P, pi = self.transitions, self.stationary()
+        P, pi = self.transitions, self._stationary_distribution()
         joint = pi[:, None, None] * P[:, :, None] * P[None, :, :]           # (a, x, c)
         return float(joint.max(axis=1).sum())
 
@@ -99,7 +122,8 @@ class MarkovChain:
         """
         rng = np.random.default_rng(rng)
         V, k = self.n_symbols, self.order
-        first = rng.choice(V ** k, size=n, p=self.stationary().reshape(-1))  # (n,)
+        pi = self._stationary_distribution().reshape(-1)                   # (V^k,)
+        first = rng.choice(V ** k, size=n, p=pi)                            # (n,)
         out = np.zeros((n, max(length, k)), dtype=np.int64)
         for i in range(k):  # the digits of the first state, most significant first
             out[:, i] = first // V ** (k - 1 - i) % V

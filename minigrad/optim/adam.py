@@ -2,7 +2,7 @@
 from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, add_to, scale
 from ..compile.recorder import replayed_as_call
 
 
@@ -56,43 +56,62 @@ class Adam(Optimizer):
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
+            update = _AdamUpdate(group)
             for p in group["params"]:
-                if p.grad is None:
+                grad = p._grad
+                if grad is None:
                     continue
                 state = self.state[p]
                 if not state:
                     state["step"] = 0
                     state["exp_avg"] = _zeros_like(p)
                     state["exp_avg_sq"] = _zeros_like(p)
-                    if group["amsgrad"]:
+                    if update.amsgrad:
                         state["max_exp_avg_sq"] = _zeros_like(p)
                 with backend.device_context(p.data):
-                    self._update(p, state, group)
+                    update(p, grad.data, state)
         return loss
 
-    @staticmethod
-    def _update(p, state, group):
-        lr, eps, weight_decay = float(group["lr"]), float(group["eps"]), \
-            float(group["weight_decay"])
-        beta1, beta2 = (float(b) for b in group["betas"])
-        xp = backend.xp_of(p.data)
-        g = p.grad.data
-        if group["maximize"]:
+
+class _AdamUpdate:
+    """Adam's update of one parameter of a param group, ``update(p, g, state)``: the group's
+    numbers are read once, as Python floats, and the bias corrections are computed once per
+    step count (the parameters of a group usually share it)."""
+
+    def __init__(self, group):
+        self.lr, self.eps = float(group["lr"]), float(group["eps"])
+        self.weight_decay = float(group["weight_decay"])
+        self.beta1, self.beta2 = (float(b) for b in group["betas"])
+        self.amsgrad, self.maximize = group["amsgrad"], group["maximize"]
+        self.decoupled = group["decoupled_weight_decay"]
+        self.decay = 1.0 - self.lr * self.weight_decay  # AdamW's factor of p
+        self.step = None
+
+    def corrections(self, step):
+        """(lr / (1 - beta1**step), sqrt(1 - beta2**step)), in double precision on the host."""
+        if step != self.step:
+            self.step = step
+            self.step_size = self.lr / (1.0 - self.beta1 ** step)
+            self.bias_correction2_sqrt = (1.0 - self.beta2 ** step) ** 0.5
+        return self.step_size, self.bias_correction2_sqrt
+
+    def __call__(self, p, g, state):
+        if self.maximize:
             g = -g
-        state["step"] += 1
-        step = state["step"]
-        if weight_decay != 0:
-            if group["decoupled_weight_decay"]:
-                p.mul_(1.0 - lr * weight_decay)
+        state["step"] = step = state["step"] + 1
+        if self.weight_decay != 0:
+            if self.decoupled:
+                scale(p, self.decay)
             else:
-                g = g + weight_decay * p.data
+                g = g + self.weight_decay * p.data
         m, v = state["exp_avg"].data, state["exp_avg_sq"].data
-        step_size = lr / (1.0 - beta1 ** step)
-        bias_correction2_sqrt = (1.0 - beta2 ** step) ** 0.5
-        if not group["amsgrad"]:  # the moments and the update in one pass (one GPU kernel)
-            update = backend.adam(g, m, v, beta1, beta2, step_size, bias_correction2_sqrt, eps)
-            p.add_(update)
+        step_size, bias_correction2_sqrt = self.corrections(step)
+        beta1, beta2, eps = self.beta1, self.beta2, self.eps
+        if not self.amsgrad:  # the moments and the update in one pass (one GPU kernel)
+            add_to(p, backend.adam(g, m, v, beta1, beta2, step_size, bias_correction2_sqrt,
+                                   eps))
             return
+        xp = backend.xp_of(p.data)
         _lerp_(m, g, 1.0 - beta1)
         v *= beta2
         v += (1.0 - beta2) * g * g
@@ -102,7 +121,7 @@ class Adam(Optimizer):
         denom += eps
         update = -step_size * m  # torch's addcdiv_: p + (value * m) / denom
         update /= denom
-        p.add_(update)
+        add_to(p, update)
 
 
 class AdamW(Adam):

@@ -10,9 +10,11 @@ as ``torch.optim.Optimizer`` does, so checkpoints have PyTorch's layout::
      "param_groups": [{"lr": 0.1, ..., "params": [0, 1]}, {"lr": 0.01, ..., "params": [2]}]}
 
 Subclasses write ``step`` as array arithmetic on ``.data`` through ``backend.xp_of`` with
-Python-float hyper-parameters (so a float32 parameter never meets a float64 array), and
-apply the result to the parameter with its in-place methods under ``no_grad`` (which bump
-its version, so a graph saved before the step refuses to backpropagate through it).
+Python-float hyper-parameters (so a float32 parameter never meets a float64 array), read
+once per group, and apply the result to the parameter with ``add_to`` and ``scale``: the
+in-place change that ``p.add_`` and ``p.mul_`` make under ``no_grad``, without the checks
+that an update made from the parameter's own gradient cannot fail. Each bumps the
+parameter's version, so a graph saved before the step refuses to backpropagate through it.
 """
 import copy
 import warnings
@@ -20,7 +22,7 @@ from collections import defaultdict
 
 from .. import backend
 from ..autograd import enable_grad
-from ..tensor import Tensor, _is_array
+from ..tensor import Tensor, _check_writable, _is_array
 from ..compile.recorder import replayed_as_call
 
 
@@ -209,3 +211,25 @@ def _cast(value, param, key, where):
     arr = backend.to_device(value.data, param.device)
     dtype = param.dtype if param.is_floating_point() else arr.dtype
     return Tensor(arr.astype(dtype, copy=True))
+
+
+# --- the in-place changes of a step ----------------------------------------------------------
+# An update computed from a parameter's gradient has the parameter's shape, dtype and device,
+# so of p.add_'s checks only the refusal of a write into an expanded view is left; the
+# arithmetic is the same ufunc into p's memory, the same bits.
+
+def add_to(p, update):
+    """``p.add_(update)`` under ``no_grad``, for an array ``update`` of p's shape and dtype
+    (on its device): added in place, one more version of p (shared with its views)."""
+    _check_writable(p, "add_")
+    data = p.data
+    data += update
+    p._shared_counter()[0] += 1
+
+
+def scale(p, factor):
+    """``p.mul_(factor)`` under ``no_grad``, for a Python float ``factor``."""
+    _check_writable(p, "mul_")
+    data = p.data
+    data *= factor
+    p._shared_counter()[0] += 1

@@ -2,7 +2,7 @@
 from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, add_to
 from ..compile.recorder import replayed_as_call
 
 
@@ -51,19 +51,20 @@ class SGD(Optimizer):
         for group in self.param_groups:
             lr, momentum = float(group["lr"]), float(group["momentum"])
             dampening, weight_decay = float(group["dampening"]), float(group["weight_decay"])
+            maximize, nesterov = group["maximize"], group["nesterov"]
             for p in group["params"]:
-                if p.grad is None:
+                grad = p._grad
+                if grad is None:
                     continue
                 with backend.device_context(p.data):
-                    g = p.grad.data
-                    if group["maximize"]:
+                    g = grad.data
+                    if maximize:
                         g = -g
                     if weight_decay != 0:
                         g = g + weight_decay * p.data
                     if momentum != 0:
-                        g = self._momentum(self.state[p], g, momentum, dampening,
-                                           group["nesterov"])
-                    p.add_(g, alpha=-lr)
+                        g = self._momentum(self.state[p], g, momentum, dampening, nesterov)
+                    add_to(p, g * -lr)  # p.add_(g, alpha=-lr)
         return loss
 
     @staticmethod

@@ -9,6 +9,7 @@ import pytest
 
 import minigrad as mg
 from minigrad.demos import seq2seq
+from minigrad.demos._cli import TrainingStep
 from minigrad.demos.tasks import TASKS, Dataset
 
 TINY = ["--d-model", "16", "--nhead", "2", "--layers", "1", "--ff", "32", "--batch-size", "16",
@@ -22,9 +23,7 @@ def _train(device, compiled, steps=6):
     args = seq2seq.parse_args([*TINY, "--steps", "20", "--device", device])
     mg.manual_seed(0)
     model, optimizer, scheduler = seq2seq.build(args, TASKS["copy"])
-    update = seq2seq.make_update(model, optimizer, scheduler, args)
-    if compiled:
-        update = mg.compile(update)
+    update = TrainingStep(seq2seq.make_update(model, optimizer, scheduler, args), compiled)
     batch = [mg.tensor(a, device=device) for a in Dataset(TASKS["copy"], 0, 5).batch(0, 16)]
     history = [seq2seq.train_step(model, optimizer, scheduler, batch, args, update=update)
                for _ in range(steps)]
@@ -52,8 +51,26 @@ def test_a_run_with_compile_ends_with_the_same_weights_and_metrics(tmp_path, dev
     assert sorted(tensors[0]) == sorted(tensors[1])
     for key in tensors[0]:
         assert np.array_equal(tensors[0][key], tensors[1][key]), key
-    replayed = re.search(r"mg\.compile: (\d+) of 10 steps replayed", capsys.readouterr().err)
-    assert replayed and int(replayed.group(1)) > 0
+    err = capsys.readouterr().err
+    replayed = re.search(r"mg\.compile: (\d+) of 10 steps replayed, (\d+) batch shape\(s\) "
+                         r"captured\n", err)
+    assert replayed and 0 < int(replayed.group(1)) < 10 and int(replayed.group(2)) > 0, err
+    assert "running eagerly" not in err and "Warning" not in err, err
+
+
+def test_a_step_whose_graph_is_drawn_runs_eagerly_under_compile(tmp_path, device, monkeypatch):
+    """With ``graph_dir`` the step runs uncompiled (``TrainingStep.eager``): it builds the
+    graph that is drawn, and mg.compile neither captures nor replays it."""
+    drawn = []
+    monkeypatch.setattr(seq2seq, "write_graph", lambda loss, model, out: drawn.append(loss))
+    args = seq2seq.parse_args([*TINY, "--steps", "20", "--device", device])
+    mg.manual_seed(0)
+    model, optimizer, scheduler = seq2seq.build(args, TASKS["copy"])
+    update = TrainingStep(seq2seq.make_update(model, optimizer, scheduler, args), True)
+    batch = [mg.tensor(a, device=device) for a in Dataset(TASKS["copy"], 0, 5).batch(0, 16)]
+    seq2seq.train_step(model, optimizer, scheduler, batch, args, tmp_path, update)
+    assert len(drawn) == 1 and drawn[0].grad_fn is not None
+    assert update.step.log == [] and update.replays == 0 and update.calls == 1
 
 
 def test_compile_is_listed_with_its_help(capsys):

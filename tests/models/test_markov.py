@@ -104,3 +104,57 @@ def test_samples_have_the_chain_statistics():
     nll = -chain.log_prob(seqs).mean()
     assert nll == pytest.approx(chain.entropy_rate(), abs=0.02)
     assert np.isfinite(chain.log_prob(seqs)).all()  # only transitions the chain allows
+
+
+def _count_solves(monkeypatch):
+    """Count the least-squares solves of the stationary distribution."""
+    calls, solve = [], MarkovChain._solve_stationary
+
+    def counted(self):
+        calls.append(self)
+        return solve(self)
+    monkeypatch.setattr(MarkovChain, "_solve_stationary", counted)
+    return calls
+
+
+def test_the_stationary_distribution_is_solved_once_per_chain(monkeypatch):
+    calls = _count_solves(monkeypatch)
+    chain = MarkovChain.random(16, order=2, seed=0)
+    assert calls == []
+    for seed in range(3):
+        chain.sample(4, 10, seed)
+    pi = chain.stationary()
+    chain.entropy_rate()
+    assert calls == [chain]
+    pi[...] = 0  # a copy: the chain's own is untouched
+    np.testing.assert_allclose(chain.stationary().sum(), 1.0)
+    MarkovChain.random(16, order=1, seed=0).masked_accuracy()
+    assert len(calls) == 2
+
+
+def test_samples_equal_those_with_the_distribution_solved_at_every_call(monkeypatch):
+    """The kept stationary distribution gives the same tokens, seed for seed, as solving it
+    afresh at every call."""
+    kept, afresh = MarkovChain.random(16, order=2, seed=0), MarkovChain.random(16, order=2, seed=0)
+    monkeypatch.setattr(afresh, "_stationary_distribution", afresh._solve_stationary)
+    for seed in range(3):
+        np.testing.assert_array_equal(kept.sample(32, 65, seed), afresh.sample(32, 65, seed))
+    assert kept.entropy_rate() == afresh.entropy_rate()
+
+
+def test_new_transitions_are_solved_again_and_the_kept_ones_cannot_change(monkeypatch):
+    calls = _count_solves(monkeypatch)
+    P = MarkovChain.random(4, order=1, seed=0).transitions.copy()
+    chain = MarkovChain(P)
+    before = chain.stationary()
+    P[0] = [1, 0, 0, 0]  # the caller's array: the chain holds a copy
+    np.testing.assert_array_equal(chain.transitions[0], MarkovChain.random(4, 1, seed=0)
+                                  .transitions[0])
+    with pytest.raises(ValueError, match="read-only"):
+        chain.transitions[0, 0] = 1.0
+    other = MarkovChain.random(4, order=1, seed=1).transitions
+    chain.transitions = other
+    np.testing.assert_allclose(chain.stationary(), brute_stationary(chain), atol=1e-12)
+    assert len(calls) == 2 and not np.allclose(chain.stationary(), before)
+    with pytest.raises(ValueError, match="distribution"):
+        chain.transitions = np.full((3, 3), 0.5)
