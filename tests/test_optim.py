@@ -605,3 +605,29 @@ def test_lambda_scheduler_state_dict_leaves_functions_out(device):
 def test_resuming_a_scheduler_needs_initial_lr(device):
     with pytest.raises(KeyError, match="initial_lr"):
         lr_scheduler.LambdaLR(_sgd_groups(device), lambda e: 1.0, last_epoch=5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("beta1", [0.9, 0.3, 0.0])
+def test_the_adam_kernel_is_the_formula_bit_for_bit(dtype, beta1):
+    """backend.adam on the host (one scratch array) against Adam's update written out as
+    NumPy expressions, over a few steps: moments and update equal to the last bit."""
+    from minigrad.backend.kernels import adam
+    rng = np.random.default_rng(0)
+    m, v = rng.standard_normal(257).astype(dtype), rng.random(257).astype(dtype)
+    m_ref, v_ref = m.copy(), v.copy()
+    for step in range(1, 5):
+        g = rng.standard_normal(257).astype(dtype)
+        step_size, bc2 = 1e-3 / (1 - beta1 ** step), (1 - 0.999 ** step) ** 0.5
+        update = adam(g, m, v, beta1, 0.999, step_size, bc2, 1e-8)
+        w1 = 1.0 - beta1
+        if w1 < 0.5:
+            m_ref = m_ref + w1 * (g - m_ref)
+        else:
+            m_ref = g - (g - m_ref) * (1.0 - w1)
+        v_ref = v_ref * 0.999 + (1.0 - 0.999) * g * g
+        expected = (-step_size * m_ref) / ((np.sqrt(v_ref) / bc2) + 1e-8)
+        assert update.dtype == dtype
+        np.testing.assert_array_equal(m, m_ref)
+        np.testing.assert_array_equal(v, v_ref)
+        np.testing.assert_array_equal(update, expected)

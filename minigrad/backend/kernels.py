@@ -117,18 +117,23 @@ def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps):
         update = cupy().empty_like(g)
         _kernel("adam")(g, w1, beta2, step_size, bc2_sqrt, eps, m, v, update)
         return update
+    t = g - m  # one scratch array for every intermediate (the same values, fewer allocations)
     if abs(w1) < 0.5:  # torch's lerp_, in its two forms (the second exact at weight 1)
-        m += w1 * (g - m)
+        t *= w1
+        m += t
     else:
-        m[...] = g - (g - m) * (1.0 - w1)
+        t *= 1.0 - w1
+        np.subtract(g, t, out=m)
     v *= beta2
-    v += (1.0 - beta2) * g * g
+    np.multiply(g, 1.0 - beta2, out=t)
+    t *= g
+    v += t
     denom = np.sqrt(v)
     denom /= bc2_sqrt
     denom += eps
-    update = -step_size * m  # torch's addcdiv_: p + (value * m) / denom
-    update /= denom
-    return update
+    np.multiply(m, -step_size, out=t)  # torch's addcdiv_: p + (value * m) / denom
+    t /= denom
+    return t
 
 
 # --- the CPU's cores for work that splits into independent pieces ------------------------
