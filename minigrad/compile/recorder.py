@@ -11,7 +11,9 @@ Three kinds of work are recorded:
   call them through ``fused.differentiate.on_arrays``, recorded as one instruction each,
   and the rules listed in ``REPLAYED_WHOLE`` are recorded as one call of the whole rule;
 * the engine's own array work (gradient sums, writes into ``.grad``), through the hooks
-  in ``autograd/engine.py``;
+  in ``autograd/engine.py``, and the raw writes of in-place ops (``p -= lr * p.grad`` under
+  no_grad, ``zero_()``, ``copy_``), through ``on_arrays`` too; a ``.grad`` the engine wrote
+  and the step then cleared (``p.grad = None``) is recorded as ``clear_grad``;
 * whole calls of the functions marked ``@replayed_as_call`` (the optimiser's ``step`` and
   ``zero_grad``, a scheduler's ``step``, gradient clipping): they read learning rates and step
   counts on the host, so replay calls them again rather than freezing their numbers.
@@ -19,7 +21,9 @@ Three kinds of work are recorded:
 Every array the recorder has seen is fingerprinted (a CRC of its bytes) when it is made and
 checked when it is read: an array changed by code that is none of the above (``t.data *= 2``,
 NumPy on ``.numpy()``) stops the capture with a one-line reason, since a replay would miss
-the change.
+the change. So does reading a tensor's value on the host (``loss.item()``, ``if t:``,
+``print(t)``: the Tensor methods call ``fused.differentiate.read_on_host``), since a Python
+branch on the value would be frozen into the replay.
 """
 import functools
 import zlib

@@ -23,8 +23,9 @@ def composite_grads(composite, inputs, grad, needs):
 
 def on_arrays(fn, *args):
     """``fn(*args)``: a backward rule's work on raw arrays (one pass, or one GPU kernel,
-    instead of several Tensor ops). While ``mg.compile`` captures a step, the call is
-    recorded as one instruction of the step's program, as the ops around it are."""
+    instead of several Tensor ops), or an in-place op's write into a tensor's memory
+    (``fn`` then returns its first argument). While ``mg.compile`` captures a step, the
+    call is recorded as one instruction of the step's program, as the ops around it are."""
     if function.capture is None:
         return fn(*args)
     return function.capture.array_op(fn, args)
