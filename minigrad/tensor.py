@@ -24,6 +24,7 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, Cos, CopySlices, Div, Erf, 
                   Sigmoid, Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where,
                   replay_view)
 from .fused import Gelu, GeluTanh
+from .fused.differentiate import on_arrays, read_on_host
 
 # NumPy ufunc -> the Tensor method that computes ``array <op> tensor``
 _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
@@ -139,33 +140,45 @@ class Tensor(TensorBase):
     # --- conversion -------------------------------------------------------------------------
     def numpy(self):
         """The values as a host NumPy array (shares memory on the CPU, as in PyTorch)."""
+        read_on_host("Tensor.numpy()")
         return backend.to_host(self.data)
 
     def __array__(self, dtype=None, copy=None):
+        read_on_host("Tensor.__array__()")
         return np.asarray(self.numpy(), dtype=dtype)
 
     def item(self):
+        read_on_host("Tensor.item()")
         if self.data.size != 1:
             raise RuntimeError(f"a Tensor with {self.data.size} elements cannot be converted "
                                "to a Python scalar")
         return self.data.item()
 
     def tolist(self):
+        read_on_host("Tensor.tolist()")
         return self.numpy().tolist()
 
     def __bool__(self):
+        read_on_host("Tensor.__bool__()")
         if self.data.size != 1:
             raise RuntimeError(f"the truth value of a Tensor with {self.data.size} elements "
                                "is ambiguous")
         return builtins.bool(self.data.item())
 
-    __float__ = lambda self: builtins.float(self.item())  # noqa: E731
-    __int__ = lambda self: builtins.int(self.item())  # noqa: E731
+    def __float__(self):
+        read_on_host("Tensor.__float__()")
+        return builtins.float(self.item())
+
+    def __int__(self):
+        read_on_host("Tensor.__int__()")
+        return builtins.int(self.item())
 
     def __format__(self, spec):
+        read_on_host("Tensor.__format__()")
         return format(self.item(), spec) if self.data.ndim == 0 else repr(self)
 
     def __repr__(self):
+        read_on_host("Tensor.__repr__()")
         values = self.numpy()
         finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
         fixed = values.dtype.kind == "f" and not np.array_equal(finite, np.round(finite))
@@ -785,12 +798,13 @@ class Tensor(TensorBase):
                 _check_view_writable(self, op)
                 if self._vc[0] != self._view_version:
                     _refresh_view(self)
-            before = Tensor._make(data.copy(), self.requires_grad, self.grad_fn, self._out_idx)
+            before = Tensor._make(on_arrays(_copy_of, data), self.requires_grad, self.grad_fn,
+                                  self._out_idx)
             new = _fitted(self, op, compute(before), cast)
         else:
             with no_grad():
                 new = _fitted(self, op, compute(self), cast)
-        data[...] = new.data
+        on_arrays(_write_values, data, new.data)
         self._shared_counter()[0] += 1
         if recording:
             _rebase(self, new, written)
@@ -906,7 +920,7 @@ def _arithmetic_(t, op, ufunc, other, alpha=1):
     if type(raw) is not np.ndarray or type(data) is not np.ndarray:  # (two host arrays: as is)
         raw = _operand_array(t, op, other, raw)
     if alpha != 1:
-        raw = raw * alpha
+        raw = on_arrays(_scaled, raw, alpha) if _is_array(raw) else raw * alpha
     if hasattr(raw, "dtype") and getattr(raw, "ndim", 0) > 0 or isinstance(other, Tensor):
         result = dtypes.promote_types(data.dtype, raw.dtype)  # PyTorch's promotion
     elif isinstance(raw, builtins.float) and data.dtype.kind in "biu":
@@ -920,9 +934,34 @@ def _arithmetic_(t, op, ufunc, other, alpha=1):
     shape = getattr(raw, "shape", ())
     _check_fit(t, op, np.broadcast_shapes(data.shape, shape) if shape != data.shape
                else shape, result)
-    getattr(backend.xp_of(data), ufunc)(data, raw, out=data, casting="unsafe")
+    on_arrays(_ufunc_into, data, raw, ufunc)
     t._shared_counter()[0] += 1
     return t
+
+
+# The raw array work of the in-place ops, one function each (``on_arrays``: mg.compile
+# records each call as one instruction of a step's program, named after the function).
+
+def _scaled(raw, alpha):
+    """``raw * alpha``: the operand of ``add_(other, alpha=...)`` and ``sub_``."""
+    return raw * alpha
+
+
+def _ufunc_into(data, raw, ufunc):
+    """``data <ufunc>= raw``, written into ``data`` (an in-place op with no graph)."""
+    getattr(backend.xp_of(data), ufunc)(data, raw, out=data, casting="unsafe")
+    return data
+
+
+def _write_values(data, new):
+    """``new``'s values written into ``data`` (an in-place op: ``_update``)."""
+    data[...] = new
+    return data
+
+
+def _copy_of(data):
+    """A copy of ``data``: a tensor's values before an in-place op recorded in a graph."""
+    return data.copy()
 
 
 def _operand_array(t, op, other, raw):

@@ -212,10 +212,10 @@ def test_an_array_changed_in_place_behind_the_ops_back_is_refused(device):
 
 def test_returning_a_python_number_is_refused(device):
     w = mg.tensor([1.0, 2.0], requires_grad=True, device=device)
-    step = mg.compile(lambda x: (w * x).sum().item())
+    step = mg.compile(lambda x, scale: ((w * x).sum(), scale * 2))
     with pytest.warns(CompileWarning, match="returns a float"):
-        assert [step(mg.tensor([1.0, float(i)], device=device)) for i in range(3)] == \
-            [1.0, 3.0, 5.0]
+        out = [step(mg.tensor([1.0, float(i)], device=device), 0.5) for i in range(3)]
+    assert [(loss.item(), scale) for loss, scale in out] == [(1.0, 1.0), (3.0, 1.0), (5.0, 1.0)]
 
 
 def test_listing_shows_ops_buffers_and_memory(device):

@@ -113,26 +113,24 @@ def test_the_transformer_step_has_no_backward_call_but_attention(device):
     assert "with backward_pass():" in step.program.source
 
 
-def _chain(x, w):  # benchmarks.bench_engine's chain: tanh's rule is recorded whole
-    y = x
-    for _ in range(4):
-        y = ((y * w + x).tanh() - w) * 0.5
-    y.sum().backward()
-
-
-def test_a_rule_recorded_whole_replays_exactly_and_gradients_accumulate(device):
+def test_the_engine_benchmarks_chain_is_flat_and_replays_exactly(device):
+    """tanh's rule does its raw array work through on_arrays: no rule is called whole; the
+    gradients accumulate over calls as in eager mode."""
+    from benchmarks.bench_engine import CHAIN_OPS, chain_minigrad
     rng = np.random.default_rng(0)
     xa, wa = rng.standard_normal((2, 8, 8)).astype(np.float32)
     grads = []
     for compiled in (False, True):
         x, w = (mg.tensor(a, requires_grad=True, device=device) for a in (xa, wa))
-        run = mg.compile(_chain) if compiled else _chain
+        run = mg.compile(chain_minigrad) if compiled else chain_minigrad
         for _ in range(5):
             run(x, w)
         grads.append((x.grad.numpy(), w.grad.numpy()))
     assert run.replays == 2
-    assert {i.name for i in run.program.instructions if i.kind == "backward"} == \
-        {"TanhBackward0"}
+    kinds = [i.kind for i in run.program.instructions]
+    assert "backward" not in kinds
+    rounds = CHAIN_OPS // 5  # one tanh a round
+    assert sum(i.name == "tanh_grad" for i in run.program.instructions) == rounds
     assert np.array_equal(grads[0][0], grads[1][0]) and np.array_equal(grads[0][1], grads[1][1])
 
 
@@ -176,3 +174,30 @@ def test_create_graph_inside_a_step_runs_eagerly_with_a_reason(device):
     with pytest.warns(CompileWarning, match="create_graph"):
         out = [step(mg.tensor([1.0, float(v)], device=device)).item() for v in range(4)]
     assert out == [4.0 + 16.0 * v * v for v in range(4)] and step.replays == 0
+
+
+def test_softmax_and_sigmoid_rules_are_flat_and_replay_exactly(device):
+    """Their no-grad rules go through on_arrays; on the CPU softmax's kernel does not apply
+    (it returns None), which records nothing: the rule's Tensor ops are recorded instead."""
+    rng = np.random.default_rng(0)
+    xa, wa = rng.standard_normal((2, 4, 6)).astype(np.float32)
+
+    def step(x, w):
+        y = (x * w).softmax(-1) + (x - w).log_softmax(0) * (x + w).sigmoid()
+        (y * y).sum().backward()
+
+    grads = []
+    for compiled in (False, True):
+        x, w = (mg.tensor(a, requires_grad=True, device=device) for a in (xa, wa))
+        run = mg.compile(step) if compiled else step
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CompileWarning)
+            for _ in range(5):
+                run(x, w)
+        grads.append((x.grad.numpy(), w.grad.numpy()))
+    assert run.replays == 2
+    names = [i.name for i in run.program.instructions]
+    assert "sigmoid_grad" in names and "softmax_backward" not in names
+    assert "backward" not in {i.kind for i in run.program.instructions}
+    assert all(i.outs != [None] for i in run.program.instructions)
+    assert np.array_equal(grads[0][0], grads[1][0]) and np.array_equal(grads[0][1], grads[1][1])

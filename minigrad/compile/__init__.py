@@ -14,8 +14,9 @@ Guards, checked on every call: the shapes, dtypes and devices of the tensor argu
 the other arguments' values pick a program (a new one is captured for a new combination);
 grad mode, the training flags of the modules the step uses and whether each parameter's
 ``.grad`` was set when the step began must be as at capture, or it is captured again. A
-step that cannot be replayed (a branch on a value, NumPy work outside minigrad's ops, a
-random draw that is not an op's) runs eagerly from then on, and says why once
+step that cannot be replayed (a value read on the host, as ``loss.item()`` or ``if t:``,
+which a Python branch may depend on; NumPy work outside minigrad's ops; a random draw that
+is not an op's) runs eagerly from then on, and says why once
 (``CompileWarning``; every reason is kept in ``step.log``).
 """
 import inspect

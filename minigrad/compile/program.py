@@ -430,7 +430,7 @@ class Program:
         call = f"f{k}({args})"
         if ins.scalar:
             call = f"np.asarray({call})"
-        return f"{outs} = {call}  # {ins.name}"
+        return (f"{outs} = {call}" if ins.outs else call) + f"  # {ins.name}"
 
     # --- showing it ------------------------------------------------------------------------
     def listing(self):

@@ -11,7 +11,9 @@ Three kinds of work are recorded:
   call them through ``fused.differentiate.on_arrays``, recorded as one instruction each,
   and the rules listed in ``REPLAYED_WHOLE`` are recorded as one call of the whole rule;
 * the engine's own array work (gradient sums, writes into ``.grad``), through the hooks
-  in ``autograd/engine.py``;
+  in ``autograd/engine.py``, and the raw writes of in-place ops (``p -= lr * p.grad`` under
+  no_grad, ``zero_()``, ``copy_``), through ``on_arrays`` too; a ``.grad`` the engine wrote
+  and the step then cleared (``p.grad = None``) is recorded as ``clear_grad``;
 * whole calls of the functions marked ``@replayed_as_call`` (the optimiser's ``step`` and
   ``zero_grad``, a scheduler's ``step``, gradient clipping): they read learning rates and step
   counts on the host, so replay calls them again rather than freezing their numbers.
@@ -19,7 +21,9 @@ Three kinds of work are recorded:
 Every array the recorder has seen is fingerprinted (a CRC of its bytes) when it is made and
 checked when it is read: an array changed by code that is none of the above (``t.data *= 2``,
 NumPy on ``.numpy()``) stops the capture with a one-line reason, since a replay would miss
-the change.
+the change. So does reading a tensor's value on the host (``loss.item()``, ``if t:``,
+``print(t)``: the Tensor methods call ``fused.differentiate.read_on_host``), since a Python
+branch on the value would be frozen into the replay.
 """
 import functools
 import zlib
@@ -32,16 +36,16 @@ from ..autograd.grad_mode import PROCESS, STATE
 from ..autograd.graph import TensorBase
 from ..backend import random as _random
 from ..fused.attention import Attention
-from ..ops.elementwise import Sigmoid, Tanh
 from .program import Instruction, Program, SlotRef
 
 ACTIVE = [None]  # the recorder capturing a step, if any
 
-# Backward rules that compute on raw arrays without ``on_arrays`` (or, for attention, with
-# a random source saved by forward): each is recorded as one instruction that calls the
-# whole rule again, with what the replayed forward saved. Every other rule of minigrad's
-# ops is recorded op by op; a rule of an op defined elsewhere (a user's Primitive) whole.
-REPLAYED_WHOLE = frozenset((Tanh.backward, Sigmoid.backward, Attention.backward))
+# Backward rules recorded as one instruction that calls the whole rule again, with what
+# the replayed forward saved: attention's, which redraws its dropout mask from a random
+# source its forward saved. Every other rule of minigrad's ops is recorded op by op (its
+# raw array work through ``on_arrays``); a rule of an op defined elsewhere (a user's
+# Primitive) whole.
+REPLAYED_WHOLE = frozenset((Attention.backward,))
 
 
 def replayed_whole(op):
@@ -103,6 +107,7 @@ class Recorder:
         self.node_index = {}   # id(node) -> (index of its op's instruction, node)
         self.in_rule = 0       # > 0 while a backward rule is recorded op by op
         self.walking = 0       # > 0 while the engine walks a backward pass
+        self.grads = {}        # id(tensor) -> (tensor, its .grad as replay will leave it)
         for i, t in enumerate(input_tensors):
             self._new_slot(t.data, ("input", i))
 
@@ -121,6 +126,7 @@ class Recorder:
         function.capture = engine.capture = None
         PROCESS.watchers = tuple(w for w in PROCESS.watchers if w is not self)
         if exc[0] is None and self.broken is None:
+            self._settle_grads("the end of the step")
             self._check_all("the end of the step")
         return False
 
@@ -135,6 +141,8 @@ class Recorder:
             self.unsupported(f"an array of type {type(array).__name__}: mg.compile captures "
                              "NumPy (CPU) steps only")
         slot = len(self.arrays)
+        if source is not None and source[0] == "tensor" and id(source[1]) not in self.grads:
+            self.grads[id(source[1])] = (source[1], source[1]._grad)
         self.arrays.append(array)
         self.belief.append(fingerprint(array))
         self.slot_of[id(array)] = slot
@@ -169,6 +177,25 @@ class Recorder:
                 self.unsupported(f"an array of the step ({self.program.describe(slot)}) was "
                                  f"changed in place by code outside minigrad's ops (seen at "
                                  f"{where}); replay would miss that change")
+                return
+
+    def _settle_grads(self, where):
+        """The ``.grad`` of each tensor of the step as the step left it, against what replay
+        will leave there: a gradient the engine wrote and the step then cleared (``p.grad =
+        None`` after an update) is recorded as ``clear_grad``; any other change of a
+        ``.grad`` outside the engine stops the capture."""
+        for key, (t, expected) in list(self.grads.items()):
+            now = t._grad
+            if now is expected:
+                continue
+            if now is None:
+                self._append(Instruction("grad", functools.partial(clear_grad, t), "clear_grad",
+                                         [], [], effect=True, leaf=t))
+                self.grads[key] = (t, None)
+            else:
+                self.unsupported(f"the .grad of a tensor of shape {tuple(t.shape)} was set in "
+                                 f"the step outside backward (seen at {where}); replay would "
+                                 "not set it")
                 return
 
     def _outputs(self, outs, written=False):
@@ -263,8 +290,10 @@ class Recorder:
 
     def array_op(self, fn, args):
         """Array work outside the ops (the engine's gradient sums, a fused backward's
-        ``on_arrays``): run ``fn(*args)`` and record it. Arguments that are not arrays
-        are recorded as constants; it returns an array or a tuple of arrays (or None)."""
+        ``on_arrays``, an in-place write): run ``fn(*args)`` and record it. Arguments that
+        are not arrays are recorded as constants; it returns an array (the first argument,
+        for a write into it), a tuple of arrays, or None, which is not recorded (an array
+        changed in place by such a call is caught by its fingerprint)."""
         if self.paused:
             return fn(*args)
         try:
@@ -274,9 +303,11 @@ class Recorder:
             self.unsupported(str(e))
             return fn(*args)
         out = fn(*args)
+        if out is None:  # it made nothing (a GPU kernel that does not apply on the CPU)
+            return out
         single = type(out) is not tuple
         outs = [out] if single else list(out)
-        scalar = single and out is not None and type(out) not in backend._XP_BY_TYPE
+        scalar = single and type(out) not in backend._XP_BY_TYPE
         if scalar:  # (NumPy makes a scalar of a 0-d result; replay makes it an array too)
             out = outs[0] = np.asarray(out)
         inplace = outs[0] is args[0]
@@ -284,6 +315,16 @@ class Recorder:
         self._append(Instruction("array", fn, fn.__name__.strip("_"), ins, out_slots,
                                  inplace=inplace, single=single, scalar=scalar))
         return out
+
+    def read_on_host(self, method):
+        """A tensor's value read on the host (``method``, e.g. "Tensor.item()") while the step
+        is recorded: a Python branch on it would be frozen into the replay, so the step
+        runs eagerly. Inside a call replayed as a call (an optimiser's step) reads are fine:
+        replay makes the call again."""
+        if not self.paused:
+            self.unsupported(f"the step reads a tensor's value on the host ({method}): a "
+                             "Python branch on it would be frozen into the replay; return "
+                             "the tensor from the step and read it outside")
 
     def walk_backward(self, order, grads_of):
         """The engine starts a backward pass (``order``: its nodes): the gradients it
@@ -371,6 +412,7 @@ class Recorder:
             return _write_grad_eagerly(leaf, g, owned)
         write = functools.partial(set_grad, leaf, owned=owned)
         out = write(*[self.arrays[i] for i in ins])
+        self.grads[id(leaf)] = (leaf, leaf._grad)
         out_slots = self._outputs([out], written=accumulate)
         name = ("accumulate" if accumulate else "set") + "_grad"
         self._append(Instruction("grad", write, name, ins, out_slots, effect=True,
@@ -379,12 +421,15 @@ class Recorder:
     def call(self, fn, args, kwargs):
         """A ``@replayed_as_call`` function: run it as one instruction."""
         args = tuple(list(a) if _is_iterator(a) else a for a in args)
+        self._settle_grads(f"the call of {fn.__qualname__}")  # (calls read .grad)
         self._check_all(f"the call of {fn.__qualname__}")
         for a in list(args) + list(kwargs.values()):
             if isinstance(a, TensorBase) and id(a.data) in self.slot_of:
                 self.unsupported(f"{fn.__qualname__} was passed a tensor computed in the step")
         with _Paused(self):
             result = fn(*args, **kwargs)
+        for key, (t, _) in self.grads.items():  # replay makes the call again (zero_grad)
+            self.grads[key] = (t, t._grad)
         arrays = tensor_arrays(result)
         if arrays is None:
             self.unsupported(f"{fn.__qualname__} returned a {type(result).__name__}, which "
@@ -424,6 +469,11 @@ def set_grad(leaf, g, old=None, owned=False):
     data = g if owned else g.copy()
     leaf._grad = leaf._make(data)
     return data
+
+
+def clear_grad(leaf):
+    """``leaf.grad = None``, where the step cleared a gradient the engine wrote."""
+    leaf._grad = None
 
 
 def _write_grad_eagerly(leaf, g, owned):

@@ -277,7 +277,7 @@ class Tanh(Primitive):
         (out,) = ctx.saved_tensors
         if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again
             return grad * (1 - out * out)
-        return grad._make(_array(ctx.xp, grad.data * (1 - out.data * out.data)))  # one op
+        return grad._make(on_arrays(_tanh_grad, ctx.xp, grad.data, out.data))  # one pass
 
     @staticmethod
     def jvp(ctx, dx):
@@ -298,12 +298,22 @@ class Sigmoid(Primitive):
         (out,) = ctx.saved_tensors
         if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again
             return grad * (1 - out) * out
-        return grad._make(_array(ctx.xp, grad.data * (1 - out.data) * out.data))  # one op
+        return grad._make(on_arrays(_sigmoid_grad, ctx.xp, grad.data, out.data))  # one pass
 
     @staticmethod
     def jvp(ctx, dx):
         out = ctx.result
         return dx * (1 - out) * out
+
+
+def _tanh_grad(xp, grad, out):
+    """Tanh's gradient on raw arrays: grad * (1 - out * out)."""
+    return _array(xp, grad * (1 - out * out))
+
+
+def _sigmoid_grad(xp, grad, out):
+    """Sigmoid's gradient on raw arrays: grad * (1 - out) * out."""
+    return _array(xp, grad * (1 - out) * out)
 
 
 class Relu(Primitive):
@@ -533,3 +543,8 @@ class NonDiff(Primitive):
     @staticmethod
     def jvp(ctx, *tangents):  # zero (sign of a float) or no tangent (bools, integers)
         return None
+
+
+# mg.compile records the raw array work of backward rules (see fused.differentiate); imported
+# last, as the fused ops import this module
+from ..fused.differentiate import on_arrays  # noqa: E402

@@ -212,9 +212,14 @@ def _softmax_backward(ctx, grad, log):
     (out,) = ctx.saved_tensors
     dim = ctx.params["dim"]
     if not STATE.grad_enabled:
-        dx = backend.softmax_backward(grad.data, out.data, dim, log=log)
+        dx = on_arrays(backend.softmax_backward, grad.data, out.data, dim, log)
         if dx is not None:
             return grad._make(dx)
     if log:
         return grad - out.exp() * grad.sum(dim, keepdim=True)
     return out * (grad - (grad * out).sum(dim, keepdim=True))
+
+
+# mg.compile records the raw array work of backward rules (see fused.differentiate); imported
+# last, as the fused ops import this module
+from ..fused.differentiate import on_arrays  # noqa: E402

@@ -114,8 +114,8 @@ def test_extrapolate(tmp_path, capsys, device, monkeypatch):
 
 def test_mlp_from_scratch(capsys, device):
     """The same printed losses and accuracies. Its update is written by hand, in place
-    (``p.sub_(v, alpha=lr)`` under no_grad), which mg.compile does not record: the step runs
-    eagerly, and the demo says so and why, in one line, not as a Python warning."""
+    (``p.sub_(v, alpha=lr)`` under no_grad, then ``p.grad = None``), which mg.compile
+    records: every step after the captures is replayed."""
     def run(extra):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # a warning would fail the test
@@ -125,19 +125,13 @@ def test_mlp_from_scratch(capsys, device):
     summary = [line for line in err.splitlines() if REPLAYED.match(line)]
     assert len(summary) == 1, err
     replays, calls = map(int, REPLAYED.match(summary[0]).group(2, 3))
-    assert calls == 8
-    if replays == 0:  # fallen back: the reason, said once, before the summary
-        reasons = [line for line in err.splitlines() if line.startswith("mg.compile: running "
-                                                                        "eagerly: ")]
-        assert len(reasons) == 1 and "changed in place" in reasons[0], err
-        assert summary[0].endswith("1 ran eagerly (why: above)")
-    else:
-        assert replays == calls - 3, err
+    assert calls == 8 and replays == calls - 3, err
 
 
 def test_training_step_reports_a_fallback_in_one_line(capsys, device):
-    """A step that returns a Python number cannot be replayed: TrainingStep says why on
-    stderr once, at the call that gave up, and counts it in its summary."""
+    """A step that reads its loss on the host (to return a Python number) cannot be
+    replayed: TrainingStep says why on stderr once, at the call that gave up, and counts it
+    in its summary."""
     w = mg.ones(3, requires_grad=True, device=device)
 
     def update(x):
@@ -153,7 +147,8 @@ def test_training_step_reports_a_fallback_in_one_line(capsys, device):
     assert results == [3.0] * 4 and w.grad.tolist() == [4.0] * 3
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2, lines
-    assert lines[0].startswith("mg.compile (toy): running eagerly: the step returns a float")
+    assert lines[0].startswith("mg.compile (toy): running eagerly: the step reads a tensor's "
+                               "value on the host (Tensor.item())")
     assert lines[1] == ("mg.compile (toy): 0 of 4 steps replayed, 0 batch shape(s) captured, "
                         "1 ran eagerly (why: above)")
 
