@@ -24,7 +24,7 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, Cos, CopySlices, Div, Erf, 
                   Sigmoid, Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where,
                   replay_view)
 from .fused import Gelu, GeluTanh
-from .fused.differentiate import on_arrays, read_on_host
+from .autograd.function import on_arrays, read_on_host
 
 # NumPy ufunc -> the Tensor method that computes ``array <op> tensor``
 _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",

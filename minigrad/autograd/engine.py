@@ -18,14 +18,14 @@ import operator
 
 from .. import backend
 from . import anomaly
-from .function import ShapeError
+from .function import ShapeError, on_arrays
 from .grad_mode import PROCESS, set_grad_enabled
 from .graph import FREED_MESSAGE, AccumulateGrad, TensorBase, edge_to
 
 _SEQ = operator.attrgetter("seq")
 
-# --- mg.compile's hook: while a step is captured, ``capture`` is the recorder, and the array
-# work the engine does outside any op (sums of gradients, writes into .grad) goes through it
+# --- mg.compile's hook: while a step is captured, ``capture`` is the recorder; the engine's
+# array work outside any op (sums of gradients) goes through ``on_arrays``, recorded then
 capture = None
 
 
@@ -128,13 +128,9 @@ class _Pass:
         if self.create_graph:  # the sum is part of the graph
             slots[index] = old + g
         elif id(old.data) in self.fresh:  # a sum of ours: add in place
-            if capture is None:
-                old.data += g.data
-            else:
-                capture.array_op(_add_into, (old.data, g.data))
+            on_arrays(_add_into, old.data, g.data)
         else:  # copy, then add (an array even when 0-d)
-            total = old._make(_copy_add(old.data, g.data) if capture is None else
-                              capture.array_op(_copy_add, (old.data, g.data)))
+            total = old._make(on_arrays(_copy_add, old.data, g.data))
             self.fresh[id(total.data)] = total.data
             slots[index] = total
 

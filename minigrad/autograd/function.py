@@ -33,6 +33,24 @@ _XP_BY_TYPE = backend._XP_BY_TYPE
 capture = None
 
 
+def on_arrays(fn, *args):
+    """``fn(*args)``: a backward rule's work on raw arrays (one pass, or one GPU kernel,
+    instead of several Tensor ops), or an in-place op's write into a tensor's memory
+    (``fn`` then returns its first argument). While ``mg.compile`` captures a step, the
+    call is recorded as one instruction of the step's program, as the ops around it are."""
+    if capture is None:
+        return fn(*args)
+    return capture.array_op(fn, args)
+
+
+def read_on_host(method):
+    """Called by the Tensor methods that bring values to the host (``item``, ``numpy``,
+    ``bool(t)``, ...). While ``mg.compile`` captures a step, such a read makes the step run
+    eagerly: a Python branch on the value would be frozen into the replay."""
+    if capture is not None:
+        capture.read_on_host(method)
+
+
 class ShapeError(ValueError, RuntimeError):
     """Operands of an op have shapes that do not fit; the message names the op."""
 

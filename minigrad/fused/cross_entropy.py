@@ -2,7 +2,8 @@
 ignored targets) as one op, beside the composite it equals."""
 from .. import backend
 from ..autograd.function import Primitive
-from .differentiate import on_arrays, tangent_by
+from ..autograd.function import on_arrays
+from .differentiate import tangent_by
 
 
 def composite(x, target, weight=None, ignore_index=-100, reduction="mean",

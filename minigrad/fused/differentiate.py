@@ -1,7 +1,5 @@
-"""Second derivatives of a fused op (its composite, differentiated by the engine), what a
-fused op's jvp reads of its forward, and ``mg.compile``'s two hooks outside the ops: raw
-array work (a fused backward's, an in-place write's) and reads of values on the host."""
-from ..autograd import function
+"""Second derivatives of a fused op (its composite, differentiated by the engine), and
+what a fused op's jvp reads of its forward."""
 from ..autograd import grad as gradients
 from ..autograd.forward_ad import tangent_by  # noqa: F401  (the composite's tangent)
 from ..autograd.grad_mode import enable_grad
@@ -19,24 +17,6 @@ def composite_grads(composite, inputs, grad, needs):
         wanted = [v for v, n in zip(views, needs) if n]
         found = iter(gradients(out, wanted, grad, create_graph=True, allow_unused=True))
     return tuple(next(found) if n else None for n in needs)
-
-
-def on_arrays(fn, *args):
-    """``fn(*args)``: a backward rule's work on raw arrays (one pass, or one GPU kernel,
-    instead of several Tensor ops), or an in-place op's write into a tensor's memory
-    (``fn`` then returns its first argument). While ``mg.compile`` captures a step, the
-    call is recorded as one instruction of the step's program, as the ops around it are."""
-    if function.capture is None:
-        return fn(*args)
-    return function.capture.array_op(fn, args)
-
-
-def read_on_host(method):
-    """Called by the Tensor methods that bring values to the host (``item``, ``numpy``,
-    ``bool(t)``, ...). While ``mg.compile`` captures a step, such a read makes the step run
-    eagerly: a Python branch on the value would be frozen into the replay."""
-    if function.capture is not None:
-        function.capture.read_on_host(method)
 
 
 def saved_array(ctx, i):

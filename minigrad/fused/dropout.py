@@ -2,7 +2,8 @@
 from .. import backend
 from ..autograd.function import Primitive
 from ..autograd.grad_mode import STATE
-from .differentiate import on_arrays, saved_array
+from ..autograd.function import on_arrays
+from .differentiate import saved_array
 
 
 def composite(x, keep, p):

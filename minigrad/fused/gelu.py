@@ -9,7 +9,8 @@ import math
 from .. import backend
 from ..autograd.function import Primitive
 from ..autograd.grad_mode import STATE
-from .differentiate import composite_grads, on_arrays, tangent_by
+from ..autograd.function import on_arrays
+from .differentiate import composite_grads, tangent_by
 
 _BETA, _KAPPA = math.sqrt(2.0 / math.pi), 0.044715
 

@@ -3,7 +3,7 @@ from .. import backend
 from ..autograd.function import Primitive
 from ..ops.elementwise import tangent_sum
 from ..autograd.grad_mode import STATE
-from .differentiate import on_arrays
+from ..autograd.function import on_arrays
 
 
 def composite(x, weight, bias, n, eps):

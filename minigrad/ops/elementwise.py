@@ -10,7 +10,7 @@ wherever the forward does.
 import math
 
 from .. import backend
-from ..autograd.function import Primitive
+from ..autograd.function import Primitive, on_arrays
 from ..autograd.grad_mode import STATE
 
 
@@ -543,8 +543,3 @@ class NonDiff(Primitive):
     @staticmethod
     def jvp(ctx, *tangents):  # zero (sign of a float) or no tangent (bools, integers)
         return None
-
-
-# mg.compile records the raw array work of backward rules (see fused.differentiate); imported
-# last, as the fused ops import this module
-from ..fused.differentiate import on_arrays  # noqa: E402

@@ -7,7 +7,7 @@ so that no axis reaches the array module for a 0-d array (CuPy refuses axis 0 th
 A gradient is given the reduced axes back as size-1 dims (``_keep``) and then broadcast.
 """
 from .. import backend
-from ..autograd.function import Primitive
+from ..autograd.function import Primitive, on_arrays
 from ..autograd.grad_mode import STATE
 
 
@@ -218,8 +218,3 @@ def _softmax_backward(ctx, grad, log):
     if log:
         return grad - out.exp() * grad.sum(dim, keepdim=True)
     return out * (grad - (grad * out).sum(dim, keepdim=True))
-
-
-# mg.compile records the raw array work of backward rules (see fused.differentiate); imported
-# last, as the fused ops import this module
-from ..fused.differentiate import on_arrays  # noqa: E402
