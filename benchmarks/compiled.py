@@ -5,7 +5,8 @@ same threads:
     python -m benchmarks.compiled [--only tiny,small,medium,chain] [--repeats 20]
                                   [--threads 1,2]
 
-For each step: the median time of eager minigrad, of the replayed step and of the fastest
+For each step: the median time (all timed in alternating blocks, so that the machine's drift
+reaches each alike) of eager minigrad, of the replayed step and of the fastest
 eager PyTorch at the same dropout (``nn.Transformer`` or the nanoGPT-style model of
 ``benchmarks.workloads``, each timed, the faster named), the time of the capture (the
 calls before the first replay), the ratio of each minigrad time to PyTorch's, and each to
@@ -17,7 +18,6 @@ hand). ``--threads 1,2`` runs everything once per thread count; ``--dropout`` se
 steps' dropout (default 0.1).
 """
 import argparse
-import statistics
 import time
 import tracemalloc
 
@@ -26,19 +26,9 @@ import numpy as np
 import minigrad as mg
 from benchmarks import bench_engine, workloads
 from benchmarks.run import matmul_floor
-from benchmarks.timing import blas_threads, machine_line, set_threads, torch
+from benchmarks.timing import blas_threads, interleaved_all, machine_line, set_threads, torch
 
 SECTIONS = ("tiny", "small", "medium", "chain")
-
-
-def median_time(call, repeats):
-    call()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def peak_traced(step):
@@ -69,24 +59,16 @@ def report(name, unit, t_eager, t_compiled, t_torch, t_floor, captured, extra=""
           f"capture {captured * 1e3:.0f} ms{extra}", flush=True)
 
 
-def fastest_torch(cfg, repeats):
-    """(median time, name) of the fastest PyTorch version of the step at ``cfg``."""
-    if not torch:
-        return float("nan"), "-"
-    timed = [(median_time(step, repeats), name)
-             for name, step in workloads.torch_steps(cfg).items()]
-    return min(timed)
-
-
 def bench_step(name, repeats, dropout):
     cfg = workloads.with_dropout(workloads.SIZES[name], dropout)
     eager = workloads.minigrad_step(cfg)
     floor = matmul_floor(eager)
     compiled = mg.compile(workloads.minigrad_step(cfg))
     captured = capture(compiled)
-    t_eager, t_compiled = median_time(eager, repeats), median_time(compiled, repeats)
-    t_floor = median_time(floor, repeats)
-    t_torch, fastest = fastest_torch(cfg, repeats)
+    torch_steps = workloads.torch_steps(cfg) if torch else {}
+    t_eager, t_compiled, t_floor, *t_torch = interleaved_all(
+        [eager, compiled, floor] + list(torch_steps.values()), repeats, block=5)
+    t_torch, fastest = min(zip(t_torch, torch_steps), default=(float("nan"), "-"))
     mem_eager, mem_compiled = peak_traced(eager), peak_traced(compiled)
     report(name, "ms", t_eager, t_compiled, t_torch, t_floor, captured,
            f" | peak memory eager {mem_eager / 2**20:.1f} MiB, compiled "
@@ -120,11 +102,11 @@ def bench_chain(repeats):
     cx, cw = bench_engine.chain_inputs()[:2]
     compiled = mg.compile(bench_engine.chain_minigrad)
     captured = capture(compiled, cx, cw)
-    t_eager = median_time(lambda: bench_engine.chain_minigrad(x, w), repeats) / n
-    t_compiled = median_time(lambda: compiled(cx, cw), repeats) / n
-    t_floor = median_time(lambda: chain_numpy(xa, wa), repeats) / n
-    t_torch = median_time(lambda: bench_engine.chain_torch(tx, tw), repeats) / n \
-        if torch else float("nan")
+    calls = [lambda: bench_engine.chain_minigrad(x, w), lambda: compiled(cx, cw),
+             lambda: chain_numpy(xa, wa),
+             (lambda: bench_engine.chain_torch(tx, tw)) if torch else None]
+    t_eager, t_compiled, t_floor, t_torch = (
+        t / n if t else float("nan") for t in interleaved_all(calls, repeats, block=20))
     report("chain", "us", t_eager, t_compiled, t_torch, t_floor, captured, " (times per op)")
 
 
