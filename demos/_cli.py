@@ -134,6 +134,21 @@ def add_compile_option(parser):
                         "mg.compile and replay it: the same losses and weights, bit for bit")
 
 
+def clipped_update(loss_fn, model, optimizer, scheduler, max_norm=1.0):
+    """The training update as a function of tensors: ``loss_fn(*tensors)``, backward, the
+    gradients clipped to ``max_norm``, the optimiser's and the scheduler's step. It returns
+    the loss and reads no value back, so that ``--compile`` captures it whole."""
+    def update(*tensors):
+        loss = loss_fn(*tensors)
+        optimizer.zero_grad()
+        loss.backward()
+        mg.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        scheduler.step()
+        return loss
+    return update
+
+
 class TrainingStep:
     """A demo's training step ``fn`` (a function of tensors that returns tensors), under
     ``mg.compile`` when ``compiled`` is true (the --compile option), else ``fn`` itself.

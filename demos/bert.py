@@ -26,8 +26,8 @@ from minigrad import nn
 from minigrad.models.bert import BERT, mask_tokens
 from minigrad.models.markov import MarkovChain
 
-from ._cli import (TrainingStep, add_compile_option, add_run_options, make_out_dir, make_parser,
-                   parse_checked, positive_int, print_written)
+from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update,
+                   make_out_dir, make_parser, parse_checked, positive_int, print_written)
 
 PAD, MASK, N_SPECIAL = 0, 1, 2                    # symbol s is token N_SPECIAL + s
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 64
@@ -125,16 +125,8 @@ def train(model, chain, rng, args, vocab, eval_set, eval_every=250):
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * 0.5
         * (1 + math.cos(math.pi * s / args.steps)))
 
-    def update(x, labels):  # a function of tensors, so that --compile captures it whole
-        loss = model.loss(x, labels)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        return loss
-
-    update = TrainingStep(update, args.compile, "bert")
+    update = TrainingStep(clipped_update(model.loss, model, optimizer, scheduler),
+                          args.compile, "bert")
     curve = []
     with tqdm(total=args.steps, desc="bert", disable=args.no_progress,
               dynamic_ncols=True) as bar:

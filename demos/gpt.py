@@ -33,8 +33,8 @@ import minigrad.nn.functional as F
 from minigrad.models.gpt import GPT
 from minigrad.models.markov import MarkovChain
 
-from ._cli import (TrainingStep, add_compile_option, add_run_options, make_out_dir, make_parser,
-                   parse_checked, positive_int, print_written)
+from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update,
+                   make_out_dir, make_parser, parse_checked, positive_int, print_written)
 
 N_SYMBOLS, SEQ_LEN = 16, 64                       # the Markov task
 N_KEYS, N_VALUES, N_PAIRS = 16, 16, 8             # the recall task: keys, then values
@@ -149,16 +149,8 @@ def train(model, batch, loss_fn, steps, lr, args, desc, evaluate, eval_every=100
     scheduler = mg.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup)
                                                * 0.5 * (1 + math.cos(math.pi * s / steps)))
 
-    def update(*tensors):
-        loss = loss_fn(*tensors)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        return loss
-
-    update = TrainingStep(update, args.compile, desc)
+    update = TrainingStep(clipped_update(loss_fn, model, optimizer, scheduler), args.compile,
+                          desc)
     curve = []
     with tqdm(total=steps, desc=desc, disable=args.no_progress, dynamic_ncols=True) as bar:
         for step in range(1, steps + 1):
