@@ -8,7 +8,7 @@ Three kinds of work are recorded:
   raw arrays, its params, which arrays it read and which it made (and the arrays it saved
   for backward that are neither). Backward rules are written with Tensor ops, so the
   backward pass is recorded op by op the same way; the few rules that work on raw arrays
-  call them through ``fused.differentiate.on_arrays``, recorded as one instruction each,
+  call them through ``autograd.function.on_arrays``, recorded as one instruction each,
   and the rules listed in ``REPLAYED_WHOLE`` are recorded as one call of the whole rule;
 * the engine's own array work (gradient sums, writes into ``.grad``), through the hooks
   in ``autograd/engine.py``, and the raw writes of in-place ops (``p -= lr * p.grad`` under
@@ -22,7 +22,7 @@ Every array the recorder has seen is fingerprinted (a CRC of its bytes) when it 
 checked when it is read: an array changed by code that is none of the above (``t.data *= 2``,
 NumPy on ``.numpy()``) stops the capture with a one-line reason, since a replay would miss
 the change. So does reading a tensor's value on the host (``loss.item()``, ``if t:``,
-``print(t)``: the Tensor methods call ``fused.differentiate.read_on_host``), since a Python
+``print(t)``: the Tensor methods call ``autograd.function.read_on_host``), since a Python
 branch on the value would be frozen into the replay.
 """
 import functools
