@@ -29,12 +29,6 @@ _SEQ = operator.attrgetter("seq")
 capture = None
 
 
-def _add_into(total, g):
-    """A gradient sum only the engine holds, added to in place."""
-    total += g
-    return total
-
-
 def _copy_add(old, g):
     """A new sum: copy, then add (an array even when 0-d)."""
     total = old.copy()
@@ -128,7 +122,7 @@ class _Pass:
         if self.create_graph:  # the sum is part of the graph
             slots[index] = old + g
         elif id(old.data) in self.fresh:  # a sum of ours: add in place
-            on_arrays(_add_into, old.data, g.data)
+            on_arrays(operator.iadd, old.data, g.data)
         else:  # copy, then add (an array even when 0-d)
             total = old._make(on_arrays(_copy_add, old.data, g.data))
             self.fresh[id(total.data)] = total.data

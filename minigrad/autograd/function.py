@@ -21,11 +21,10 @@ change through either is seen by the other, as in PyTorch.
 from .. import backend
 from . import anomaly, forward_ad
 from .grad_mode import PROCESS, STATE, no_grad
-from .graph import SEQUENCE, Node, SavedTensor, TensorBase, accumulator_of
+from .graph import SEQUENCE, Node, TensorBase, accumulator_of
 
 _new = object.__new__
-_tuple_new = tuple.__new__
-_NOTHING_SAVED = SavedTensor(None, None, None, None, 0, None, None)
+_NOTHING_SAVED = (None, None, None, None, 0, None, None)  # (SavedTensor's fields)
 _ndarray = backend.np.ndarray
 _generic = backend.np.generic
 _XP_BY_TYPE = backend._XP_BY_TYPE
@@ -124,6 +123,7 @@ class Function(Node):
         grad_mode = STATE.grad_enabled
         arrays = []                             # what forward receives: each Tensor's array
         edges = [] if grad_mode else None       # where each input's gradient goes (Node.edges)
+        needs = [] if grad_mode else None       # whether it goes anywhere (needs_input_grad)
         first = first_data = None  # the first Tensor argument: outputs are made like it
         any_grad = False
         for a in args:
@@ -145,12 +145,15 @@ class Function(Node):
                             if target is None or target._data is not d:
                                 target = accumulator_of(a)
                         edges.append((target, a._out_idx))
+                        needs.append(True)
                 elif grad_mode:
                     edges.append(None if d.dtype.kind in "fc" else False)
+                    needs.append(False)
             else:
                 arrays.append(a)
                 if grad_mode:
                     edges.append(cls.number_edge)
+                    needs.append(False)
         if first is None:
             raise TypeError(f"{cls.__name__}: expected at least one Tensor argument")
         record = any_grad and grad_mode
@@ -158,7 +161,7 @@ class Function(Node):
             node.xp = _XP_BY_TYPE[type(first_data)]
         primitive = cls._raw
         if record:
-            node.needs_input_grad = tuple(map(bool, edges))  # an edge is a non-empty tuple
+            node.needs_input_grad = tuple(needs)
         elif not primitive:  # a user's forward may read it; a primitive's backward never runs
             node.needs_input_grad = (False,) * len(args)
 
@@ -195,7 +198,7 @@ class Function(Node):
                 result.requires_grad = True
                 result.grad_fn = node
             if node._to_save is not None:
-                node.saved = _save(node._to_save, args, arrays, (out,), (result,), first._make)
+                node._saved = _save(node._to_save, args, arrays, (out,), (result,), first._make)
                 del node._to_save
         if cls.view:
             _link_views(cls, params, first, (result,))
@@ -226,7 +229,7 @@ class Function(Node):
                     r._out_idx = i
             self.output_meta = tuple((r.data.shape, r.data.dtype) for r in results)
             if self._to_save is not None:
-                self.saved = _save(self._to_save, args, arrays, raw, results, first._make)
+                self._saved = _save(self._to_save, args, arrays, raw, results, first._make)
                 del self._to_save
         if self.view:
             _link_views(self.op, params, first, results)
@@ -261,14 +264,14 @@ class Function(Node):
         return out
 
     _STRUCTURE = frozenset(("_to_save", "_non_diff", "params", "needs_input_grad", "edges",
-                            "seq", "output_meta", "scope", "trace", "xp", "saved", "released",
+                            "seq", "output_meta", "scope", "trace", "xp", "_saved", "released",
                             "_pre_hooks", "_retained"))
 
     def release(self):
         """Free the saved tensors and, for a user Function, any array or tensor its forward
         stashed on ctx (the engine's primitives keep arrays only in saved tensors)."""
-        if self.saved is not None:
-            self.saved = None
+        if self._saved is not None:
+            self._saved = None
             self.released = True
         if not self._raw:
             d = self.__dict__
@@ -331,7 +334,8 @@ def _with_op_name(cls, error, arrays):
 
 
 def _save(items, args, arrays, raw, results, make):
-    """Turn what forward saved into ``SavedTensor`` records.
+    """Turn what forward saved into records: tuples in the field order of ``SavedTensor``
+    (tensor, array, output, counter, version, make, input).
 
     An array that is an input's data is kept as that input Tensor (so higher-order
     gradients flow into it) with its version; one that is output ``i`` keeps only its
@@ -353,18 +357,15 @@ def _save(items, args, arrays, raw, results, make):
             k += 1
         if k < n and isinstance(args[k], TensorBase):
             vc = args[k]._vc
-            saved.append(_tuple_new(SavedTensor, (args[k], arr, None, None,
-                                                  0 if vc is None else vc[0], None, k)))
+            saved.append((args[k], arr, None, None, 0 if vc is None else vc[0], None, k))
             continue
         for i, o in enumerate(raw):
             if o is arr:  # the output tensor shares the version counter checked here
                 counter = results[i]._vc = [0]
-                saved.append(_tuple_new(SavedTensor, (None, results[i].data, i, counter, 0,
-                                                      make, None)))
+                saved.append((None, results[i].data, i, counter, 0, make, None))
                 break
         else:
             if isinstance(arr, _generic):
                 arr = backend.np.asarray(arr)  # a NumPy scalar would upcast float32 math
-            saved.append(_tuple_new(SavedTensor, (None, arr, None, None, 0, make,
-                                                  k if k < n else None)))
+            saved.append((None, arr, None, None, 0, make, k if k < n else None))
     return tuple(saved)

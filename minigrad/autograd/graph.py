@@ -60,7 +60,8 @@ class Node:
     """
     params = {}
     edges = ()
-    saved = output_meta = scope = trace = None
+    output_meta = scope = trace = None
+    _saved = None  # what ``saved`` shows, as plain tuples in SavedTensor's field order
     seq = -1
     released = False  # backward freed what it saved
     _pre_hooks = _retained = None  # hooks on outputs, and outputs that called retain_grad
@@ -79,20 +80,32 @@ class Node:
         return tuple((None, 0) if e is None else e for e in self.edges if e is not False)
 
     @property
+    def saved(self):
+        """What forward kept for backward, as ``SavedTensor`` records (None once freed)."""
+        return None if self._saved is None else tuple(map(SavedTensor._make, self._saved))
+
+    @saved.setter
+    def saved(self, records):
+        self._saved = None if records is None else tuple(records)
+
+    @property
     def saved_tensors(self):
         """What forward saved, as tensors; raises if a saved tensor changed since."""
-        saved = self.saved
+        saved = self._saved
         if saved is None:
             if self.released:
                 raise RuntimeError(FREED_MESSAGE.format(op=self.name()))
             return ()
         unpacked = []
-        for s in saved:  # an unchanged input, the common case, without a call
-            t = s.tensor
-            if t is not None and t._vc is None and t.data is s.array:
-                unpacked.append(t)
+        for s in saved:  # the two common cases here; SavedTensor.unpack has them all
+            tensor, array, output, counter, version, make, _ = s
+            if tensor is not None and tensor.data is array and (
+                    version == 0 if tensor._vc is None else tensor._vc[0] == version):
+                unpacked.append(tensor)  # an input, unchanged since
+            elif output is not None and counter[0] == version:
+                unpacked.append(make(array, True, self, output))  # an output, unchanged
             else:
-                unpacked.append(s.unpack(self))
+                unpacked.append(SavedTensor._make(s).unpack(self))
         return tuple(unpacked)
 
     # What a node saved, read by PyTorch's names: ``_saved_self`` (its first input),
@@ -114,12 +127,12 @@ class Node:
 
     def saved_bytes(self):
         """Bytes of the arrays this node keeps for backward (0 once freed)."""
-        return sum(s.array.nbytes for s in self.saved or () if hasattr(s.array, "nbytes"))
+        return sum(s[1].nbytes for s in self._saved or () if hasattr(s[1], "nbytes"))
 
     def release(self):
         """Free what backward needed; a second backward through this node then raises."""
-        if self.saved is not None:
-            self.saved = None
+        if self._saved is not None:
+            self._saved = None
             self.released = True
 
     def register_hook(self, index, hook):
@@ -157,8 +170,9 @@ class SavedTensor(namedtuple("SavedTensor", "tensor array output counter version
     higher-order gradients flow into it), or None for one of the node's own outputs
     (``output``: its index; rebuilt with the node as grad_fn when unpacked) and for
     constants. ``counter`` is the version counter checked on unpacking, ``version`` the
-    value it must still have; ``make`` builds a Tensor around an array. (A named tuple:
-    one is made for everything every recorded op saves.)
+    value it must still have; ``make`` builds a Tensor around an array. (Nodes keep plain
+    tuples in this field order, which are cheaper to make for every op; ``node.saved``
+    shows them as SavedTensor records.)
     """
     __slots__ = ()
 
