@@ -358,6 +358,12 @@ GRADS = [
     "t([-1., 0., 2.], rg=True).abs()", "t([0., 1.], rg=True) ** 0.5",
     "t([0., 2.], rg=True) ** t([0., 2.], rg=True)", "2 ** t([0., 2.], rg=True)",
     "t([-1., 0.5, 2.], rg=True).clamp(t([0., 0., 0.], rg=True), t([1., 1., 1.], rg=True))",
+    "t([-1., 0., 0.5, 1., 2.], rg=True).clamp(t([0.] * 5, rg=True), t([1.] * 5, rg=True))",
+    "t([-1., 0., 0.5, 1., 2.], rg=True).clamp(t([1.] * 5, rg=True), t([0.] * 5, rg=True))",
+    "t([-1., 0., 0.5, 1., 2.], rg=True).clamp(t([.5] * 5, rg=True), t([.5] * 5, rg=True))",
+    "r(2, 3, rg=True).clamp(min=r(3, rg=True))", "r(3, rg=True).clamp(max=r(2, 3, rg=True))",
+    "r(2, 3, rg=True).clamp(r((), rg=True), r(2, 1, rg=True))",
+    "r(3, rg=True).clamp(min=n(3))", "n(3).clamp(max=r(3, rg=True))",
     "M.where(t([True, False]), t([1., 2.], rg=True), t([3., 4.], rg=True))",
     "M.where(t([True, False]), t([1., 2.], rg=True), 0.)",
     "t([1., 2.], rg=True).masked_fill(t([True, False]), 0.)",
@@ -619,3 +625,22 @@ def test_promotion_between_tensors_as_torch(da, db, na, nb, op):
 def test_promotion_with_python_scalars_as_torch(da, scalar, na, op):
     assume(not (da == "uint8" and scalar == "-1"))  # (NumPy refuses it; PyTorch wraps around)
     compare(f"(lambda a, s: {op})({_operand('a', da, na)}, {scalar})", "cpu")
+
+
+# --- forward mode of clamp with tensor bounds ---------------------------------------------
+
+@pytest.mark.parametrize("bounds", ["lo, hi", "lo, None", "None, hi", "hi, lo"])
+def test_clamp_with_tensor_bounds_tangent_as_torch(bounds, device):
+    """clamp's jvp with tensor bounds (PyTorch's clamp_jvp), ties and crossed bounds included."""
+    values = [np.array(v, dtype=np.float32) for v in (
+        [-2.0, 0.0, 0.5, 1.0, 3.0, 0.2], [0.0, 0.0, 0.0, 0.0, 0.0, 0.5],
+        [1.0, 1.0, 1.0, 1.0, 1.0, 0.1])]
+    tangents = [np.random.default_rng(k).standard_normal(6).astype(np.float32)
+                for k in range(3)]
+    fn = eval(f"lambda x, lo, hi: x.clamp({bounds})")
+    ours = mg.func.jvp(fn, tuple(mg.tensor(v, device=device) for v in values),
+                       tuple(mg.tensor(t, device=device) for t in tangents))
+    theirs = torch.func.jvp(fn, tuple(map(torch.tensor, values)),
+                            tuple(map(torch.tensor, tangents)))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
