@@ -23,7 +23,7 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, Cos, CopySlices, Div, Erf, 
                   Minimum, MinDim, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Relu, Reshape,
                   SetItem,
                   Sigmoid, Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where,
-                  ClampTensor,
+                  ClampTensor, Clone,
                   replay_view)
 from .fused import Gelu, GeluTanh
 from .autograd.function import on_arrays, read_on_host
@@ -232,7 +232,7 @@ class Tensor(TensorBase):
 
     def clone(self):
         """A differentiable copy with its own memory."""
-        return Cast.apply(self, dtype=self.dtype)
+        return Clone.apply(self, dtype=self.dtype)
 
     def detach(self):
         """The same values, cut from the graph (memory and version counter are shared)."""

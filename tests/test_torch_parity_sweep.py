@@ -387,6 +387,12 @@ ATTRIBUTES = [
     "type(r(3, rg=True).sum().grad_fn).__name__ != ''", "r(3).grad_fn",
     "r(3, rg=True).long().requires_grad", "t([1, 2], rg=True)",
     "r(2).backward()", "r((), rg=True).backward() is None", "(r(2, rg=True) * 2).backward()",
+    "type(r(3, rg=True).clone().grad_fn).__name__",
+    "type(r(2, 3, rg=True).max(1).values.grad_fn).__name__",
+    "type(r(2, 3, rg=True).min(0)[0].grad_fn).__name__",
+    "type(r(3, rg=True).square().grad_fn).__name__",
+    "type(r(3, rg=True).clamp(r(3), r(3)).grad_fn).__name__",
+    "type(r(3, rg=True).clamp(0, 1).grad_fn).__name__",
     "r(3).dtype", "n(3).dtype", "r(3).shape", "str(r(3).device)",
 ]
 

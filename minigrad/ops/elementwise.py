@@ -552,6 +552,15 @@ class Cast(Primitive):
         return dx.to(ctx.params["dtype"])
 
 
+class Clone(Cast):
+    """out = a copy of x (``clone``);  dx = grad"""
+    node_name = "CloneBackward0"
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx.clone()
+
+
 class ToDevice(Primitive):
     """out = x copied to device;  dx = grad copied back to x's device"""
     @staticmethod
