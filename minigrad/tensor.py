@@ -468,7 +468,10 @@ class Tensor(TensorBase):
     def sin(self): return Sin.apply(_floating(self))
     def cos(self): return Cos.apply(_floating(self))
     def erf(self): return Erf.apply(_floating(self))
-    def square(self): return self ** 2
+
+    def square(self):  # x ** 2, as PyTorch (PowBackward0; a bool squared is int64)
+        return Pow.apply(self.long() if self.data.dtype.kind == "b" else self, 2)
+
     def rsqrt(self): return 1.0 / self.sqrt()
     def maximum(self, other): return Maximum.apply(*_operands(self, other))
     def minimum(self, other): return Minimum.apply(*_operands(self, other))
@@ -477,10 +480,7 @@ class Tensor(TensorBase):
         """x * Phi(x), exactly with erf, or PyTorch's tanh approximation."""
         if approximate not in ("none", "tanh"):
             raise RuntimeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-        if self.data.dtype.kind != "f":
-            raise NotImplementedError(f"gelu: not implemented for {self.dtype} tensors (shape "
-                                      f"{tuple(self.shape)}); call .float() first")
-        return (Gelu if approximate == "none" else GeluTanh).apply(self)
+        return (Gelu if approximate == "none" else GeluTanh).apply(_floating(self))
 
     def clamp(self, min=None, max=None):
         """Each element limited to [min, max]; the bounds are numbers, or tensors that
