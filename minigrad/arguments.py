@@ -27,7 +27,8 @@ def _dims(t, dim, axis):
     if isinstance(dim, (tuple, list)):
         dims = tuple(sorted(_dim(t, d) for d in dim))
         if len(set(dims)) != len(dims):
-            raise ValueError(f"dim {tuple(dim)} names a dimension more than once")
+            raise RuntimeError(f"dim {tuple(dim)} names a dimension more than once (a tensor "
+                               f"of shape {tuple(t.shape)})")
     else:
         dims = (_dim(t, dim),)
     return dims if t.ndim else ()  # a 0-d tensor's one dim is itself: no axis to reduce
@@ -145,6 +146,9 @@ def _adjacent(items, is_array, is_int):
 
 
 def _index_item(i, like):
+    if isinstance(i, slice) and isinstance(i.step, (int, np.integer)) and i.step <= 0:
+        raise ValueError(f"indexing: slice step must be greater than zero, got {i.step} (use "
+                         "flip for a reversed order)" if i.step else "slice step cannot be zero")
     if isinstance(i, TensorBase):
         return backend.to_device(i.data, like.device)
     if isinstance(i, (list, np.ndarray)):

@@ -9,8 +9,13 @@ from .tensor import Tensor, as_array, as_tensor, _operands
 
 
 def cat(tensors, dim=0):
-    """Concatenate along an existing dim (dtypes promoted as PyTorch does)."""
+    """Concatenate along an existing dim (dtypes promoted as PyTorch does). As in PyTorch,
+    a 1-D empty tensor (shape (0,), such as ``tensor([])``) joins tensors of any shape: it
+    is skipped."""
     tensors = _promote_all(list(tensors), "cat")
+    kept = [t for t in tensors if t.shape != (0,)]
+    if kept and kept[0].ndim != 1:
+        tensors = kept
     if any(t.ndim == 0 for t in tensors):
         raise ShapeError("cat: zero-dimensional tensors cannot be concatenated")
     return Cat.apply(*tensors, dim=_dim(tensors[0], dim))
@@ -36,12 +41,17 @@ def where(condition, input, other):
     else:
         input = as_tensor(as_array(input), like=condition)
         input, other = _operands(input, other)
-    return Where.apply(as_tensor(condition, like=input), input, other)
+    condition = as_tensor(condition, like=input)
+    if condition.dtype not in (dtypes.bool, dtypes.uint8):
+        raise RuntimeError(f"where: expected condition to be a bool tensor, got {condition.dtype} "
+                           f"(shape {tuple(condition.shape)})")
+    return Where.apply(condition, input, other)
 
 
 def _promote_all(tensors, op):
-    if not tensors:
-        raise ValueError(f"{op}: expected a non-empty sequence of tensors")
+    if not tensors:  # (PyTorch: a ValueError from cat, a RuntimeError from stack)
+        raise (ValueError if op == "cat" else RuntimeError)(
+            f"{op}: expected a non-empty sequence of tensors")
     tensors = [as_tensor(t, like=tensors[0]) for t in tensors]
     dt = functools.reduce(dtypes.promote_types, [t.dtype for t in tensors])
     return [t.to(dt) for t in tensors]

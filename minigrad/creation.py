@@ -27,9 +27,19 @@ def _module(device):
     return backend.array_module(backend.CPU if device is None else device)
 
 
+def _new_shape(op, size):
+    """The shape of a new tensor, from ``f(2, 3)`` or ``f((2, 3))``; a negative size is a
+    RuntimeError, as in PyTorch."""
+    shape = _shape_arg(size)
+    if any(n < 0 for n in shape):
+        raise RuntimeError(f"{op}: trying to create a tensor with negative dimension "
+                           f"{min(shape)}: {list(shape)}")
+    return shape
+
+
 def _filled(fill, size, dtype, device, requires_grad):
     make = getattr(_module(device), fill)
-    arr = make(_shape_arg(size), dtypes.as_dtype(dtype) or dtypes.get_default_dtype())
+    arr = make(_new_shape(fill, size), dtypes.as_dtype(dtype) or dtypes.get_default_dtype())
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
@@ -51,7 +61,8 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
         dtype = as_array(fill_value).dtype
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    arr = _module(device).full(_shape_arg((size,)), fill_value, dtype=dtypes.as_dtype(dtype))
+    arr = _module(device).full(_new_shape("full", (size,)), fill_value,
+                               dtype=dtypes.as_dtype(dtype))
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
@@ -130,14 +141,16 @@ def rand(*size, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1). Drawn on the host by minigrad's one generator and copied to
     ``device``, so a seed gives the same numbers on the CPU and the GPU."""
     dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
-    arr = backend.generator().random(_shape_arg(size), dtype=_draw_dtype(dtype)).astype(dtype)
+    arr = backend.generator().random(_new_shape("rand", size),
+                                     dtype=_draw_dtype(dtype)).astype(dtype)
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
     """Standard normal, drawn on the host as ``rand``'s."""
     dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
-    arr = backend.generator().standard_normal(_shape_arg(size), dtype=_draw_dtype(dtype))
+    arr = backend.generator().standard_normal(_new_shape("randn", size),
+                                              dtype=_draw_dtype(dtype))
     return Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad)
 
 
@@ -146,7 +159,8 @@ def randint(low, high=None, size=(), dtype=None, device=None):
     drawn on the host as ``rand``'s."""
     if high is None or isinstance(high, (tuple, list)):
         low, high, size = 0, low, size if high is None else high
-    arr = backend.generator().integers(low, high, _shape_arg((size,)), dtype=np.int64)
+    arr = backend.generator().integers(low, high, _new_shape("randint", (size,)),
+                                       dtype=np.int64)
     return Tensor(arr.astype(dtypes.as_dtype(dtype) or dtypes.int64), device=device)
 
 

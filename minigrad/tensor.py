@@ -5,6 +5,7 @@ Every differentiable method is either one ``Primitive`` from ``minigrad.ops`` (o
 ...): there is no other way to build a gradient. Semantics, names and defaults are PyTorch's.
 """
 import builtins
+import math
 import weakref
 from collections import namedtuple
 
@@ -22,6 +23,7 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, Cos, CopySlices, Div, Erf, 
                   Minimum, MinDim, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Relu, Reshape,
                   SetItem,
                   Sigmoid, Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where,
+                  ClampTensor, Clone,
                   replay_view)
 from .fused import Gelu, GeluTanh
 from .autograd.function import on_arrays, read_on_host
@@ -32,8 +34,9 @@ _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
               "matmul": "__rmatmul__", "floor_divide": "__rfloordiv__",
               "remainder": "__rmod__", "less": "__gt__", "less_equal": "__ge__",
               "greater": "__lt__", "greater_equal": "__le__", "equal": "__eq__",
-              "not_equal": "__ne__", "logical_and": "__and__", "bitwise_and": "__and__",
-              "logical_or": "__or__", "bitwise_or": "__or__"}
+              "not_equal": "__ne__", "logical_and": "logical_and", "bitwise_and": "__and__",
+              "logical_or": "logical_or", "bitwise_or": "__or__", "bitwise_xor": "__xor__",
+              "logical_xor": "logical_xor"}
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])  # what max(dim) returns
 _PY_SCALARS = (builtins.int, builtins.float, builtins.bool)
 _new = object.__new__
@@ -229,7 +232,7 @@ class Tensor(TensorBase):
 
     def clone(self):
         """A differentiable copy with its own memory."""
-        return Cast.apply(self, dtype=self.dtype)
+        return Clone.apply(self, dtype=self.dtype)
 
     def detach(self):
         """The same values, cut from the graph (memory and version counter are shared)."""
@@ -237,11 +240,14 @@ class Tensor(TensorBase):
         t._vc = self._shared_counter()
         return t
 
-    def new_zeros(self, size):
-        return Tensor._make(backend.xp_of(self.data).zeros(size, dtype=self.dtype))
+    def new_zeros(self, *size):
+        return Tensor._make(backend.xp_of(self.data).zeros(_shape_arg(size), dtype=self.dtype))
 
-    def new_ones(self, size):
-        return Tensor._make(backend.xp_of(self.data).ones(size, dtype=self.dtype))
+    def new_ones(self, *size):
+        return Tensor._make(backend.xp_of(self.data).ones(_shape_arg(size), dtype=self.dtype))
+
+    def new_empty(self, *size):
+        return Tensor._make(backend.xp_of(self.data).empty(_shape_arg(size), dtype=self.dtype))
 
     def new_full(self, size, fill_value):
         return Tensor._make(backend.xp_of(self.data).full(size, fill_value, dtype=self.dtype))
@@ -317,11 +323,13 @@ class Tensor(TensorBase):
     def __radd__(self, other): return Add.apply(*_operands(self, other, True))
 
     def __sub__(self, other):
-        if type(other) is Tensor and other.data.dtype is self.data.dtype:  # the usual case
+        if type(other) is Tensor and other.data.dtype is self.data.dtype and \
+                self.data.dtype.kind != "b":  # the usual case
             return Sub.apply(self, other)
-        return Sub.apply(*_operands(self, other))
+        return Sub.apply(*_operands(_no_bool("sub", self, other), other))
 
-    def __rsub__(self, other): return Sub.apply(*_operands(self, other, True))
+    def __rsub__(self, other):
+        return Sub.apply(*_operands(_no_bool("sub", self, other), other, True))
 
     def __mul__(self, other):
         if type(other) is Tensor and other.data.dtype is self.data.dtype:  # the usual case
@@ -339,7 +347,7 @@ class Tensor(TensorBase):
     def __imod__(self, other): return self._update("remainder_", lambda t: t % other)
     floor_divide = __floordiv__
     remainder = __mod__
-    def __neg__(self): return Neg.apply(self)
+    def __neg__(self): return Neg.apply(_no_bool("neg", self))
     def __pos__(self): return self
     def __abs__(self): return Abs.apply(self)
     def __matmul__(self, other): return self.matmul(other)
@@ -350,15 +358,16 @@ class Tensor(TensorBase):
             if (self.data.dtype.kind in "biu" and isinstance(exponent, (builtins.int, np.integer))
                     and exponent < 0):
                 raise RuntimeError("pow: integers to negative integer powers are not allowed")
-            base = self if self.data.dtype.kind == "f" or isinstance(exponent, builtins.int) \
-                else self.to(dtypes.get_default_dtype())
-            return Pow.apply(base, _py_scalar(exponent))
-        return Pow.apply(*_operands(self, exponent))
+            base, exponent = _operands(self, exponent)  # bool ** 2 is int64, int ** 0.5 float
+            if base.data.dtype.kind == "b":  # bool ** bool: x ** True is x, x ** False is True
+                return base.clone() if exponent else base.new_ones(base.shape)
+            return Pow.apply(base, exponent)
+        return Pow.apply(*_no_bool_power(*_operands(self, exponent)))
 
     def __rpow__(self, base):
-        integral = self.data.dtype.kind in "iu" and isinstance(_py_scalar(base), builtins.int)
-        x = self if self.data.dtype.kind == "f" or integral else self.to(dtypes.get_default_dtype())
-        return Pow.apply(Tensor._make(backend.xp_of(x.data).asarray(base, dtype=x.dtype)), x)
+        base, x = _operands(self, base, True)  # 2 ** int64 is int64, 2.5 ** int64 float32
+        base = Tensor._make(backend.xp_of(x.data).asarray(base, dtype=x.dtype))
+        return Pow.apply(*_no_bool_power(base, x))
 
     add = __add__
     sub = __sub__
@@ -397,29 +406,49 @@ class Tensor(TensorBase):
     __ge__ = lambda self, o: self._cmp(o, "greater_equal")  # noqa: E731
     __eq__ = lambda self, o: self._cmp(o, "equal")  # noqa: E731
     __ne__ = lambda self, o: self._cmp(o, "not_equal")  # noqa: E731
-    __and__ = logical_and = lambda self, o: self._cmp(o, "logical_and")  # noqa: E731
-    __or__ = logical_or = lambda self, o: self._cmp(o, "logical_or")  # noqa: E731
-    __xor__ = logical_xor = lambda self, o: self._cmp(o, "logical_xor")  # noqa: E731
+    logical_and = lambda self, o: self._cmp(o, "logical_and")  # noqa: E731
+    logical_or = lambda self, o: self._cmp(o, "logical_or")  # noqa: E731
+    logical_xor = lambda self, o: self._cmp(o, "logical_xor")  # noqa: E731
+
+    def _bitwise(self, other, fn):
+        """``&``, ``|``, ``^``: bitwise on integers (and on bools, where it is logical), as in
+        PyTorch; floating point operands are refused."""
+        if other is None:
+            return NotImplemented
+        x, y = _operands(self, other)
+        if x.data.dtype.kind not in "biu":
+            raise NotImplementedError(f"{fn}: not implemented for floating point operands "
+                                      f"(got {_described(self)} and {_described(other)})")
+        return NonDiff.apply(x, y, fn=fn)
+
+    __and__ = __rand__ = bitwise_and = lambda self, o: self._bitwise(o, "bitwise_and")  # noqa
+    __or__ = __ror__ = bitwise_or = lambda self, o: self._bitwise(o, "bitwise_or")  # noqa
+    __xor__ = __rxor__ = bitwise_xor = lambda self, o: self._bitwise(o, "bitwise_xor")  # noqa
     lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
 
     def __invert__(self):
         return NonDiff.apply(self, fn="logical_not" if self.dtype == dtypes.bool else "invert")
 
     def logical_not(self): return NonDiff.apply(self, fn="logical_not")
-    def sign(self): return NonDiff.apply(self, fn="sign")
+
+    def sign(self):  # (the sign of a bool is itself, as in PyTorch)
+        return self.clone() if self.dtype == dtypes.bool else NonDiff.apply(self, fn="sign")
+
     def isnan(self): return NonDiff.apply(self, fn="isnan")
     def isinf(self): return NonDiff.apply(self, fn="isinf")
     def isfinite(self): return NonDiff.apply(self, fn="isfinite")
 
     def all(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """True where every element (over dim) is nonzero; a bool tensor."""
-        return NonDiff.apply(self, fn="all", axis=_dims(self, dim, axis),
-                             keepdims=_kd(keepdim, keepdims))
+        out = NonDiff.apply(self, fn="all", axis=_dims(self, dim, axis),
+                            keepdims=_kd(keepdim, keepdims))
+        return out.to(dtypes.uint8) if self.dtype == dtypes.uint8 else out  # as PyTorch
 
     def any(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """True where some element (over dim) is nonzero; a bool tensor."""
-        return NonDiff.apply(self, fn="any", axis=_dims(self, dim, axis),
-                             keepdims=_kd(keepdim, keepdims))
+        out = NonDiff.apply(self, fn="any", axis=_dims(self, dim, axis),
+                            keepdims=_kd(keepdim, keepdims))
+        return out.to(dtypes.uint8) if self.dtype == dtypes.uint8 else out  # as PyTorch
 
     def argmax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         return _arg_reduce(self, _alias(dim, axis), _kd(keepdim, keepdims), MaxDim)
@@ -439,24 +468,27 @@ class Tensor(TensorBase):
     def sin(self): return Sin.apply(_floating(self))
     def cos(self): return Cos.apply(_floating(self))
     def erf(self): return Erf.apply(_floating(self))
-    def square(self): return self * self
+
+    def square(self):  # x ** 2, as PyTorch (PowBackward0; a bool squared is int64)
+        return Pow.apply(self.long() if self.data.dtype.kind == "b" else self, 2)
+
     def rsqrt(self): return 1.0 / self.sqrt()
     def maximum(self, other): return Maximum.apply(*_operands(self, other))
     def minimum(self, other): return Minimum.apply(*_operands(self, other))
 
     def gelu(self, approximate="none"):
         """x * Phi(x), exactly with erf, or PyTorch's tanh approximation."""
-        if approximate == "none":
-            return Gelu.apply(_floating(self))
-        if approximate == "tanh":
-            return GeluTanh.apply(_floating(self))
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        if approximate not in ("none", "tanh"):
+            raise RuntimeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        return (Gelu if approximate == "none" else GeluTanh).apply(_floating(self))
 
     def clamp(self, min=None, max=None):
+        """Each element limited to [min, max]; the bounds are numbers, or tensors that
+        broadcast with this one (then each gets a gradient where it is the result)."""
         if min is None and max is None:
-            raise ValueError("clamp: at least one of min and max must be given")
+            raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
         if isinstance(min, Tensor) or isinstance(max, Tensor):
-            raise TypeError("clamp: min and max must be numbers (use maximum/minimum for tensors)")
+            return ClampTensor.apply(*_clamp_operands(self, min, max))
         x = self
         if self.data.dtype.kind in "biu" and any(isinstance(b, builtins.float) for b in (min, max)):
             x = self.to(dtypes.get_default_dtype())  # a float bound makes the result float
@@ -471,33 +503,48 @@ class Tensor(TensorBase):
 
     def masked_fill(self, mask, value):
         """``self`` with ``value`` where ``mask`` is True; the result keeps self's dtype."""
+        mask = as_tensor(mask, like=self)
+        if mask.dtype != dtypes.bool:
+            raise RuntimeError(f"masked_fill: only bool masks are supported, got a mask of "
+                               f"dtype {mask.dtype} (shape {tuple(mask.shape)})")
         if isinstance(value, Tensor):
+            if value.ndim != 0:
+                raise RuntimeError(f"masked_fill: only a 0-d value tensor is supported, got "
+                                   f"shape {tuple(value.shape)}")
             value = value.to(self.dtype)
         elif self.data.dtype.kind != "f":
             value = self.data.dtype.type(value).item()  # 2.5 into an int tensor is 2
-        return Where.apply(as_tensor(mask, like=self), value, self)
+        return Where.apply(mask, value, self)
 
     # --- reductions --------------------------------------------------------------------------
     # float16 is reduced in float32 and the result rounded once, as PyTorch does on the CPU
     # (summed in float16, 40000 + 40000 is already inf)
 
     def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
+        if dtype is None and self.data.dtype.kind in "biu":
+            dtype = dtypes.int64  # integers and bools are summed as int64, as in PyTorch
         x = self if dtype is None else self.to(dtype)
         if x.data.dtype == np.float16:
             return x.float().sum(dim, keepdim, axis=axis, keepdims=keepdims).half()
         return Sum.apply(x, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
 
-    def mean(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        if self.dtype.kind != "f":
-            raise TypeError(f"mean: input dtype must be floating point, got {self.dtype}")
-        if self.data.dtype == np.float16:
-            return self.float().mean(dim, keepdim, axis=axis, keepdims=keepdims).half()
-        dims = _dims(self, dim, axis)
-        return self.sum(dims, _kd(keepdim, keepdims)) / _count(self, dims)
+    def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+        """The mean over ``dim``, of a floating point tensor (or computed in ``dtype``)."""
+        x = self if dtype is None else self.to(dtype)
+        if x.dtype.kind != "f":
+            raise RuntimeError(f"mean(): could not infer output dtype: the input (or dtype=) "
+                               f"must be floating point, got {x.dtype} (shape {self.shape})")
+        if x.data.dtype == np.float16:
+            return x.float().mean(dim, keepdim, axis=axis, keepdims=keepdims).half()
+        dims = _dims(x, dim, axis)
+        return x.sum(dims, _kd(keepdim, keepdims)) / _count(x, dims)
 
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
             keepdims=None):
         """Variance with Bessel's correction by default (``correction=1``), as PyTorch."""
+        if self.dtype.kind != "f":
+            raise RuntimeError(f"var/std: only floating point tensors are supported, got "
+                               f"{self.dtype} (shape {self.shape})")
         if self.data.dtype == np.float16:
             return self.float().var(dim, unbiased, keepdim, correction=correction, axis=axis,
                                     keepdims=keepdims).half()
@@ -561,10 +608,12 @@ class Tensor(TensorBase):
         return where(finite, where(finite, s, 1.0) ** (1.0 / p), 0.0)  # s = inf: p < 0
 
     def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        return Amax.apply(self, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
+        dims = _reducible(self, "amax", _alias(dim, axis))
+        return Amax.apply(self, dims=dims, keepdim=_kd(keepdim, keepdims))
 
     def amin(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        return Amin.apply(self, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
+        dims = _reducible(self, "amin", _alias(dim, axis))
+        return Amin.apply(self, dims=dims, keepdim=_kd(keepdim, keepdims))
 
     def logsumexp(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         if self.data.dtype == np.float16:
@@ -572,17 +621,17 @@ class Tensor(TensorBase):
         return LogSumExp.apply(_floating(self), dims=_dims(self, dim, axis),
                                keepdim=_kd(keepdim, keepdims))
 
-    def softmax(self, dim=None, *, axis=None):
-        if self.data.dtype == np.float16:
-            return self.float().softmax(dim, axis=axis).half()
-        dim = _one_dim(self, _required_dim("softmax", dim, axis))
-        return Softmax.apply(_floating(self), dim=dim)
+    def softmax(self, dim=None, dtype=None, *, axis=None):
+        x = _normalisable(self, "softmax", dtype)
+        if x.data.dtype == np.float16:
+            return x.float().softmax(dim, axis=axis).half()
+        return Softmax.apply(x, dim=_one_dim(x, _required_dim("softmax", dim, axis)))
 
-    def log_softmax(self, dim=None, *, axis=None):
-        if self.data.dtype == np.float16:
-            return self.float().log_softmax(dim, axis=axis).half()
-        dim = _one_dim(self, _required_dim("log_softmax", dim, axis))
-        return LogSoftmax.apply(_floating(self), dim=dim)
+    def log_softmax(self, dim=None, dtype=None, *, axis=None):
+        x = _normalisable(self, "log_softmax", dtype)
+        if x.data.dtype == np.float16:
+            return x.float().log_softmax(dim, axis=axis).half()
+        return LogSoftmax.apply(x, dim=_one_dim(x, _required_dim("log_softmax", dim, axis)))
 
     # --- shape ------------------------------------------------------------------------------
     def reshape(self, *shape):
@@ -590,12 +639,30 @@ class Tensor(TensorBase):
         it (always a new tensor, as in PyTorch, even for the same shape)."""
         return Reshape.apply(self, shape=_shape_arg(shape))
 
-    view = reshape
+    def view(self, *shape):
+        """The same memory seen with another shape. Unlike reshape, never a copy: where the
+        layout (a transpose, a slice, an expand) cannot be seen with that shape, a
+        RuntimeError, as in PyTorch (use reshape or contiguous() there)."""
+        shape = _shape_arg(shape)
+        if not (self.data.flags.c_contiguous or _viewable(self.data, shape)):
+            raise RuntimeError(f"view: the size {list(shape)} is not compatible with the "
+                               f"input's size {list(self.shape)} and strides (at least one "
+                               "dimension spans across two contiguous subspaces); use "
+                               ".reshape(...) instead")
+        return Reshape.apply(self, shape=shape)
 
     def view_as(self, other):
+        return self.view(other.shape)
+
+    def reshape_as(self, other):
         return self.reshape(other.shape)
 
-    reshape_as = view_as
+    def t(self):
+        """The transpose of a matrix (a tensor of at most 2 dims is returned as it is)."""
+        if self.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but it is "
+                               f"{self.ndim}D (shape {tuple(self.shape)}); use transpose or mT")
+        return self.transpose(0, -1)
 
     def contiguous(self):
         """This tensor if its memory is in row-major order, else a copy that is."""
@@ -631,7 +698,8 @@ class Tensor(TensorBase):
             return self.reshape(1)
         s, e = _dim(self, start_dim), _dim(self, end_dim)
         if s > e:
-            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+            raise RuntimeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+                               f"(shape {tuple(self.shape)})")
         return self.reshape(self.shape[:s] + (-1,) + self.shape[e + 1:])
 
     def expand(self, *sizes):
@@ -640,6 +708,9 @@ class Tensor(TensorBase):
         if lead < 0:
             raise ShapeError(f"expand: the target shape {sizes} has fewer dims than the "
                              f"tensor's shape {self.shape}")
+        if -1 in sizes[:lead]:
+            raise RuntimeError(f"expand: the size -1 isn't allowed in a leading, new dimension "
+                               f"({sizes[:lead].index(-1)} of {sizes}, tensor shape {self.shape})")
         target = tuple(n if n != -1 else self.shape[i - lead] for i, n in enumerate(sizes))
         for i, n in enumerate(self.shape):
             if n != 1 and n != target[lead + i]:
@@ -657,6 +728,10 @@ class Tensor(TensorBase):
         n = self.shape[d]
         if isinstance(split_size_or_sections, _PY_SCALARS):
             step = builtins.int(split_size_or_sections)
+            if step < 0 or step == 0 and n != 0:
+                raise RuntimeError(f"split: split_size must be positive (or 0 for a dim of "
+                                   f"size 0), got {step} for dim {d} of size {n}")
+            step = step or 1
             sizes = [step] * (n // step) + ([n % step] if n % step else [])
         else:
             sizes = list(split_size_or_sections)
@@ -664,6 +739,8 @@ class Tensor(TensorBase):
 
     def chunk(self, chunks, dim=0):
         _check_not_0d(self, "chunk")
+        if chunks <= 0:
+            raise RuntimeError(f"chunk: expects chunks to be greater than 0, got {chunks}")
         n = self.shape[_dim(self, dim)]
         return self.split(builtins.max(1, -(-n // chunks)), dim)
 
@@ -705,7 +782,7 @@ class Tensor(TensorBase):
         return self._update("pow_", lambda t: t ** exponent, exponent)
 
     def clamp_(self, min=None, max=None):
-        return self._update("clamp_", lambda t: t.clamp(min, max))
+        return self._update("clamp_", lambda t: t.clamp(min, max), min, max)
 
     clip_ = clamp_
 
@@ -882,9 +959,54 @@ def _float_operands(x, y, reflected=False):
     return x, y
 
 
+def _no_bool(op, x, other=None):
+    """``x``, after PyTorch's refusal of subtraction and negation with bool tensors (NumPy's
+    TypeError, or worse, numbers, otherwise)."""
+    if x.data.dtype.kind == "b" or isinstance(other, builtins.bool) or \
+            isinstance(other, Tensor) and other.data.dtype.kind == "b":
+        what = "subtraction, the `-` operator," if op == "sub" else "negation, the `-` operator,"
+        raise RuntimeError(f"{op}: {what} with a bool tensor is not supported (got "
+                           f"{_described(x)}{'' if other is None else ' and '}"
+                           f"{'' if other is None else _described(other)}); to invert a "
+                           "mask, use the `~` or `logical_not()` operator instead")
+    return x
+
+
+def _clamp_operands(x, lo, hi):
+    """(x, lo, hi) of a clamp with tensor bounds, all of one dtype (PyTorch's promotion);
+    both bounds are tensors or None, as PyTorch's ``clamp(Tensor, Tensor?, Tensor?)``."""
+    if not all(b is None or isinstance(b, Tensor) for b in (lo, hi)):
+        raise TypeError(f"clamp: min and max must both be tensors (or None) or both numbers, "
+                        f"got {type(lo).__name__} and {type(hi).__name__}")
+    bounds = [b for b in (lo, hi) if b is not None]
+    for b in bounds:
+        x, _ = _operands(x, b)
+    lo, hi = (None if b is None else b.to(x.dtype) for b in (lo, hi))
+    return x, lo, hi
+
+
+def _no_bool_power(x, y):
+    """Operands of ``pow``, after PyTorch's refusal of a bool tensor to a bool tensor's power."""
+    if x.data.dtype.kind == "b":
+        raise NotImplementedError(f"pow: not implemented for bool tensors (got {_described(x)} "
+                                  f"and {_described(y)})")
+    return x, y
+
+
+def _described(v):
+    """An operand in a message: a tensor's dtype and shape, or a number."""
+    if isinstance(v, Tensor):
+        return f"a {v.dtype} tensor of shape {tuple(v.shape)}"
+    return repr(v)
+
+
 def _int_division(fn, x, y, reflected=False):
     """``//`` and ``%``: integers divided by zero raise, as in PyTorch (NumPy gives 0)."""
     x, y = _operands(x, y, reflected)
+    if all(isinstance(t, builtins.bool) or isinstance(t, Tensor) and t.data.dtype.kind == "b"
+           for t in (x, y)):
+        raise NotImplementedError(f"{fn}: not implemented for bool tensors (got {_described(x)} "
+                                  f"and {_described(y)})")
     divisor = y.data if isinstance(y, Tensor) else y
     if x.dtype.kind in "biu" if isinstance(x, Tensor) else divisor.dtype.kind in "biu":
         # a number is checked on the host; a tensor's zeros are read back (one read-back)
@@ -925,7 +1047,7 @@ def _arithmetic_(t, op, ufunc, other, alpha=1):
         result = dtypes.promote_types(data.dtype, raw.dtype)  # PyTorch's promotion
     elif isinstance(raw, builtins.float) and data.dtype.kind in "biu":
         result = dtypes.get_default_dtype()  # a Python float makes an int tensor float
-    elif isinstance(raw, builtins.int) and data.dtype.kind == "b":
+    elif type(raw) is builtins.int and data.dtype.kind == "b":
         result = dtypes.int64
     else:
         result = data.dtype
@@ -1083,22 +1205,78 @@ def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):
         return pair_op.apply(*_operands(t, dim))
     dim = axis if dim is None else dim
     keepdim = _kd(keepdim, keepdims)
+    name = full_op.__name__.lower()[1:]  # max or min
     if isinstance(dim, _PY_SCALARS):
+        _reducible(t, name, dim)
         if t.ndim == 0:  # a 0-d tensor has one dim to reduce, of size 1
             _dim(t, dim)
             values, indices = dim_op.apply(t.reshape(1), dim=0, keepdim=False)
         else:
             values, indices = dim_op.apply(t, dim=_dim(t, dim), keepdim=keepdim)
         return ValuesIndices(values, indices)
+    return full_op.apply(t, dims=_reducible(t, name, dim), keepdim=keepdim)
+
+
+def _viewable(data, shape):
+    """Whether ``data`` (an array) can be seen with ``shape`` without a copy: PyTorch's rule
+    for ``view`` (ATen's computeStride), on the array's strides. Each run of dims that is
+    contiguous in memory must be made of whole dims of the new shape."""
+    old, strides = data.shape, data.strides
+    if data.size == 0 or not old:
+        return True
+    if -1 in shape:  # (reshape reports a size that does not fit)
+        known = math.prod(n for n in shape if n != -1)
+        if known == 0 or data.size % known:
+            return True
+        shape = tuple(data.size // known if n == -1 else n for n in shape)
+    view_d, chunk_stride = len(shape) - 1, strides[-1]
+    tensor_numel = view_numel = 1
+    for d in range(len(old) - 1, -1, -1):
+        tensor_numel *= old[d]
+        if d == 0 or (old[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                view_numel *= shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return False
+            if d > 0:
+                chunk_stride, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return view_d == -1
+
+
+def _reducible(t, op, dim):
+    """``dim`` as _dims gives it, after PyTorch's errors for a max, min or arg-reduction of
+    an empty tensor: IndexError over a dim of size 0, RuntimeError over every dim."""
+    dims = _dims(t, dim, None)
     if t.data.size == 0:
-        raise RuntimeError(f"{full_op.__name__.lower()}: cannot reduce an empty tensor")
-    return full_op.apply(t, dims=_dims(t, dim, None), keepdim=keepdim)
+        if dim is None:
+            raise RuntimeError(f"{op}(): Expected reduction dim to be specified for an empty "
+                               f"input (shape {tuple(t.shape)}); give the dim argument")
+        for d in dims:
+            if t.shape[d] == 0:
+                raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size "
+                                 f"(input shape {tuple(t.shape)})")
+    return dims
+
+
+def _normalisable(t, op, dtype):
+    """The input of softmax or log_softmax: cast to ``dtype`` if given; integers and bools
+    are refused, as in PyTorch (``dtype=`` or ``.float()`` makes them floating point)."""
+    x = t if dtype is None else t.to(dtype)
+    if x.data.dtype.kind != "f":
+        raise NotImplementedError(f"{op}: not implemented for {x.dtype} tensors (shape "
+                                  f"{tuple(t.shape)}); pass dtype= or call .float() first")
+    return x
 
 
 def _arg_reduce(t, dim, keepdim, op):
+    name = op._arg  # argmax or argmin
+    if dim is None and t.data.size == 0:
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for an empty "
+                         f"input (shape {tuple(t.shape)})")
     if dim is None:
         return op.apply(t.reshape(-1), dim=0, keepdim=False)[1]
-    d = _dim(t, dim)
+    d = _reducible(t, name, dim)[0] if t.ndim else _dim(t, dim)
     if t.ndim == 0:  # a 0-d tensor has one dim to reduce, of size 1: index 0
         return op.apply(t.reshape(1), dim=0, keepdim=False)[1]
     return op.apply(t, dim=d, keepdim=keepdim)[1]

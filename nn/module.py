@@ -268,8 +268,8 @@ class Module:
             if unexpected:
                 errors.append("unexpected keys: " + ", ".join(repr(k) for k in unexpected))
         if errors:
-            raise RuntimeError(f"error(s) loading the state_dict of {type(self).__name__}:\n  "
-                               + "\n  ".join(errors))
+            raise RuntimeError(f"load_state_dict: error(s) loading the state_dict of "
+                               f"{type(self).__name__}: " + "; ".join(errors))
         with mg.no_grad():
             for key, value in values.items():
                 own[key].copy_(backend.to_device(value, own[key].device))

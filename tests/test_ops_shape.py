@@ -5,7 +5,8 @@ cat stack split chunk.
 Shape ops are linear, so second order is checked on the squared output (see
 ``_squared`` in test_ops_elementwise), which makes each op's backward differentiated too.
 Indexing is also swept with hypothesis' NumPy index strategies against a NumPy reference
-(``np.add.at`` for the gradient), which covers negative steps that torch does not support.
+(``np.add.at`` for the gradient); negative steps, which NumPy takes, are a ValueError as in
+torch.
 """
 import functools
 import math
@@ -284,14 +285,24 @@ def assert_index_matches_numpy(x, index, device, seed=0):
     np.testing.assert_allclose(t.grad.numpy(), grad, rtol=1e-15, atol=0)
 
 
+def _positive_steps(index):
+    """``index`` with each slice's negative step made positive."""
+    def fix(i):
+        if isinstance(i, slice) and i.step is not None and i.step < 0:
+            return slice(i.start, i.stop, -i.step)
+        return i
+    return tuple(map(fix, index)) if isinstance(index, tuple) else fix(index)
+
+
 @SETTINGS
 @given(data=st.data(), seed=SEEDS)
 def test_basic_indexing_matches_numpy(device, data, seed):
-    """ints, slices (negative steps too), None and Ellipsis in any combination."""
+    """ints, slices (positive steps: torch has no others), None and Ellipsis in any
+    combination."""
     shape = data.draw(array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=4),
                       label="shape")
-    index = data.draw(basic_indices(shape, allow_newaxis=True, allow_ellipsis=True),
-                      label="index")
+    index = data.draw(basic_indices(shape, allow_newaxis=True, allow_ellipsis=True).map(
+        _positive_steps), label="index")
     x = sample(np.random.default_rng(seed), shape, "real")
     assert_index_matches_numpy(x, index, device, seed)
     assert_gradcheck(lambda t: t[index], [x], device)
@@ -315,10 +326,17 @@ def test_integer_array_indexing_matches_numpy(device, data, seed):
     ("reverse_step_2", (slice(None), slice(None, None, -2))),
     ("negative_step_bounds", (slice(-1, 0, -1), 2)),
 ]))
-def test_negative_steps_match_numpy(device, index):
-    """torch has no negative steps; NumPy's meaning is the reference."""
-    x = sample(np.random.default_rng(0), (3, 4), "real")
-    assert_index_matches_numpy(x, index, device)
+def test_negative_steps_are_a_value_error_as_in_torch(device, index):
+    """NumPy takes negative steps; torch refuses them with a ValueError, and so does
+    minigrad, reading or writing."""
+    x = mg.tensor(sample(np.random.default_rng(0), (3, 4), "real"), device=device)
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        x[index]
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        x[index] = 0.0
+    if torch is not None:
+        with pytest.raises(ValueError):
+            torch.zeros(3, 4)[index]
 
 
 # --- errors ------------------------------------------------------------------------------------

@@ -413,6 +413,44 @@ class Clamp(Primitive):
         return _between(dx, ctx.inputs[0], ctx.params.get("min"), ctx.params.get("max"))
 
 
+class ClampTensor(Primitive):
+    """out = min(max(x, lo), hi) with tensor bounds (either may be None);
+    dx = grad where lo <= x <= hi,  dlo = grad where x < lo (and lo < hi),
+    dhi = grad where x > hi (or hi < lo): PyTorch's clamp_backward_min_max"""
+    node_name = "ClampBackward0"
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        ctx.save_for_backward(x, lo, hi)
+        out = x if lo is None else ctx.xp.maximum(x, lo)
+        return out if hi is None else ctx.xp.minimum(out, hi)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, lo, hi = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        dx = _between(grad, x, lo, hi) if needs[0] else None
+        dlo = dhi = None
+        if needs[1]:
+            below = x < lo
+            dlo = grad.where(below if hi is None else below & (lo < hi), 0.0)
+        if needs[2]:
+            above = x > hi
+            dhi = grad.where(above if lo is None else above | (hi < lo), 0.0)
+        return dx, dlo, dhi
+
+    @staticmethod
+    def jvp(ctx, dx, dlo, dhi):  # the tangent of whichever input is the result (clamp_jvp)
+        x, lo, hi = ctx.inputs
+        dx, dlo, dhi = (ctx.result.new_zeros(ctx.result.shape) if d is None else d
+                        for d in (dx, dlo, dhi))
+        if hi is None:
+            return dx.where(x > lo, dlo)
+        if lo is None:
+            return dx.where(x < hi, dhi)
+        return dhi.where(lo > hi, dlo.where(x < lo, dhi.where(x > hi, dx)))
+
+
 def _between(t, x, lo, hi):
     """``t`` where lo <= x <= hi, else 0: clamp's derivative (the bounds pass it)."""
     inside = None
@@ -512,6 +550,15 @@ class Cast(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return dx.to(ctx.params["dtype"])
+
+
+class Clone(Cast):
+    """out = a copy of x (``clone``);  dx = grad"""
+    node_name = "CloneBackward0"
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx.clone()
 
 
 class ToDevice(Primitive):

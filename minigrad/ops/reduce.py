@@ -77,6 +77,7 @@ class Amin(Amax):
 class MaxDim(Primitive):
     """(values, indices) = max(x, dim);  dx = grad at the returned index, 0 elsewhere"""
     _arg = "argmax"
+    node_name = "MaxBackward0"
 
     @staticmethod
     def forward(ctx, x, dim, keepdim):
@@ -109,6 +110,7 @@ class MaxDim(Primitive):
 class MinDim(MaxDim):
     """(values, indices) = min(x, dim);  dx = grad at the returned index, 0 elsewhere"""
     _arg = "argmin"
+    node_name = "MinBackward0"
 
 
 class LogSumExp(Primitive):
