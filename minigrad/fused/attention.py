@@ -125,26 +125,30 @@ def _check(q, k, v, mask):
     if not (q.dtype == k.dtype == v.dtype):
         raise ShapeError(f"{op}: expected query, key and value of one dtype, got {q.dtype}, "
                          f"{k.dtype}, {v.dtype}")
-    np = backend.np
-    try:
-        lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except ValueError:
-        raise ShapeError(f"{op}: the batch dims of query {tuple(q.shape)}, key "
-                         f"{tuple(k.shape)} and value {tuple(v.shape)} do not broadcast")
+    lead = q.shape[:-2]
+    if not lead == k.shape[:-2] == v.shape[:-2]:
+        try:
+            lead = backend.np.broadcast_shapes(lead, k.shape[:-2], v.shape[:-2])
+        except ValueError:
+            raise ShapeError(f"{op}: the batch dims of query {tuple(q.shape)}, key "
+                             f"{tuple(k.shape)} and value {tuple(v.shape)} do not "
+                             "broadcast") from None
     if mask is None:
         return lead
     if mask.dtype.kind != "f":
         raise TypeError(f"{op}: the mask must be floating point (added to the scores), got "
                         f"{mask.dtype}")
     scores = lead + (q.shape[-2], k.shape[-2])
-    try:
-        fits = np.broadcast_shapes(mask.shape, scores) == scores
-    except ValueError:
-        fits = False
-    if not fits:
+    if not _broadcasts_to(mask.shape, scores):
         raise ShapeError(f"{op}: the mask {tuple(mask.shape)} does not broadcast to the "
                          f"scores' shape {scores}")
     return lead
+
+
+def _broadcasts_to(shape, target):
+    """Whether an array of ``shape`` broadcasts to ``target`` without enlarging it."""
+    return len(shape) <= len(target) and all(
+        n in (1, m) for n, m in zip(reversed(shape), reversed(target)))
 
 
 def _one_tile(block, T, S, causal):
