@@ -164,3 +164,14 @@ def test_batch_dims_that_do_not_broadcast_are_an_error(device):
     with pytest.raises(mg.ShapeError, match=r"batch dims of query \(2, 5, 3\), key "
                                             r"\(3, 6, 3\) and value \(3, 6, 2\)"):
         fused(q, k3, v3, None, None, 1.0, (5, 6))
+
+
+@pytest.mark.parametrize("S", [1, 5, attention.SHORT_ROWS, attention.SHORT_ROWS + 1, 40])
+def test_row_max_is_numpys_for_short_and_long_rows(device, S):
+    """Short rows are reduced keys-first: the same maxima, rows of -inf and NaN included."""
+    xp = backend.xp_of(mg.zeros(1, device=device).data)
+    s = np.random.default_rng(S).standard_normal((2, 3, 7, S)).astype(np.float32)
+    s[0, 1, 2] = -np.inf
+    s[1, 2, 3, S // 2] = np.nan
+    got = backend.to_host(attention._row_max(xp, xp.asarray(s)))
+    np.testing.assert_array_equal(got, s.max(axis=-1, keepdims=True))

@@ -26,6 +26,7 @@ from ..ops.reduce import SafeSoftmax
 from .differentiate import composite_grads, saved_array, tangent_by
 
 TILE = 1 << 19  # the most scores (all batch and head dims together) one tile holds
+SHORT_ROWS = 16  # up to this many keys, a row maximum is taken keys-first (_row_max)
 
 
 def blocks(lead, T, S, tile=None):
@@ -244,10 +245,10 @@ def _backward_tiles(xp, qs, g, rowdot, lse, k, v, mask, causal, block, keep):
             qs, k, v, mask, g, rowdot, lse, dq, dk, dv))
         for i0 in range(0, T, bq):
             i1 = min(T, i0 + bq)
-            rows = (qh[..., i0:i1, :], gh[..., i0:i1, :], rh[..., i0:i1, :],
-                    lh[..., i0:i1, :])
+            queries = (qh[..., i0:i1, :], gh[..., i0:i1, :], rh[..., i0:i1, :],
+                       lh[..., i0:i1, :])
             for j0, j1 in _key_blocks(i0, i1, S, bk, causal):
-                dq_t, dk_t, dv_t = _tile_grads(xp, *rows, kh[..., j0:j1, :],
+                dq_t, dk_t, dv_t = _tile_grads(xp, *queries, kh[..., j0:j1, :],
                                                vh[..., j0:j1, :], mh, causal, (i0, i1),
                                                (j0, j1), keep)
                 dqh[..., i0:i1, :] += dq_t
@@ -323,8 +324,12 @@ def _score_lead(q, k, mask):
 
 
 def _row_max(xp, s):
-    """The maximum of each row of ``s`` (..., 1)."""
-    return s.max(axis=-1, keepdims=True)
+    """The maximum of each row of ``s`` (..., 1). NumPy reduces a short row slowly (its
+    loop runs once per row), so rows of up to SHORT_ROWS keys are reduced keys-first, from a
+    copy with the key axis leading: one pass per key over every row at once (exact)."""
+    if s.shape[-1] > SHORT_ROWS:
+        return s.max(axis=-1, keepdims=True)
+    return xp.ascontiguousarray(xp.moveaxis(s, -1, 0)).max(axis=0)[..., None]
 
 
 def _row_sum(xp, a):
