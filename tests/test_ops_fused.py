@@ -407,6 +407,26 @@ def test_keep_mask_is_the_generators_raw_bits_against_p():
     np.testing.assert_array_equal(mask, bits >= 2 ** 31)
 
 
+def test_a_fork_draws_what_the_source_draws_next_without_moving_it(device):
+    """What attention's backward relies on: a fork (and a fork of the fork) draws the very
+    masks the source draws next, on either device, and leaves the source where it was."""
+    xp = backend.xp_of(mg.zeros(1, device=device).data)
+    mg.manual_seed(21)
+    backend.keep_mask((3,), 0.5, xp)                   # the source is not at its start
+    fork = backend.source().fork()
+    twin = fork.fork()                                 # forked before the fork drew
+    before = backend.get_rng_state()
+    ahead = backend.keep_mask((7, 5), 0.3, xp, fork)
+    assert backend.get_rng_state() == before
+    mine = backend.keep_mask((7, 5), 0.3, xp)
+    again = backend.keep_mask((7, 5), 0.3, xp, twin)
+    for other in (ahead, again):
+        np.testing.assert_array_equal(backend.to_host(other), backend.to_host(mine))
+    np.testing.assert_array_equal(                     # a fork goes on from where it drew
+        backend.to_host(backend.keep_mask((4,), 0.3, xp, fork)),
+        backend.to_host(backend.keep_mask((4,), 0.3, xp)))
+
+
 @pytest.mark.parametrize("p", [0.2, 0.5, 0.8])
 def test_dropout_drops_a_fraction_p(device, p):
     out = F.dropout(mg.ones(200_000, device=device), p).numpy()

@@ -25,19 +25,31 @@ class Source:
 
     def __init__(self, seed):
         self.seed = int(seed) % 2 ** 64
-        self.host = np.random.Generator(np.random.PCG64(int(seed)))
+        self._host = np.random.Generator(np.random.PCG64(int(seed)))
+        self._state = None  # a fork's: where its host generator starts, until it is made
         self.offset = 0
 
+    @property
+    def host(self):
+        """The host generator (a fork makes its own on its first draw)."""
+        if self._host is None:
+            bits = np.random.PCG64(_NO_ENTROPY)
+            bits.state = self._state
+            self._host = np.random.Generator(bits)
+        return self._host
+
     def fork(self):
-        """A copy that draws what this source would draw next, without moving it."""
+        """A copy that draws what this source would draw next, without moving it. It notes
+        where the host generator stands and makes a generator only if it draws (attention
+        forks its source in forward, and draws from a fork of the fork in backward)."""
         twin = object.__new__(Source)
         twin.seed, twin.offset = self.seed, self.offset
-        bits = type(self.host.bit_generator)(0)  # (a seed of 0 skips gathering entropy)
-        bits.state = self.host.bit_generator.state
-        twin.host = np.random.Generator(bits)
+        twin._host = None
+        twin._state = self._state if self._host is None else self._host.bit_generator.state
         return twin
 
 
+_NO_ENTROPY = np.random.SeedSequence(0)  # seeds a fork's generator (its state is set next)
 _source = Source(DEFAULT_SEED)
 
 

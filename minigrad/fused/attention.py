@@ -2,17 +2,19 @@
 (Dao et al., 2022; Dao, 2023), so that the (T, S) scores of a head are never held at once.
 
 Forward walks the queries in blocks of ``bq`` rows and, for each, the keys in blocks of
-``bk``: a tile's scores are made, folded into a running row maximum, row sum and weighted
-sum of the values (the "online softmax": earlier partial sums are rescaled by
-exp(old max - new max)), and dropped. Only the output and the log of each row's softmax
-normaliser (``lse``) are kept for backward, which makes each tile's weights again from
-q, k and lse and adds the tile's share into dq, dk and dv:
+``bk``. A block's first tile of scores is a plain softmax's numerator: the row maximum m,
+P = exp(S - m), its row sum and P V. Each further tile is folded in and dropped (the
+"online softmax": the sums so far are rescaled by exp(old max - new max)). Only the output
+and the log of each row's softmax normaliser (``lse``) are kept for backward, which makes
+each tile's weights again from q, k and lse and adds the tile's share into dq, dk and dv:
 
     P = exp(S - lse),  dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dO * O)),
     dQ = dS K * scale,  dK = dS^T Q * scale
 
-Memory is O(T + S) per head beyond one tile, instead of O(T S); when every score fits in
-one tile (short sequences) the loops run once. Both passes work on raw arrays, in place.
+Memory is O(T + S) per head beyond one tile, instead of O(T S). When every score fits in
+one tile (short sequences: ``blocks`` gives (T, S)) there is no loop and nothing to fold:
+forward is that one tile's softmax and backward that one tile's gradients, for every head
+at once. Both passes work on raw arrays, in place where they can.
 Second derivatives (backward under ``create_graph``) come from differentiating
 ``composite``, the same attention written with Tensor ops, with the forward's dropout
 masks: exact to any order, at the composite's O(T S) memory.
@@ -24,6 +26,7 @@ from ..ops.reduce import SafeSoftmax
 from .differentiate import composite_grads, saved_array, tangent_by
 
 TILE = 1 << 19  # the most scores (all batch and head dims together) one tile holds
+SHORT_ROWS = 16  # up to this many keys, a row maximum is taken keys-first (_row_max)
 
 
 def blocks(lead, T, S, tile=None):
@@ -49,16 +52,7 @@ class Attention(Primitive):
     @staticmethod
     def forward(ctx, q, k, v, mask, scale, causal, dropout_p, block):
         xp = ctx.xp
-        if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-            raise ShapeError(f"scaled_dot_product_attention: query {tuple(q.shape)}, key "
-                             f"{tuple(k.shape)} and value {tuple(v.shape)} do not fit "
-                             "(expected (..., T, D), (..., S, D), (..., S, Dv))")
-        if not (q.dtype == k.dtype == v.dtype):
-            raise ShapeError(f"scaled_dot_product_attention: expected query, key and value "
-                             f"of one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-        if mask is not None and mask.dtype.kind != "f":
-            raise TypeError(f"scaled_dot_product_attention: the mask must be floating point "
-                            f"(added to the scores), got {mask.dtype}")
+        lead = _check(q, k, v, mask)
         T, S = q.shape[-2], k.shape[-2]
         if mask is None and dropout_p == 0:  # the device's own kernel, where it has one
             fast = backend.attention(q, k, v, scale, causal)
@@ -66,39 +60,12 @@ class Attention(Primitive):
                 out, lse = fast
                 ctx.save_for_backward(q, k, v, mask, out, lse, None)
                 return out
-        bq, bk = block
-        lead = backend.np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-        out = xp.empty(lead + (T, v.shape[-1]), dtype=q.dtype)
-        lse = xp.empty(lead + (T, 1), dtype=q.dtype)
         keep = _Dropout(dropout_p, q.dtype, xp)
-        scale = xp.asarray(scale, dtype=q.dtype)
-
-        def heads(h0, h1):  # the heads h0..h1 (the last lead dim) of every array
-            qh, kh, vh, mh, oh, lh = (_heads(a, h0, h1) for a in (q, k, v, mask, out, lse))
-            rows = oh.shape[:-2]
-            for i0 in range(0, T, bq):
-                i1 = min(T, i0 + bq)
-                qs = qh[..., i0:i1, :] * scale  # the block's queries, scaled once
-                m = xp.full(rows + (i1 - i0, 1), -xp.inf, dtype=q.dtype)    # running max
-                total = xp.zeros(rows + (i1 - i0, 1), dtype=q.dtype)        # running sum
-                acc = xp.zeros(rows + (i1 - i0, v.shape[-1]), dtype=q.dtype)
-                for j0, j1 in _key_blocks(i0, i1, S, bk, causal):
-                    s = _scores(xp, qs, kh[..., j0:j1, :], mh, causal, i0, i1, j0, j1)
-                    m_new = xp.maximum(m, s.max(axis=-1, keepdims=True))
-                    m_new = xp.where(xp.isfinite(m_new), m_new, 0)  # all -inf so far: not NaN
-                    s -= m_new
-                    p = xp.exp(s, out=s)
-                    rescale = xp.exp(m - m_new)
-                    total *= rescale
-                    total += p.sum(axis=-1, keepdims=True)
-                    acc *= rescale
-                    acc += xp.matmul(keep.apply(p), vh[..., j0:j1, :])
-                    m = m_new
-                empty = total == 0                     # every key masked: zeros, not NaN
-                oh[..., i0:i1, :] = acc / xp.where(empty, 1, total)
-                lh[..., i0:i1, :] = xp.where(empty, xp.inf,
-                                             m + xp.log(xp.where(empty, 1, total)))
-        _over_heads(heads, lead, block, T, S, dropout_p, xp)
+        qs = q * xp.asarray(scale, dtype=q.dtype)  # the queries, scaled once
+        if _one_tile(block, T, S, causal):
+            out, lse = _rows(xp, qs, k, v, mask, causal, 0, T, S, keep)
+        else:
+            out, lse = _forward_tiles(xp, qs, k, v, mask, causal, block, lead, keep)
         ctx.save_for_backward(q, k, v, mask, out, lse, keep.state)
         return out
 
@@ -108,45 +75,25 @@ class Attention(Primitive):
         if STATE.grad_enabled:  # create_graph: differentiate the composite, exact to any order
             return _composite_grads(ctx, grad, q, k, v, mask, state)
         xp, params = ctx.xp, ctx.params
-        scale, causal, (bq, bk) = params["scale"], params["causal"], params["block"]
+        scale, causal, block = params["scale"], params["causal"], params["block"]
         qa, ka, va, g, o = q.data, k.data, v.data, grad.data, out.data
         if mask is None and params["dropout_p"] == 0:
-            fast = backend.attention_backward(qa, ka, va, o, lse.data, g, params["scale"],
-                                              causal)
+            fast = backend.attention_backward(qa, ka, va, o, lse.data, g, scale, causal)
             if fast is not None:
                 needs = ctx.needs_input_grad
                 return tuple(_tensor(d) if n else None for d, n in zip(fast, needs)) + (None,)
         m = None if mask is None else mask.data
-        T, S, lead = qa.shape[-2], ka.shape[-2], o.shape[:-2]
+        T, S = qa.shape[-2], ka.shape[-2]
         keep = _Dropout(params["dropout_p"], qa.dtype, xp, state)
         rowdot = (g * o).sum(axis=-1, keepdims=True)                        # (..., T, 1)
         scale = xp.asarray(scale, dtype=qa.dtype)
-        dq = xp.zeros(lead + qa.shape[-2:], dtype=qa.dtype)
-        dk = xp.zeros(lead + ka.shape[-2:], dtype=qa.dtype)
-        dv = xp.zeros(lead + va.shape[-2:], dtype=qa.dtype)
-
-        def heads(h0, h1):  # the heads h0..h1 (the last lead dim) of every array
-            qh, kh, vh, mh, gh, rh, lh, dqh, dkh, dvh = (_heads(a, h0, h1) for a in (
-                qa, ka, va, m, g, rowdot, lse.data, dq, dk, dv))
-            for i0 in range(0, T, bq):
-                i1 = min(T, i0 + bq)
-                qs_i, g_i = qh[..., i0:i1, :] * scale, gh[..., i0:i1, :]
-                for j0, j1 in _key_blocks(i0, i1, S, bk, causal):
-                    k_j, v_j = kh[..., j0:j1, :], vh[..., j0:j1, :]
-                    s = _scores(xp, qs_i, k_j, mh, causal, i0, i1, j0, j1)
-                    s -= lh[..., i0:i1, :]
-                    w = xp.exp(s, out=s)                           # the tile's weights P
-                    z = keep.tile(w.shape)                         # forward's dropout mask
-                    wz = w if z is None else w * z
-                    dvh[..., j0:j1, :] += xp.matmul(xp.swapaxes(wz, -1, -2), g_i)
-                    ds = xp.matmul(g_i, xp.swapaxes(v_j, -1, -2))  # dP
-                    if z is not None:
-                        ds *= z
-                    ds -= rh[..., i0:i1, :]
-                    ds *= w                                        # dS (dq, dk: the scale)
-                    dqh[..., i0:i1, :] += xp.matmul(ds, k_j)
-                    dkh[..., j0:j1, :] += xp.matmul(xp.swapaxes(ds, -1, -2), qs_i)
-        _over_heads(heads, lead, (bq, bk), T, S, params["dropout_p"], xp)
+        qs = qa * scale
+        if _one_tile(block, T, S, causal):
+            dq, dk, dv = _tile_grads(xp, qs, g, rowdot, lse.data, ka, va, m, causal,
+                                     (0, T), (0, S), keep)
+        else:
+            dq, dk, dv = _backward_tiles(xp, qs, g, rowdot, lse.data, ka, va, m, causal,
+                                         block, keep)
         dq *= scale
         needs = ctx.needs_input_grad
         return tuple(_tensor(d) if n else None for d, n in zip((dq, dk, dv), needs)) + (None,)
@@ -159,13 +106,156 @@ class Attention(Primitive):
         dropout = None
         if params["dropout_p"] > 0:
             keep = _Dropout(params["dropout_p"], q.dtype, ctx.xp, saved_array(ctx, 6))
-            full = q._make(keep.full(params["block"], params["causal"], ctx.result.shape[:-2],
+            full = q._make(keep.full(params["block"], params["causal"], _score_lead(q, k, mask),
                                      q.shape[-2], k.shape[-2]))
             dropout = lambda w: w * full  # noqa: E731
 
         def attention(q, k, v, mask):
             return composite(q, k, v, mask, params["causal"], params["scale"], dropout)[0]
         return tangent_by(attention, q, k, v, mask)
+
+
+def _check(q, k, v, mask):
+    """The lead (batch and head) dims of the output; a one-line error where the operands
+    do not fit."""
+    op = "scaled_dot_product_attention"
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ShapeError(f"{op}: query {tuple(q.shape)}, key {tuple(k.shape)} and value "
+                         f"{tuple(v.shape)} do not fit (expected (..., T, D), (..., S, D), "
+                         "(..., S, Dv))")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ShapeError(f"{op}: expected query, key and value of one dtype, got {q.dtype}, "
+                         f"{k.dtype}, {v.dtype}")
+    lead = q.shape[:-2]
+    if not lead == k.shape[:-2] == v.shape[:-2]:
+        try:
+            lead = backend.np.broadcast_shapes(lead, k.shape[:-2], v.shape[:-2])
+        except ValueError:
+            raise ShapeError(f"{op}: the batch dims of query {tuple(q.shape)}, key "
+                             f"{tuple(k.shape)} and value {tuple(v.shape)} do not "
+                             "broadcast") from None
+    if mask is None:
+        return lead
+    if mask.dtype.kind != "f":
+        raise TypeError(f"{op}: the mask must be floating point (added to the scores), got "
+                        f"{mask.dtype}")
+    scores = lead + (q.shape[-2], k.shape[-2])
+    if not _broadcasts_to(mask.shape, scores):
+        raise ShapeError(f"{op}: the mask {tuple(mask.shape)} does not broadcast to the "
+                         f"scores' shape {scores}")
+    return lead
+
+
+def _broadcasts_to(shape, target):
+    """Whether an array of ``shape`` broadcasts to ``target`` without enlarging it."""
+    return len(shape) <= len(target) and all(
+        n in (1, m) for n, m in zip(reversed(shape), reversed(target)))
+
+
+def _one_tile(block, T, S, causal):
+    """Whether one tile of (bq, bk) = ``block`` holds every score, and some query sees a
+    key (then forward and backward run no loop)."""
+    bq, bk = block
+    return bq >= T > 0 and bk >= S > 0 and (causal is None or T + causal > 0)
+
+
+def _rows(xp, qs, k, v, mask, causal, i0, i1, bk, keep):
+    """(out, lse) of the query rows i0..i1 (``qs``: those rows, scaled) over the key blocks
+    of ``bk`` keys that they can see; None where they see none."""
+    sums = ()  # (row max, row sum, weighted sum of the values) so far
+    for j0, j1 in _key_blocks(i0, i1, k.shape[-2], bk, causal):
+        s = _scores(xp, qs, k[..., j0:j1, :], mask, causal, i0, i1, j0, j1)
+        sums = _fold(xp, s, v[..., j0:j1, :], keep, *sums)
+    return _normalised(xp, *sums) if sums else None
+
+
+def _fold(xp, s, v, keep, m=None, total=None, acc=None):
+    """Fold a tile of scores ``s`` (its keys' values: ``v``) into the running row maximum
+    m, row sum ``total`` and weighted sum of the values ``acc``, or start them with the
+    first tile (m None: a plain softmax's numerator). ``s`` is used up."""
+    m_new = _row_max(xp, s) if m is None else xp.maximum(m, _row_max(xp, s))
+    m_new = xp.where(xp.isfinite(m_new), m_new, 0)  # every key masked so far: not NaN
+    s -= m_new
+    p = xp.exp(s, out=s)
+    if m is None:
+        total = p.sum(axis=-1, keepdims=True)
+        return m_new, total, xp.matmul(keep.apply(p), v)
+    rescale = xp.exp(m - m_new)
+    total *= rescale
+    total += p.sum(axis=-1, keepdims=True)
+    acc *= rescale
+    acc += xp.matmul(keep.apply(p), v)
+    return m_new, total, acc
+
+
+def _normalised(xp, m, total, acc):
+    """(out, lse) = (acc / total, m + log(total)) per row, in place in ``acc``; a row whose
+    every key is masked (total 0) gives zeros and lse +inf."""
+    empty = total == 0
+    total = xp.where(empty, 1, total)
+    acc /= total
+    lse = xp.log(total, out=total)
+    lse += m
+    return acc, xp.where(empty, xp.inf, lse)
+
+
+def _forward_tiles(xp, qs, k, v, mask, causal, block, lead, keep):
+    """(out, lse) block of queries by block of queries, over groups of heads."""
+    (bq, bk), T, S = block, qs.shape[-2], k.shape[-2]
+    out = xp.empty(lead + (T, v.shape[-1]), dtype=qs.dtype)
+    lse = xp.empty(_score_lead(qs, k, mask) + (T, 1), dtype=qs.dtype)
+
+    def heads(h0, h1):  # the heads h0..h1 (the last lead dim) of every array
+        qh, kh, vh, mh, oh, lh = (_heads(a, h0, h1) for a in (qs, k, v, mask, out, lse))
+        for i0 in range(0, T, bq):
+            i1 = min(T, i0 + bq)
+            rows = _rows(xp, qh[..., i0:i1, :], kh, vh, mh, causal, i0, i1, bk, keep)
+            oh[..., i0:i1, :], lh[..., i0:i1, :] = (0, xp.inf) if rows is None else rows
+    _over_heads(heads, lead, block, T, S, keep.p, xp)
+    return out, lse
+
+
+def _tile_grads(xp, qs, g, rowdot, lse, k, v, mask, causal, rows, cols, keep):
+    """One tile's shares in (dq / scale, dk, dv): queries ``rows`` = (i0, i1) (their
+    scaled queries qs, gradients g, rowdot and lse), keys ``cols`` = (j0, j1) (k, v)."""
+    s = _scores(xp, qs, k, mask, causal, *rows, *cols)
+    s -= lse
+    w = xp.exp(s, out=s)                           # the tile's weights P
+    z = keep.tile(w.shape)                         # forward's dropout mask
+    wz = w if z is None else w * z
+    dv = xp.matmul(xp.swapaxes(wz, -1, -2), g)
+    ds = xp.matmul(g, xp.swapaxes(v, -1, -2))      # dP
+    if z is not None:
+        ds *= z
+    ds -= rowdot
+    ds *= w                                        # dS (dq, dk: the scale)
+    return xp.matmul(ds, k), xp.matmul(xp.swapaxes(ds, -1, -2), qs), dv
+
+
+def _backward_tiles(xp, qs, g, rowdot, lse, k, v, mask, causal, block, keep):
+    """(dq / scale, dk, dv) summed tile by tile, over groups of heads."""
+    (bq, bk), T, S = block, qs.shape[-2], k.shape[-2]
+    lead = g.shape[:-2]
+    dq = xp.zeros(lead + qs.shape[-2:], dtype=qs.dtype)
+    dk = xp.zeros(lead + k.shape[-2:], dtype=qs.dtype)
+    dv = xp.zeros(lead + v.shape[-2:], dtype=qs.dtype)
+
+    def heads(h0, h1):  # the heads h0..h1 (the last lead dim) of every array
+        qh, kh, vh, mh, gh, rh, lh, dqh, dkh, dvh = (_heads(a, h0, h1) for a in (
+            qs, k, v, mask, g, rowdot, lse, dq, dk, dv))
+        for i0 in range(0, T, bq):
+            i1 = min(T, i0 + bq)
+            queries = (qh[..., i0:i1, :], gh[..., i0:i1, :], rh[..., i0:i1, :],
+                       lh[..., i0:i1, :])
+            for j0, j1 in _key_blocks(i0, i1, S, bk, causal):
+                dq_t, dk_t, dv_t = _tile_grads(xp, *queries, kh[..., j0:j1, :],
+                                               vh[..., j0:j1, :], mh, causal, (i0, i1),
+                                               (j0, j1), keep)
+                dqh[..., i0:i1, :] += dq_t
+                dkh[..., j0:j1, :] += dk_t
+                dvh[..., j0:j1, :] += dv_t
+    _over_heads(heads, lead, block, T, S, keep.p, xp)
+    return dq, dk, dv
 
 
 def _heads(a, h0, h1):
@@ -217,13 +307,29 @@ def _composite_grads(ctx, grad, q, k, v, mask, state):
     dropout = None
     if params["dropout_p"] > 0:
         keep = _Dropout(params["dropout_p"], q.dtype, ctx.xp, state)
-        full = keep.full(params["block"], params["causal"], grad.shape[:-2], q.shape[-2],
-                         k.shape[-2])
+        full = keep.full(params["block"], params["causal"], _score_lead(q, k, mask),
+                         q.shape[-2], k.shape[-2])
         dropout = lambda w: w * full  # noqa: E731
 
     def attention(q, k, v):
         return composite(q, k, v, mask, params["causal"], params["scale"], dropout)[0]
     return composite_grads(attention, (q, k, v), grad, ctx.needs_input_grad[:3]) + (None,)
+
+
+def _score_lead(q, k, mask):
+    """The lead dims of the (..., T, S) scores (and of lse and the dropout masks): those of
+    q, k and the mask broadcast (the value's may broadcast the output further)."""
+    shapes = (q.shape, k.shape) + (() if mask is None else (mask.shape,))
+    return backend.np.broadcast_shapes(*(s[:-2] for s in shapes))
+
+
+def _row_max(xp, s):
+    """The maximum of each row of ``s`` (..., 1). NumPy reduces a short row slowly (its
+    loop runs once per row), so rows of up to SHORT_ROWS keys are reduced keys-first, from a
+    copy with the key axis leading: one pass per key over every row at once (exact)."""
+    if s.shape[-1] > SHORT_ROWS:
+        return s.max(axis=-1, keepdims=True)
+    return xp.ascontiguousarray(xp.moveaxis(s, -1, 0)).max(axis=0)[..., None]
 
 
 def _key_blocks(i0, i1, S, bk, causal):
