@@ -208,7 +208,7 @@ def _size(nbytes):
     return f"{nbytes / 2**20:.2f} MiB"
 
 
-def _memory_owner(array):
+def memory_owner(array):
     """The array whose memory ``array`` uses (itself, or the array it views)."""
     while isinstance(getattr(array, "base", None), np.ndarray):
         array = array.base
@@ -256,7 +256,7 @@ class Program:
     def add_slot(self, array, source, base_slot=None):
         owns = array.base is None
         self.slots.append((array.shape, array.dtype, array.nbytes, source, owns))
-        self.memory_of.append(id(_memory_owner(array)))
+        self.memory_of.append(id(memory_owner(array)))
         self.c_contiguous.append(bool(array.flags.c_contiguous))
         if base_slot is not None:
             self.bases[len(self.slots) - 1] = base_slot
@@ -333,13 +333,19 @@ class Program:
                 last[base] = max(last.get(base, -1), last[view])
         return last
 
+    def reused(self):
+        """{instruction: the slot whose array it writes its result into} where that slot
+        dies there (buffer reuse; not the in-place writes the step itself made)."""
+        return {k: p.into for k, p in self.plans.items()
+                if p.into is not None and not self.instructions[k].inplace}
+
     def memory(self, reuse=True):
         """(peak bytes of the arrays the program makes, freed at last use; bytes it makes in
         all). ``reuse``: a result written into a dying input's array (``plans``) takes that
         array over rather than making one; ``reuse=False`` counts as if every result were
         a new array."""
         last = self.last_uses()
-        into = {k: p[2] for k, p in self.plans.items() if p[2] is not None} if reuse else {}
+        into = self.reused() if reuse else {}
         owned = {s for s, slot in enumerate(self.slots) if slot[3] is None and slot[4]}
         alive, peak, total = 0, 0, 0
         frees = {}
@@ -371,7 +377,8 @@ class Program:
         saving = {i.ctx_of for i in self.instructions if i.live and i.ctx_of is not None}
         self.plans = plan(self, last, saving)
         if not reuse:
-            self.plans = {k: p[:2] + (None,) for k, p in self.plans.items()}
+            self.plans = {k: p._replace(into=None) if not self.instructions[k].inplace else p
+                          for k, p in self.plans.items()}
         names = {"run_backward_rule": run_backward_rule, "backward_pass": backward_pass,
                  "call_returning_arrays": call_returning_arrays, "np": np}
         lines, tensors = [], []
@@ -473,21 +480,21 @@ class Program:
         args += "".join(f", {c!r}" for c in constants)
         if into is None:
             return f"v{ins.outs[0]} = u_{name}({args})  # {ins.name}"
-        return f"v{ins.outs[0]} = u_{name}({args}, out=v{into})  # {ins.name}, into v{into}"
+        where = "in place" if ins.inplace else f"into v{into}"
+        return f"v{ins.outs[0]} = u_{name}({args}, out=v{into})  # {ins.name}, {where}"
 
     # --- showing it ------------------------------------------------------------------------
     def listing(self):
         """The program as a table: one line per instruction (what it reads and makes, with
         shapes), what dead-code elimination removed, and the memory it needs."""
-        rows = []
+        rows, reused = [], self.reused()
         for k, ins in enumerate(self.instructions):
             made = ", ".join(f"v{o} {tuple(self.slots[o][0])}" for o in ins.outs if o is not None)
             read = ", ".join(f"v{i}" if type(i) is int else repr(i) for i in ins.ins)
             notes = [n for n, on in (("random", ins.random), ("in place", ins.inplace),
                                      ("REMOVED", not ins.live)) if on]
-            into = self.plans.get(k, (None, None, None))[2]
-            if into is not None:
-                notes.append(f"into v{into}")
+            if k in reused:
+                notes.append(f"into v{reused[k]}")
             rows.append((f"{k:4d}  {ins.kind:8s} {ins.name:26s} {read:24s} -> {made}"
                          + (f"   [{', '.join(notes)}]" if notes else "")).rstrip())
         peak, total = self.memory()
@@ -495,11 +502,10 @@ class Program:
         kinds = {}
         for ins in self.instructions:
             kinds[ins.kind] = kinds.get(ins.kind, 0) + 1
-        reused = sum(p[2] is not None for p in self.plans.values())
         summary = (f"{len(self.instructions)} instructions ("
                    + ", ".join(f"{n} {k}" for k, n in kinds.items())
                    + f"), {len(self.slots)} slots; dead-code elimination removed {self.removed}"
-                   f"; {reused} results written into a dying input's array\n"
+                   f"; {len(reused)} results written into a dying input's array\n"
                    f"arrays made: {_size(total)} ({_size(total_new)} without reuse), at most "
                    f"{_size(peak)} alive at once ({_size(peak_new)} without reuse; each freed "
                    "after its last read)")

@@ -16,8 +16,14 @@ is read for the last time by this instruction, is not returned by the step nor w
 into a ``.grad``, and no array that shares its memory (a view, or the array it views) is
 read later or by this instruction as another operand.
 """
+from collections import namedtuple
+
 from ..autograd import engine
 from ..ops import elementwise as ew
+
+Plan = namedtuple("Plan", "ufunc constants into")
+Plan.__doc__ = """How an instruction is replayed: ``ufunc`` (its name) on the inputs then
+``constants``, its result written into slot ``into``'s array (None: a new array)."""
 
 # op class -> (name of the ufunc its forward computes, constant operands after the inputs)
 UFUNCS = {
@@ -31,6 +37,9 @@ UFUNCS = {
 # the engine's array functions -> the ufunc they compute (``_copy_add``: old.copy() += g)
 ARRAY_UFUNCS = {engine._copy_add: ("add", ())}
 
+# the engine's array functions that write into their first input (``_add_into``: total += g)
+IN_PLACE_UFUNCS = {engine._add_into: ("add", ())}
+
 # instructions whose results may be written into later (see the module docstring)
 _MAKERS = frozenset(("op", "array"))
 
@@ -42,7 +51,7 @@ def ufunc_of(ins, saving):
     if ins.scalar:
         return None
     if ins.kind == "array":
-        return ARRAY_UFUNCS.get(ins.fn)
+        return ARRAY_UFUNCS.get(ins.fn) or IN_PLACE_UFUNCS.get(ins.fn)
     if ins.kind != "op" or saving or ins.kept or ins.params or ins.whole:
         return None
     return UFUNCS.get(ins.op)
@@ -66,8 +75,8 @@ def reusable_slots(program):
 
 
 def plan(program, last, saving):
-    """{instruction index: (ufunc name, constants, slot written into or None)} for every
-    live instruction replayed as a ufunc call; ``last`` is ``program.last_uses()``."""
+    """{instruction index: Plan} for every live instruction replayed as a ufunc call (an
+    in-place one writes into its first input as it did); ``last``: ``program.last_uses()``."""
     reusable = reusable_slots(program)
     sharing = {}  # memory owner -> slots viewing it
     for s, owner in enumerate(program.memory_of):
@@ -77,7 +86,10 @@ def plan(program, last, saving):
         found = ins.live and ufunc_of(ins, k in saving)
         if not found:
             continue
-        plans[k] = found + (_dying_input(program, k, ins, last, reusable, sharing),)
+        if ins.inplace:
+            plans[k] = Plan(*found, ins.ins[0])
+        else:
+            plans[k] = Plan(*found, _dying_input(program, k, ins, last, reusable, sharing))
     return plans
 
 
