@@ -6,6 +6,9 @@
 whose results nothing reads (dead-code elimination). Running it creates no graph nodes and
 no Tensors: each op's ``forward`` is called on arrays, the backward pass is the ops its
 rules ran (the same forwards), under ``with backward_pass():`` as the engine runs it.
+Elementwise ops are called as the ufunc their forward computes, their result written into
+an input read for the last time there where nothing else can see it (buffer reuse by
+liveness, see ``reuse``).
 """
 import numpy as np
 
@@ -247,7 +250,7 @@ class Program:
         self.bases = {}        # slot of a view -> slot of the array it views
         self.memory_of = []    # slot -> id of the array owning its memory (during capture)
         self.c_contiguous = []  # slot -> whether its array was C-contiguous
-        self.plans = {}        # instruction -> (ufunc, constants, slot written into or None)
+        self.plans = {}        # instruction -> reuse.Plan (replayed as one ufunc call)
         self.outputs = []
         self.fn = None
         self.source = None
