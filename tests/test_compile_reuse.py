@@ -10,6 +10,7 @@ import pytest
 
 import minigrad as mg
 from minigrad.autograd import engine
+from minigrad.autograd.function import Primitive
 from minigrad.compile import CompileWarning
 from minigrad.compile.program import ForwardCtx
 from minigrad.compile.reuse import ARRAY_UFUNCS, IN_PLACE_UFUNCS, UFUNCS
@@ -171,3 +172,34 @@ def test_reuse_false_makes_every_result_a_new_array(device):
         run(mg.ones(3, 4, device=device))
     assert run.replays == 1 and not run.program.reused()
     assert "out=" not in run.program.source and "u_exp(" in run.program.source
+
+
+class _SavesAView(Primitive):
+    """A user's primitive (its backward is replayed whole) that saves a view of its input."""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x.reshape(-1))
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (flat,) = ctx.saved_tensors
+        return grad * flat.reshape(tuple(grad.shape))
+
+
+def test_an_array_a_whole_backward_saved_a_view_of_is_not_written_into(device):
+    def make(device):
+        w = mg.randn(3, 4, requires_grad=True, device=device)
+
+        def step(x):
+            w.grad = None
+            h = w * x                # viewed by what _SavesAView saves for its backward
+            y = _SavesAView.apply(h)
+            z = h.exp()              # h's last read in the forward
+            loss = (y * z).sum()
+            loss.backward()
+            return loss
+        return step, [w]
+    step = _compare_runs(make, device)
+    assert [i.name for i in step.program.instructions if i.kind == "backward"] == \
+        ["_SavesAViewBackward0"]
