@@ -1,6 +1,7 @@
 """mg.compile: a replayed step equals the eager step bit for bit, and every guard refuses
 to replay a program that no longer fits (shapes, training mode, branches on values, NumPy
 work outside the ops)."""
+import re
 import warnings
 
 import numpy as np
@@ -225,8 +226,10 @@ def test_listing_shows_ops_buffers_and_memory(device):
         step(x, y)
     text = step.listing()
     for word in ("Linear", "layer_norm_backward", "dropout", "set_grad", "Adam.step",
-                 "clip_grad_norm_", "(8, 16)", "[random]", "dead-code elimination removed", "MiB"):
+                 "clip_grad_norm_", "(8, 16)", "[random]", "dead-code elimination removed",
+                 "without reuse"):
         assert word in text
+    assert re.search(r"arrays made: [\d.]+ (B|KiB|MiB) ", text)  # a unit that fits the size
     peak, total = step.program.memory()
     assert 0 < peak <= total
     assert "digraph" in step.to_dot() and "Linear" in step.to_dot()

@@ -35,13 +35,16 @@ class CompileWarning(UserWarning):
     """A compiled step runs eagerly; the message says why."""
 
 
-def compile(fn=None, *, replay=True):
+def compile(fn=None, *, replay=True, reuse=True):
     """Capture ``fn`` (a function of tensors, typically a whole training step) and replay it.
 
-    ``replay=False`` keeps capturing and checking but always runs eagerly (to compare)."""
+    ``replay=False`` keeps capturing and checking but always runs eagerly (to compare).
+    ``reuse=False`` makes every result of the replay a new array, as eager mode does (by
+    default an elementwise result is written into an input that is read for the last time
+    there: see ``Program.listing``)."""
     if fn is None:
-        return lambda f: CompiledStep(f, replay)
-    return CompiledStep(fn, replay)
+        return lambda f: CompiledStep(f, replay, reuse)
+    return CompiledStep(fn, replay, reuse)
 
 
 class _Entry:
@@ -60,8 +63,8 @@ class CompiledStep:
     program built, ``listing()`` prints it, ``log`` lists why each capture or fallback
     happened, ``replays`` counts the calls that replayed."""
 
-    def __init__(self, fn, replay=True):
-        self.fn, self.replay = fn, replay
+    def __init__(self, fn, replay=True, reuse=True):
+        self.fn, self.replay, self.reuse = fn, replay, reuse
         self.entries = {}
         self.log = []
         self.replays = 0
@@ -138,7 +141,7 @@ class CompiledStep:
                           CompileWarning, stacklevel=3)
             return result
         if self.replay:
-            entry.program = self.program = program.build()
+            entry.program = self.program = program.build(reuse=self.reuse)
             entry.first = None  # (its arrays are no longer needed)
         return result
 

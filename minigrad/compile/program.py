@@ -6,11 +6,15 @@
 whose results nothing reads (dead-code elimination). Running it creates no graph nodes and
 no Tensors: each op's ``forward`` is called on arrays, the backward pass is the ops its
 rules ran (the same forwards), under ``with backward_pass():`` as the engine runs it.
+Elementwise ops are called as the ufunc their forward computes, their result written into
+an input read for the last time there where nothing else can see it (buffer reuse by
+liveness, see ``reuse``).
 """
 import numpy as np
 
 from ..autograd.grad_mode import STATE
 from ..autograd.graph import TensorBase
+from .reuse import plan
 
 _FIXED = frozenset(("xp", "params", "needs_input_grad", "op_name", "op"))
 
@@ -198,6 +202,22 @@ def _param_source(value, k, key, names):
         ("(" + ", ".join(parts) + ",)")
 
 
+def _size(nbytes):
+    """A number of bytes as people read it: 512 B, 3.5 KiB, 12.25 MiB."""
+    if nbytes < 1024:
+        return f"{nbytes} B"
+    if nbytes < 2**20:
+        return f"{nbytes / 1024:.1f} KiB"
+    return f"{nbytes / 2**20:.2f} MiB"
+
+
+def memory_owner(array):
+    """The array whose memory ``array`` uses (itself, or the array it views)."""
+    while isinstance(getattr(array, "base", None), np.ndarray):
+        array = array.base
+    return array
+
+
 def same_value(a, b):
     """Equality of recorded values: arrays by dtype, shape and value, tensors by identity."""
     if a is b:
@@ -228,6 +248,9 @@ class Program:
         self.instructions = []
         self.slots = []        # (shape, dtype, nbytes, source, owns_memory)
         self.bases = {}        # slot of a view -> slot of the array it views
+        self.memory_of = []    # slot -> id of the array owning its memory (during capture)
+        self.c_contiguous = []  # slot -> whether its array was C-contiguous
+        self.plans = {}        # instruction -> reuse.Plan (replayed as one ufunc call)
         self.outputs = []
         self.fn = None
         self.source = None
@@ -236,6 +259,8 @@ class Program:
     def add_slot(self, array, source, base_slot=None):
         owns = array.base is None
         self.slots.append((array.shape, array.dtype, array.nbytes, source, owns))
+        self.memory_of.append(id(memory_owner(array)))
+        self.c_contiguous.append(bool(array.flags.c_contiguous))
         if base_slot is not None:
             self.bases[len(self.slots) - 1] = base_slot
 
@@ -311,10 +336,19 @@ class Program:
                 last[base] = max(last.get(base, -1), last[view])
         return last
 
-    def memory(self):
-        """(peak bytes of the arrays the program makes, freed at last use; the same kept
-        to the end of the call)."""
+    def reused(self):
+        """{instruction: the slot whose array it writes its result into} where that slot
+        dies there (buffer reuse; not the in-place writes the step itself made)."""
+        return {k: p.into for k, p in self.plans.items()
+                if p.into is not None and not self.instructions[k].inplace}
+
+    def memory(self, reuse=True):
+        """(peak bytes of the arrays the program makes, freed at last use; bytes it makes in
+        all). ``reuse``: a result written into a dying input's array (``plans``) takes that
+        array over rather than making one; ``reuse=False`` counts as if every result were
+        a new array."""
         last = self.last_uses()
+        into = self.reused() if reuse else {}
         owned = {s for s, slot in enumerate(self.slots) if slot[3] is None and slot[4]}
         alive, peak, total = 0, 0, 0
         frees = {}
@@ -328,17 +362,26 @@ class Program:
             for o in ins.made():
                 if o in owned and o not in made:
                     made.add(o)
-                    alive += self.slots[o][2]
-                    total += self.slots[o][2]
+                    if k not in into:
+                        alive += self.slots[o][2]
+                        total += self.slots[o][2]
             peak = max(peak, alive)
             for s in frees.get(k, ()):
-                alive -= self.slots[s][2]
+                if into.get(k) != s:  # (else its array lives on as the result)
+                    alive -= self.slots[s][2]
         return peak, total
 
-    def build(self):
-        """Generate, compile and keep ``self.fn(inputs, tensors)``: the replay function."""
+    def build(self, reuse=True):
+        """Generate, compile and keep ``self.fn(inputs, tensors)``: the replay function.
+        Elementwise instructions become one ufunc call each, written into an input that
+        dies there (``reuse.plan``; ``reuse=False``: each result in a new array)."""
         self.eliminate_dead_code()
         last = self.last_uses()
+        saving = {i.ctx_of for i in self.instructions if i.live and i.ctx_of is not None}
+        self.plans = plan(self, last, saving)
+        if not reuse:
+            self.plans = {k: p._replace(into=None) if not self.instructions[k].inplace else p
+                          for k, p in self.plans.items()}
         names = {"run_backward_rule": run_backward_rule, "backward_pass": backward_pass,
                  "call_returning_arrays": call_returning_arrays, "np": np}
         lines, tensors = [], []
@@ -356,7 +399,6 @@ class Program:
             else:
                 names[f"c{s}"] = src[1]
                 lines.append(f"    v{s} = c{s}")
-        saving = {i.ctx_of for i in self.instructions if i.live and i.ctx_of is not None}
         dies_at = {}  # instruction -> the slots read (or viewed) for the last time there
         for s, k in last.items():
             if s not in self.outputs:
@@ -392,6 +434,8 @@ class Program:
             names[f"a{k}_{j}"] = i.value
             return f"a{k}_{j}"
         args = ", ".join(arg(j, i) for j, i in enumerate(ins.ins))
+        if k in self.plans:
+            return self._ufunc_line(k, ins, args, names)
         outs = ", ".join("_" if o is None else f"v{o}" for o in ins.outs)
         if len(ins.outs) == 1 and (not ins.single or ins.kind in ("backward", "call")):
             outs += ","  # (one output of a call that returns a tuple)
@@ -432,27 +476,42 @@ class Program:
             call = f"np.asarray({call})"
         return (f"{outs} = {call}" if ins.outs else call) + f"  # {ins.name}"
 
+    def _ufunc_line(self, k, ins, args, names):
+        """An elementwise instruction as one ufunc call (into a dying input's array)."""
+        name, constants, into = self.plans[k]
+        names[f"u_{name}"] = getattr(ins.xp, name)
+        args += "".join(f", {c!r}" for c in constants)
+        if into is None:
+            return f"v{ins.outs[0]} = u_{name}({args})  # {ins.name}"
+        where = "in place" if ins.inplace else f"into v{into}"
+        return f"v{ins.outs[0]} = u_{name}({args}, out=v{into})  # {ins.name}, {where}"
+
     # --- showing it ------------------------------------------------------------------------
     def listing(self):
         """The program as a table: one line per instruction (what it reads and makes, with
         shapes), what dead-code elimination removed, and the memory it needs."""
-        rows = []
+        rows, reused = [], self.reused()
         for k, ins in enumerate(self.instructions):
             made = ", ".join(f"v{o} {tuple(self.slots[o][0])}" for o in ins.outs if o is not None)
             read = ", ".join(f"v{i}" if type(i) is int else repr(i) for i in ins.ins)
             notes = [n for n, on in (("random", ins.random), ("in place", ins.inplace),
                                      ("REMOVED", not ins.live)) if on]
+            if k in reused:
+                notes.append(f"into v{reused[k]}")
             rows.append((f"{k:4d}  {ins.kind:8s} {ins.name:26s} {read:24s} -> {made}"
                          + (f"   [{', '.join(notes)}]" if notes else "")).rstrip())
         peak, total = self.memory()
+        peak_new, total_new = self.memory(reuse=False)
         kinds = {}
         for ins in self.instructions:
             kinds[ins.kind] = kinds.get(ins.kind, 0) + 1
         summary = (f"{len(self.instructions)} instructions ("
                    + ", ".join(f"{n} {k}" for k, n in kinds.items())
-                   + f"), {len(self.slots)} slots; dead-code elimination removed {self.removed}; "
-                   f"arrays made: {total / 2**20:.2f} MiB, at most {peak / 2**20:.2f} MiB alive "
-                   f"at once (freed after their last read)")
+                   + f"), {len(self.slots)} slots; dead-code elimination removed {self.removed}"
+                   f"; {len(reused)} results written into a dying input's array\n"
+                   f"arrays made: {_size(total)} ({_size(total_new)} without reuse), at most "
+                   f"{_size(peak)} alive at once ({_size(peak_new)} without reuse; each freed "
+                   "after its last read)")
         return "\n".join(rows + [summary])
 
     def to_dot(self):

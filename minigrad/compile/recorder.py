@@ -36,7 +36,7 @@ from ..autograd.grad_mode import PROCESS, STATE
 from ..autograd.graph import TensorBase
 from ..backend import random as _random
 from ..fused.attention import Attention
-from .program import Instruction, Program, SlotRef
+from .program import Instruction, Program, SlotRef, memory_owner
 
 ACTIVE = [None]  # the recorder capturing a step, if any
 
@@ -384,8 +384,7 @@ class Recorder:
         except Unsupported as e:
             self.unsupported(str(e))
             return rule(node, *grads)
-        holds = sorted({self.slot_of[id(s.array)] for s in node.saved or ()
-                        if id(s.array) in self.slot_of}
+        holds = sorted({slot for s in node.saved or () for slot in self._holding(s.array)}
                        | set(self.program.instructions[index].param_slots))
         with _Paused(self):
             out = rule(node, *grads)
@@ -417,6 +416,14 @@ class Recorder:
         name = ("accumulate" if accumulate else "set") + "_grad"
         self._append(Instruction("grad", write, name, ins, out_slots, effect=True,
                                  leaf=leaf, accumulate=accumulate))
+
+    def _holding(self, array):
+        """The slots an array saved for a backward keeps alive: its own and, for a view, the
+        one whose memory it uses (which replay must then not write into)."""
+        for a in (array, memory_owner(array)):
+            slot = self.slot_of.get(id(a))
+            if slot is not None and self.arrays[slot] is a:
+                yield slot
 
     def call(self, fn, args, kwargs):
         """A ``@replayed_as_call`` function: run it as one instruction."""
