@@ -16,6 +16,7 @@ is read for the last time by this instruction, is not returned by the step nor w
 into a ``.grad``, and no array that shares its memory (a view, or the array it views) is
 read later or by this instruction as another operand.
 """
+import operator
 from collections import namedtuple
 
 from ..autograd import engine
@@ -37,8 +38,9 @@ UFUNCS = {
 # the engine's array functions -> the ufunc they compute (``_copy_add``: old.copy() += g)
 ARRAY_UFUNCS = {engine._copy_add: ("add", ())}
 
-# the engine's array functions that write into their first input (``_add_into``: total += g)
-IN_PLACE_UFUNCS = {engine._add_into: ("add", ())}
+# the engine's array functions that write into their first input (its in-place gradient
+# sums: ``operator.iadd``, total += g)
+IN_PLACE_UFUNCS = {operator.iadd: ("add", ())}
 
 # instructions whose results may be written into later (see the module docstring)
 _MAKERS = frozenset(("op", "array"))
