@@ -13,7 +13,6 @@ import itertools
 import weakref
 from collections import namedtuple
 
-_tuple_new = tuple.__new__
 SEQUENCE = itertools.count()  # numbers nodes in recording order (see engine.topological_order)
 
 FREED_MESSAGE = (
