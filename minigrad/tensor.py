@@ -349,7 +349,7 @@ class Tensor(TensorBase):
     remainder = __mod__
     def __neg__(self): return Neg.apply(_no_bool("neg", self))
     def __pos__(self): return self
-    def __abs__(self): return Abs.apply(self)
+    def __abs__(self): return self.abs()
     def __matmul__(self, other): return self.matmul(other)
     def __rmatmul__(self, other): return as_tensor(other, like=self).matmul(self)
 
@@ -461,10 +461,10 @@ class Tensor(TensorBase):
     def exp(self): return Exp.apply(_floating(self))
     def log(self): return Log.apply(_floating(self))
     def sqrt(self): return Sqrt.apply(_floating(self))
-    def abs(self): return Abs.apply(self)
+    def abs(self): return Abs.apply(_no_bool_input(self, "abs", NotImplementedError))
     def tanh(self): return Tanh.apply(_floating(self))
     def sigmoid(self): return Sigmoid.apply(_floating(self))
-    def relu(self): return Relu.apply(self)
+    def relu(self): return Relu.apply(_no_bool_input(self, "relu", RuntimeError))
     def sin(self): return Sin.apply(_floating(self))
     def cos(self): return Cos.apply(_floating(self))
     def erf(self): return Erf.apply(_floating(self))
@@ -480,7 +480,10 @@ class Tensor(TensorBase):
         """x * Phi(x), exactly with erf, or PyTorch's tanh approximation."""
         if approximate not in ("none", "tanh"):
             raise RuntimeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-        return (Gelu if approximate == "none" else GeluTanh).apply(_floating(self))
+        if self.data.dtype.kind != "f":
+            raise NotImplementedError(f"gelu: not implemented for {self.dtype} tensors (shape "
+                                      f"{tuple(self.shape)}); call .float() first")
+        return (Gelu if approximate == "none" else GeluTanh).apply(self)
 
     def clamp(self, min=None, max=None):
         """Each element limited to [min, max]; the bounds are numbers, or tensors that
@@ -1196,6 +1199,13 @@ def _rebase(t, new, written=None):
     t._view_version = t._vc[0]
 
 
+def _no_bool_input(t, op, error):
+    """``t``, after PyTorch's refusal of bool tensors by ``op`` (with PyTorch's error type)."""
+    if t.data.dtype.kind == "b":
+        raise error(f"{op}: bool tensors are not supported (shape {tuple(t.shape)})")
+    return t
+
+
 def _floating(t):
     return t if t.data.dtype.kind == "f" else t.to(dtypes.get_default_dtype())
 
@@ -1271,6 +1281,8 @@ def _normalisable(t, op, dtype):
 
 def _arg_reduce(t, dim, keepdim, op):
     name = op._arg  # argmax or argmin
+    if t.data.dtype.kind == "b":
+        raise RuntimeError(f"{name}(): does not support bool input (shape {tuple(t.shape)})")
     if dim is None and t.data.size == 0:
         raise IndexError(f"{name}(): Expected reduction dim to be specified for an empty "
                          f"input (shape {tuple(t.shape)})")

@@ -470,9 +470,13 @@ def test_float32_stays_float32(device, fn, ref, arrays):
         assert [g.dtype for g in seconds] == [np.float32] * len(wrt)
 
 
-def test_gelu_of_integers_is_default_float(device):
-    x = mg.tensor([-1, 0, 2], device=device)
-    assert x.gelu().dtype == x.exp().dtype == mg.get_default_dtype()
+@pytest.mark.parametrize("values", [[-1, 0, 2], [True, False]])
+def test_gelu_of_integers_and_bools_is_refused_as_torch(device, values):
+    x = mg.tensor(values, device=device)  # (exp makes them floats; gelu does not, as PyTorch)
+    assert x.exp().dtype == mg.get_default_dtype()
+    for approximate in ("none", "tanh"):
+        with pytest.raises(NotImplementedError, match=rf"gelu: .*{x.dtype}.*\(shape \(\d,\)\)"):
+            F.gelu(x, approximate=approximate)
 
 
 # --- 6. errors -----------------------------------------------------------------------------------

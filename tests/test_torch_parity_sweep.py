@@ -422,8 +422,31 @@ MISC = [
     "r(2, 3, dtype='float64') @ r(3, 2)",
 ]
 
+# every unary op on every kind of input: the result's dtype, or PyTorch's refusal (relu of
+# bool, gelu of integers, argmax of bool, ...); half precision rounded as PyTorch rounds it
+_OF_DTYPE = {"bool": "(n(2, 3, high=2) > 0)", "uint8": "n(2, 3, dtype='uint8')",
+             "int32": "n(2, 3, dtype='int32')", "int64": "n(2, 3)",
+             "float16": "r(2, 3, dtype='float16')", "float32": "r(2, 3)",
+             "float64": "r(2, 3, dtype='float64')"}
+UNARY_DTYPES = [
+    f"{x}.{op}"
+    for x in _OF_DTYPE.values()
+    for op in ("exp()", "log()", "sqrt()", "abs()", "tanh()", "sigmoid()", "relu()", "sin()",
+               "cos()", "erf()", "square()", "rsqrt()",
+               "argmax()", "argmin(1)", "max()", "min(0)", "neg()", "clamp(0, 1)",
+               "clamp(0.5)", "softmax(1)")
+] + [
+    f"{call}({x})"
+    for x in _OF_DTYPE.values()
+    for call in ("M.nn.functional.relu", "M.nn.functional.gelu", "abs", "M.nn.ReLU()",
+                 "M.nn.GELU()", "M.nn.GELU(approximate='tanh')", "M.argmax")
+] + [
+    f"(lambda x: (x.{op}, x)[1])({x}.clone())"  # the in-place forms
+    for x in _OF_DTYPE.values() for op in ("relu_()", "abs_()", "exp_()", "clamp_(0, 1)")
+]
+
 CASES = REDUCTIONS + ELEMENTWISE + SHAPES + INDEXING + CREATION + INPLACE + ATTRIBUTES + \
-    SOFTMAX + MISC
+    SOFTMAX + MISC + UNARY_DTYPES
 
 
 @pytest.mark.parametrize("expr", CASES)

@@ -36,7 +36,8 @@ def erf(array):
         from scipy.special import erf as _erf
     else:
         from cupyx.scipy.special import erf as _erf
-    return _erf(array)
+    out = _erf(array)
+    return out if out.dtype == array.dtype else out.astype(array.dtype)  # (SciPy has no half)
 
 
 # --- fused elementwise kernels: one pass on the GPU, the same formula in NumPy -------------
@@ -78,6 +79,8 @@ def gelu(x):
     """x * Phi(x), Phi the standard normal CDF (exact, by erf)."""
     if not _on_host(x):
         return _kernel("gelu")(x)
+    if x.dtype == np.float16:  # in float32, rounded once at the end (as PyTorch's half)
+        return gelu(x.astype(np.float32)).astype(np.float16)
     out = erf(x * _SQRT_HALF)
     out += 1.0
     out *= x
@@ -89,6 +92,8 @@ def gelu_backward(grad, x):
     """grad * (Phi(x) + x * phi(x)), the derivative of gelu times grad."""
     if not _on_host(grad, x):
         return _kernel("gelu_backward")(grad, x)
+    if x.dtype == np.float16:
+        return gelu_backward(grad.astype(np.float32), x.astype(np.float32)).astype(np.float16)
     pdf = np.exp(-0.5 * x * x)
     pdf *= x * _INV_SQRT_2PI                                                 # x * phi(x)
     cdf = erf(x * _SQRT_HALF)
