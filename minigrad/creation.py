@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from . import backend, dtypes
-from .tensor import Tensor, as_array, _shape_arg
+from .tensor import Tensor, _shape_arg, _wrapped, as_array
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
@@ -61,6 +61,8 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
         dtype = as_array(fill_value).dtype
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
+    if type(fill_value) is builtins.int and np.dtype(dtypes.as_dtype(dtype)).kind in "iu":
+        fill_value = _wrapped(fill_value, dtypes.as_dtype(dtype), "full")
     arr = _module(device).full(_new_shape("full", (size,)), fill_value,
                                dtype=dtypes.as_dtype(dtype))
     return Tensor(arr, device=device, requires_grad=requires_grad)

@@ -358,6 +358,8 @@ class Tensor(TensorBase):
             if (self.data.dtype.kind in "biu" and isinstance(exponent, (builtins.int, np.integer))
                     and exponent < 0):
                 raise RuntimeError("pow: integers to negative integer powers are not allowed")
+            if self.data.dtype.kind in "iu" and type(exponent) is builtins.int:
+                _wrapped(exponent, self.data.dtype, "pow")  # (raises if it does not fit)
             base, exponent = _operands(self, exponent)  # bool ** 2 is int64, int ** 0.5 float
             if base.data.dtype.kind == "b":  # bool ** bool: x ** True is x, x ** False is True
                 return base.clone() if exponent else base.new_ones(base.shape)
@@ -473,8 +475,8 @@ class Tensor(TensorBase):
         return Pow.apply(self.long() if self.data.dtype.kind == "b" else self, 2)
 
     def rsqrt(self): return 1.0 / self.sqrt()
-    def maximum(self, other): return Maximum.apply(*_operands(self, other))
-    def minimum(self, other): return Minimum.apply(*_operands(self, other))
+    def maximum(self, other): return Maximum.apply(*_operands(self, _tensor_arg("maximum", other)))
+    def minimum(self, other): return Minimum.apply(*_operands(self, _tensor_arg("minimum", other)))
 
     def gelu(self, approximate="none"):
         """x * Phi(x), exactly with erf, or PyTorch's tanh approximation."""
@@ -493,8 +495,15 @@ class Tensor(TensorBase):
         if isinstance(min, Tensor) or isinstance(max, Tensor):
             return ClampTensor.apply(*_clamp_operands(self, min, max))
         x = self
-        if self.data.dtype.kind in "biu" and any(isinstance(b, builtins.float) for b in (min, max)):
+        kind = self.data.dtype.kind
+        if kind in "biu" and any(isinstance(b, builtins.float) for b in (min, max)):
             x = self.to(dtypes.get_default_dtype())  # a float bound makes the result float
+        elif kind == "b" and all(b is None or type(b) is builtins.bool for b in (min, max)):
+            raise NotImplementedError(f"clamp: not implemented for bool tensors with bool "
+                                      f"bounds (shape {tuple(self.shape)})")
+        elif kind in "iu":  # an int bound is wrapped to the dtype, as PyTorch's C cast
+            min, max = (_wrapped(b, self.data.dtype, "clamp") if type(b) is builtins.int
+                        else b for b in (min, max))
         return Clamp.apply(x, min=min, max=max)
 
     clip = clamp
@@ -515,6 +524,8 @@ class Tensor(TensorBase):
                 raise RuntimeError(f"masked_fill: only a 0-d value tensor is supported, got "
                                    f"shape {tuple(value.shape)}")
             value = value.to(self.dtype)
+        elif type(value) is builtins.int and self.data.dtype.kind in "iu":
+            value = _wrapped(value, self.data.dtype, "masked_fill")
         elif self.data.dtype.kind != "f":
             value = self.data.dtype.type(value).item()  # 2.5 into an int tensor is 2
         return Where.apply(mask, value, self)
@@ -766,6 +777,7 @@ class Tensor(TensorBase):
         return _arithmetic_(self, "add_", "add", other, alpha)
 
     def sub_(self, other, alpha=1):
+        _no_bool("sub_", self, other)
         if _recording(self, other) or forward_ad.LEVELS:
             return self._update("sub_", lambda t: t - other if alpha == 1 else
                                 t - other * alpha, other)
@@ -803,6 +815,8 @@ class Tensor(TensorBase):
         if self._view_of is not None and self._view_of[1] is Expand:
             self._view_of[0].fill_(value)  # every element of the expanded view is one of these
             return self
+        if type(value) is builtins.int and self.data.dtype.kind in "iu":
+            value = _wrapped(value, self.data.dtype, "fill_")
         return self._update("fill_", lambda t: _overwrite(t, value), value, cast=True)
 
     def zero_(self):
@@ -946,6 +960,8 @@ def _operands(x, y, reflected=False):
             x = x.to(dtypes.get_default_dtype())
         elif type(y) is builtins.int and kind == "b":
             x = x.to(dtypes.int64)
+        elif type(y) is builtins.int and kind in "iu":
+            y = _wrapped(y, x.data.dtype)
     else:
         y = as_tensor(y, like=x)
         if y.data.dtype is not x.data.dtype:
@@ -954,8 +970,30 @@ def _operands(x, y, reflected=False):
     return (y, x) if reflected else (x, y)
 
 
+def _wrapped(n, dtype, op=None):
+    """A Python int as a number of the integer ``dtype``: wrapped around as PyTorch's C cast
+    does when out of its range (uint8: -2 is 254), where NumPy raises. With ``op`` (a bound
+    or fill value, an exponent), PyTorch's checked conversion: values beyond the range raise
+    (an unsigned type still takes -n for n within its range, wrapped)."""
+    info = np.iinfo(dtype)
+    if info.min <= n <= info.max or not -2 ** 63 <= n < 2 ** 64:
+        return n  # (too large for any integer: NumPy's OverflowError, as PyTorch's)
+    if op is not None and (info.min < 0 or n > info.max or -n > info.max):
+        raise RuntimeError(f"{op}: value {n} cannot be converted to {dtype} without overflow")
+    return builtins.int(np.array(n, dtype=np.int64 if n < 2 ** 63 else np.uint64).astype(dtype))
+
+
+def _tensor_arg(op, other):
+    """``other``, which must be a tensor (PyTorch's TypeError for a number)."""
+    if not isinstance(other, Tensor):
+        raise TypeError(f"{op}(): argument 'other' must be Tensor, not {type(other).__name__}")
+    return other
+
+
 def _float_operands(x, y, reflected=False):
     """Operands of true division: integers are divided as floats (PyTorch's rule)."""
+    if type(y) is builtins.int and x.data.dtype.kind in "biu":  # (not wrapped to x's dtype)
+        x = x.to(dtypes.get_default_dtype())
     x, y = _operands(x, y, reflected)
     if not any(isinstance(t, Tensor) and t.data.dtype.kind == "f" for t in (x, y)):
         x, y = (t.to(dtypes.get_default_dtype()) if isinstance(t, Tensor) else t for t in (x, y))
@@ -1054,6 +1092,8 @@ def _arithmetic_(t, op, ufunc, other, alpha=1):
         result = dtypes.int64
     else:
         result = data.dtype
+        if type(raw) is builtins.int and data.dtype.kind in "iu" and ufunc != "true_divide":
+            raw = _wrapped(raw, data.dtype)
     if ufunc == "true_divide" and np.dtype(result).kind in "biu":
         result = dtypes.get_default_dtype()
     shape = getattr(raw, "shape", ())

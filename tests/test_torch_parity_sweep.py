@@ -420,6 +420,12 @@ MISC = [
     "r(5, 2, 3) @ r(1, 3, 4)", "r(2, 3) @ r(2, 3)", "r(()) @ r(3)", "n(2, 3) @ n(3, 2)",
     "r(2, 3) @ n(3, 2)", "r(2, 3).matmul(r(3))", "M.matmul(r(3), r(3))",
     "r(2, 3, dtype='float64') @ r(3, 2)",
+    "M.full((2,), -1, dtype=M.uint8)", "M.full((2,), 300, dtype=M.uint8)",
+    "M.zeros(2, dtype=M.uint8).fill_(-1)", "M.zeros(2, dtype=M.int8).fill_(-129)",
+    "t([1, 0, 3], 'int8') + 200", "t([1, 0, 3], 'int8') * -200", "t([1, 0, 3], 'int8').clamp(200)",
+    "t([1, 0, 3], 'int16').clamp(max=-40000)", "300 ** t([1, 0, 3], 'uint8')",
+    "t([2, -1, 1, 0]) ** t([-1, -3, -2, -1])", "t([2, -1, 1, 0]).pow(t(-1))",
+    "2 ** t([-1, 2])", "t([1, 0, 3], 'int32') ** 2 ** 33", "t([1, 2]) + 2 ** 70",
 ]
 
 # every unary op on every kind of input: the result's dtype, or PyTorch's refusal (relu of
@@ -445,8 +451,31 @@ UNARY_DTYPES = [
     for x in _OF_DTYPE.values() for op in ("relu_()", "abs_()", "exp_()", "clamp_(0, 1)")
 ]
 
+# every binary op between a tensor of each dtype and a tensor of each dtype or a number:
+# promotion, wrapping of Python ints into small integer types (uint8: -2 is 254), integer
+# powers with negative exponents, PyTorch's refusals (bool subtraction, maximum of a number)
+_OPERAND = {"bool": "t([True, False, True])", "uint8": "t([1, 0, 3], 'uint8')",
+            "int32": "t([-2, 0, 3], 'int32')", "int64": "t([-7, 2, 3])",
+            "float16": "t([-1.5, 0.5, 2.], 'float16')", "float32": "t([-1.5, 0.25, 2.])",
+            "float64": "t([-1.5, 0., 2.5], 'float64')"}
+_OTHER = {"bool": "t([False, True, True])", "uint8": "t([2, 1, 0], 'uint8')",
+          "int32": "t([3, -1, -2], 'int32')", "int64": "t([2, 0, -7])",
+          "float16": "t([2., -0.5, 0.], 'float16')", "float32": "t([0.5, -2., 0.])",
+          "float64": "t([2.5, 1., -1.5], 'float64')", "int": "2", "float": "1.5",
+          "bool_": "True", "negative": "-2", "large": "300"}
+BINARY_DTYPES = [
+    f"(lambda a, b: {op})({a}, {b})"
+    for op in ("a + b", "a - b", "a * b", "a / b", "a // b", "a % b", "a ** b", "a < b",
+               "a == b", "a & b", "b - a", "b / a", "b ** a", "M.maximum(a, b)",
+               "M.minimum(a, b)", "(a.__iadd__(b), a)[1]", "(a.__isub__(b), a)[1]",
+               "(a.__imul__(b), a)[1]", "(a.__itruediv__(b), a)[1]",
+               "a.clamp(b) if not isinstance(b, M.Tensor) else a.clamp(min=b)",
+               "a.masked_fill(a != 0, b) if not isinstance(b, M.Tensor) else a")
+    for a in _OPERAND.values() for b in _OTHER.values()
+]
+
 CASES = REDUCTIONS + ELEMENTWISE + SHAPES + INDEXING + CREATION + INPLACE + ATTRIBUTES + \
-    SOFTMAX + MISC + UNARY_DTYPES
+    SOFTMAX + MISC + UNARY_DTYPES + BINARY_DTYPES
 
 
 @pytest.mark.parametrize("expr", CASES)

@@ -61,36 +61,33 @@ class GeluTanh(Primitive):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _in_float32(_tanh_forward, ctx.xp, x)
+        return _tanh_forward(ctx.xp, x)
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         if STATE.grad_enabled:  # create_graph
             return composite_grads(composite_tanh, (x,), grad, (True,))[0]
-        return grad._make(on_arrays(_in_float32, _tanh_backward, ctx.xp, grad.data, x.data))
+        return grad._make(on_arrays(_tanh_backward, ctx.xp, grad.data, x.data))
 
     @staticmethod
     def jvp(ctx, dx):  # the composite's tangent
         return tangent_by(composite_tanh, ctx.inputs[0])
 
 
-def _in_float32(fn, xp, *arrays):
-    """``fn(xp, *arrays)``; on float16 arrays computed in float32 and rounded once at the
-    end, as PyTorch computes half precision."""
-    if arrays[-1].dtype != "float16":
-        return fn(xp, *arrays)
-    return fn(xp, *(a.astype("float32") for a in arrays)).astype("float16")
-
-
 def _tanh_forward(xp, x):
-    """GeluTanh's output on raw arrays, PyTorch's formula term for term."""
+    """GeluTanh's output on raw arrays, PyTorch's formula term for term (float16 computed
+    in float32 and rounded once, as PyTorch computes half precision)."""
+    if x.dtype == "float16":
+        return _tanh_forward(xp, x.astype("float32")).astype("float16")
     t = _tanh(xp, _BETA * (x + _KAPPA * (x * x * x)))
     return 0.5 * x * (1.0 + t)
 
 
 def _tanh_backward(xp, g, x):
     """GeluTanh's dx on raw arrays, PyTorch's formula term for term (see the class)."""
+    if x.dtype == "float16":
+        return _tanh_backward(xp, g.astype("float32"), x.astype("float32")).astype("float16")
     x_sq = x * x
     t = _tanh(xp, _BETA * (x + _KAPPA * (x_sq * x)))
     left = 0.5 * (1.0 + t)

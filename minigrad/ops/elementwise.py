@@ -129,7 +129,12 @@ class Pow(Primitive):
     dy = grad * (out * log(x)), 0 where x = 0 and y >= 0"""
     @staticmethod
     def forward(ctx, x, y):
-        out = _scalar_power(x, y) if isinstance(y, (int, float)) else ctx.xp.power(x, y)
+        if isinstance(y, (int, float)):
+            out = _scalar_power(x, y)
+        elif y.dtype.kind in "iu" and x.dtype.kind in "iu":
+            out = _integer_power(ctx.xp, x, y)
+        else:
+            out = ctx.xp.power(x, y)
         ctx.save_for_backward(x, y, out)
         return out
 
@@ -161,6 +166,16 @@ class Pow(Primitive):
         if dy is not None:
             ty = dy * (ctx.result * x.log()).masked_fill((x == 0) & (y >= 0), 0.0)
         return tangent_sum(tx, ty)
+
+
+def _integer_power(xp, x, y):
+    """x ** y for integer arrays, as PyTorch: a negative exponent gives 0, except for the
+    bases 1 and -1 (NumPy refuses negative integer exponents)."""
+    negative = y < 0
+    if not negative.any():
+        return xp.power(x, y)
+    out = xp.power(x, xp.abs(y))  # where y < 0: right for x = 1 and x = -1 only
+    return xp.where(negative & (xp.abs(x) != 1), 0, out).astype(out.dtype, copy=False)
 
 
 def _scalar_power(x, p):
