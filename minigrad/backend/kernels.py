@@ -217,14 +217,17 @@ def layer_norm_backward(grad, x, weight, n, eps):
     mean(g * xhat)) with g = grad * weight."""
     width = math.prod(x.shape[x.ndim - n:])
     if not _rows_on_gpu(x, width):
-        axes = tuple(range(x.ndim - n, x.ndim))
-        centered = x - x.mean(axis=axes, keepdims=True)
-        rstd = 1.0 / xp_of(x).sqrt((centered * centered).mean(axis=axes, keepdims=True) + eps)
-        xhat = centered * rstd
+        xp, axes = xp_of(x), tuple(range(x.ndim - n, x.ndim))
+        xhat = x - x.mean(axis=axes, keepdims=True)                          # centred
+        scratch = xhat * xhat  # one buffer for every full-size intermediate below
+        rstd = 1.0 / xp.sqrt(scratch.mean(axis=axes, keepdims=True) + eps)
+        xhat *= rstd
         g = grad if weight is None else grad * weight
-        dx = rstd * (g - g.mean(axis=axes, keepdims=True)
-                     - xhat * (g * xhat).mean(axis=axes, keepdims=True))
-        return dx, grad * xhat
+        xp.multiply(g, xhat, out=scratch)
+        dx = g - g.mean(axis=axes, keepdims=True)
+        dx -= xp.multiply(xhat, scratch.mean(axis=axes, keepdims=True), out=scratch)
+        dx *= rstd
+        return dx, xp.multiply(grad, xhat, out=scratch)  # (the same values as out of place)
     xp = cupy()
     grad, x, weight = _contiguous(xp, grad, x, weight)
     dx, gxhat = xp.empty_like(x), xp.empty_like(x)
