@@ -426,6 +426,10 @@ MISC = [
     "t([1, 0, 3], 'int16').clamp(max=-40000)", "300 ** t([1, 0, 3], 'uint8')",
     "t([2, -1, 1, 0]) ** t([-1, -3, -2, -1])", "t([2, -1, 1, 0]).pow(t(-1))",
     "2 ** t([-1, 2])", "t([1, 0, 3], 'int32') ** 2 ** 33", "t([1, 2]) + 2 ** 70",
+    "t([[1, 2], [3, 4]], 'int32').sum(0, dtype=M.int32)", "t([200, 100], 'uint8').sum()",
+    "t([200, 100], 'uint8').sum(dtype=M.uint8)", "t([True, True]).sum(dtype=M.bool)",
+    "t([1.5, 2.5]).sum(dtype=M.int32)", "t([1, 2], 'int16').sum(0, dtype=M.int16)",
+    "t([[1.5, 2.5]], 'float16').sum(1, dtype=M.float64)",
 ]
 
 # every unary op on every kind of input: the result's dtype, or PyTorch's refusal (relu of

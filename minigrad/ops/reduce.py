@@ -32,7 +32,7 @@ class Sum(Primitive):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.shape = x.shape
-        return ctx.xp.sum(x, axis=dims, keepdims=keepdim)
+        return ctx.xp.sum(x, axis=dims, keepdims=keepdim, dtype=x.dtype)  # (NumPy widens ints)
 
     @staticmethod
     def backward(ctx, grad):
