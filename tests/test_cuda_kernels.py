@@ -228,3 +228,44 @@ def test_attention_matches_torch_sdpa(device, case):
     ref.backward(torch.tensor(grad))
     for g, w in zip(got, (ref, tq.grad, tk.grad, tv.grad)):
         np.testing.assert_allclose(g, w.detach().numpy(), rtol=2e-4, atol=2e-5)
+
+
+# --- scatter_add: an embedding's gradient, summed in PyTorch's order --------------------------
+
+def _rows_one_by_one(shape, rows, values):
+    """target[rows] += values, one occurrence after the other (PyTorch's index_add_ order)."""
+    out = np.zeros(shape, values.dtype)
+    for i, v in zip(rows.reshape(-1), values.reshape((rows.size,) + shape[1:])):
+        out[i] += v
+    return out
+
+
+@pytest.mark.parametrize("rows, width, count, low", [
+    (64, (128,), (32, 32), 0), (1000, (256,), (32, 64), 0), (8, (33,), (3, 4, 5), -8),
+    (5, (4, 8), (7,), -5), (4, (32,), (0,), 0), (3, (40,), (500,), 0), (6, (2,), (40,), -6)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scatter_add_sums_repeated_rows_in_order_bit_for_bit(rows, width, count, low, dtype):
+    index = RNG.integers(low, rows, count)
+    values = RNG.standard_normal(count + width).astype(dtype)
+    expected = _rows_one_by_one((rows,) + width, index, values)
+    for form in (index, (index,)):
+        out = backend.scatter_add(np.zeros((rows,) + width, dtype), form, values)
+        np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("bad", [64, -65])
+def test_scatter_add_refuses_rows_out_of_range(bad):
+    with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+        backend.scatter_add(np.zeros((64, 128), np.float32), (np.array([0, bad, 3]),),
+                            np.ones((3, 128), np.float32))
+
+
+@needs_torch
+def test_embedding_gradient_is_torchs_bit_for_bit():
+    index = RNG.integers(0, 64, (32, 32))
+    grad = RNG.standard_normal((32, 32, 128)).astype(np.float32)
+    weight = on("cpu", np.zeros((64, 128), np.float32))
+    F.embedding(mg.tensor(index), weight).backward(mg.tensor(grad))
+    theirs = torch_of(np.zeros((64, 128), np.float32))
+    torch.nn.functional.embedding(torch.tensor(index), theirs).backward(torch.tensor(grad))
+    np.testing.assert_array_equal(weight.grad.numpy(), theirs.grad.numpy())

@@ -13,8 +13,40 @@ from .devices import cupy, xp_of
 
 def scatter_add(target, index, values):
     """``target[index] += values`` with repeated indices accumulated (unbuffered), in place."""
+    rows = index[0] if type(index) is tuple and len(index) == 1 else index
+    if type(target) is np.ndarray and type(rows) is np.ndarray and rows.dtype.kind in "iu" \
+            and target.ndim > 1 and math.prod(target.shape[1:]) >= 32 \
+            and values.shape == rows.shape + target.shape[1:] and _add_rows(target, rows, values):
+        return target
     xp_of(target).add.at(target, index, values)
     return target
+
+
+def _add_rows(target, rows, values, most=64):
+    """``target[rows] += values`` for whole rows (an embedding's gradient), in the order
+    ``add.at`` sums them, so with the same bits: NumPy's ``add.at`` goes row by row, while
+    here each pass adds the k-th occurrence of every index at once (one fancy-indexed
+    ``+=``, whose indices are distinct). False, doing nothing, where an index repeats more
+    than ``most`` times (then ``add.at`` is faster)."""
+    flat, n = rows.reshape(-1), target.shape[0]
+    if flat.size and (flat.min() < -n or flat.max() >= n):
+        return False  # (add.at raises NumPy's IndexError)
+    flat = np.where(flat < 0, flat + n, flat)
+    order = np.argsort(flat, kind="stable")  # each index's occurrences, in their order
+    ordered = flat[order]
+    first = np.empty(ordered.size, dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    rank = np.arange(ordered.size) - np.repeat(starts, np.diff(np.append(starts, ordered.size)))
+    passes = int(rank.max()) + 1 if rank.size else 0
+    if passes > most:
+        return False
+    values = values.reshape((flat.size,) + values.shape[rows.ndim:])
+    for k in range(passes):
+        pick = order[rank == k]
+        target[flat[pick]] += values[pick]
+    return True
 
 
 def check_index_bounds(index, size, dim):
