@@ -920,7 +920,10 @@ def as_array(data, dtype=None, device=None):
     if _is_array(data):
         arr = data if dtype is None or data.dtype == dtype else data.astype(dtype)
     else:
-        arr = np.asarray(data, dtype=dtype)
+        try:
+            arr = np.asarray(data, dtype=dtype)
+        except OverflowError:  # a number beyond an integer dtype: PyTorch's checked cast
+            arr = _checked_integers(np.asarray(data), dtype)
         if dtype is None and arr.dtype == np.float64 and not isinstance(data, (np.ndarray,
                                                                                np.generic)):
             arr = arr.astype(dtypes.get_default_dtype())  # Python floats -> float32
@@ -929,6 +932,22 @@ def as_array(data, dtype=None, device=None):
     if device is not None:
         arr = backend.to_device(arr, device)
     return arr
+
+
+def _checked_integers(wide, dtype):
+    """``wide`` (the numbers as NumPy reads them) cast to the integer ``dtype`` as PyTorch
+    casts a tensor's data: integers within the dtype's range, or negative ones whose size
+    fits an unsigned dtype (-1 is 255 in uint8), wrap around; anything else raises."""
+    info = np.iinfo(dtype)
+    if wide.dtype.kind in "iu":
+        low = -info.max if info.min == 0 else info.min
+        bad = wide[(wide < low) | (wide > info.max)]
+        if not bad.size:
+            return wide.astype(dtype)
+    else:  # floats (or numbers beyond 64 bits) out of the dtype's range
+        bad = np.array([v for v in wide.reshape(-1).tolist() if not info.min <= v <= info.max])
+    raise RuntimeError(f"tensor: value {bad.reshape(-1)[0]} cannot be converted to {dtype} "
+                       "without overflow")
 
 
 def _is_array(value):

@@ -430,6 +430,9 @@ MISC = [
     "t([200, 100], 'uint8').sum(dtype=M.uint8)", "t([True, True]).sum(dtype=M.bool)",
     "t([1.5, 2.5]).sum(dtype=M.int32)", "t([1, 2], 'int16').sum(0, dtype=M.int16)",
     "t([[1.5, 2.5]], 'float16').sum(1, dtype=M.float64)",
+    "t([-1], 'uint8')", "t([[1, -2]], 'uint8')", "t(-1, 'uint8')", "t([-255, 255], 'uint8')",
+    "t([300], 'uint8')", "t([-256], 'uint8')", "t([-129, 5], 'int8')", "t([2 ** 40], 'int32')",
+    "t([1.5, -1.5], 'uint8')", "t([300.5], 'uint8')", "t([[1.5, 2]], 'int8')",
 ]
 
 # every unary op on every kind of input: the result's dtype, or PyTorch's refusal (relu of
