@@ -1011,8 +1011,8 @@ def _tensor_arg(op, other):
 
 def _float_operands(x, y, reflected=False):
     """Operands of true division: integers are divided as floats (PyTorch's rule)."""
-    if type(y) is builtins.int and x.data.dtype.kind in "biu":  # (not wrapped to x's dtype)
-        x = x.to(dtypes.get_default_dtype())
+    if isinstance(y, (builtins.int, np.integer)) and x.data.dtype.kind in "biu":
+        x = x.to(dtypes.get_default_dtype())  # (the divisor is not wrapped into x's dtype)
     x, y = _operands(x, y, reflected)
     if not any(isinstance(t, Tensor) and t.data.dtype.kind == "f" for t in (x, y)):
         x, y = (t.to(dtypes.get_default_dtype()) if isinstance(t, Tensor) else t for t in (x, y))

@@ -433,6 +433,7 @@ MISC = [
     "t([-1], 'uint8')", "t([[1, -2]], 'uint8')", "t(-1, 'uint8')", "t([-255, 255], 'uint8')",
     "t([300], 'uint8')", "t([-256], 'uint8')", "t([-129, 5], 'int8')", "t([2 ** 40], 'int32')",
     "t([1.5, -1.5], 'uint8')", "t([300.5], 'uint8')", "t([[1.5, 2]], 'int8')",
+    "t([1, 4], 'uint8') / np.int64(-2)", "t([1, 4], 'uint8') - np.int64(-2)",
 ]
 
 # every unary op on every kind of input: the result's dtype, or PyTorch's refusal (relu of
