@@ -61,8 +61,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
         dtype = as_array(fill_value).dtype
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    if type(fill_value) is builtins.int and np.dtype(dtypes.as_dtype(dtype)).kind in "iu":
-        fill_value = _wrapped(fill_value, dtypes.as_dtype(dtype), "full")
+    fill_value = _wrapped(fill_value, dtypes.as_dtype(dtype), "full")
     arr = _module(device).full(_new_shape("full", (size,)), fill_value,
                                dtype=dtypes.as_dtype(dtype))
     return Tensor(arr, device=device, requires_grad=requires_grad)

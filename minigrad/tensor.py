@@ -358,8 +358,7 @@ class Tensor(TensorBase):
             if (self.data.dtype.kind in "biu" and isinstance(exponent, (builtins.int, np.integer))
                     and exponent < 0):
                 raise RuntimeError("pow: integers to negative integer powers are not allowed")
-            if self.data.dtype.kind in "iu" and type(exponent) is builtins.int:
-                _wrapped(exponent, self.data.dtype, "pow")  # (raises if it does not fit)
+            _wrapped(exponent, self.data.dtype, "pow")  # (raises if it does not fit)
             base, exponent = _operands(self, exponent)  # bool ** 2 is int64, int ** 0.5 float
             if base.data.dtype.kind == "b":  # bool ** bool: x ** True is x, x ** False is True
                 return base.clone() if exponent else base.new_ones(base.shape)
@@ -501,9 +500,8 @@ class Tensor(TensorBase):
         elif kind == "b" and all(b is None or type(b) is builtins.bool for b in (min, max)):
             raise NotImplementedError(f"clamp: not implemented for bool tensors with bool "
                                       f"bounds (shape {tuple(self.shape)})")
-        elif kind in "iu":  # an int bound is wrapped to the dtype, as PyTorch's C cast
-            min, max = (_wrapped(b, self.data.dtype, "clamp") if type(b) is builtins.int
-                        else b for b in (min, max))
+        else:  # an int bound is wrapped to an integer dtype, as PyTorch's C cast
+            min, max = (_wrapped(b, self.data.dtype, "clamp") for b in (min, max))
         return Clamp.apply(x, min=min, max=max)
 
     clip = clamp
@@ -815,8 +813,7 @@ class Tensor(TensorBase):
         if self._view_of is not None and self._view_of[1] is Expand:
             self._view_of[0].fill_(value)  # every element of the expanded view is one of these
             return self
-        if type(value) is builtins.int and self.data.dtype.kind in "iu":
-            value = _wrapped(value, self.data.dtype, "fill_")
+        value = _wrapped(value, self.data.dtype, "fill_")
         return self._update("fill_", lambda t: _overwrite(t, value), value, cast=True)
 
     def zero_(self):
@@ -938,13 +935,13 @@ def _checked_integers(wide, dtype):
     """``wide`` (the numbers as NumPy reads them) cast to the integer ``dtype`` as PyTorch
     casts a tensor's data: integers within the dtype's range, or negative ones whose size
     fits an unsigned dtype (-1 is 255 in uint8), wrap around; anything else raises."""
-    info = np.iinfo(dtype)
     if wide.dtype.kind in "iu":
-        low = -info.max if info.min == 0 else info.min
-        bad = wide[(wide < low) | (wide > info.max)]
+        low, high = _checked_range(dtype)
+        bad = wide[(wide < low) | (wide > high)]
         if not bad.size:
             return wide.astype(dtype)
     else:  # floats (or numbers beyond 64 bits) out of the dtype's range
+        info = np.iinfo(dtype)
         bad = np.array([v for v in wide.reshape(-1).tolist() if not info.min <= v <= info.max])
     raise RuntimeError(f"tensor: value {bad.reshape(-1)[0]} cannot be converted to {dtype} "
                        "without overflow")
@@ -993,13 +990,24 @@ def _wrapped(n, dtype, op=None):
     """A Python int as a number of the integer ``dtype``: wrapped around as PyTorch's C cast
     does when out of its range (uint8: -2 is 254), where NumPy raises. With ``op`` (a bound
     or fill value, an exponent), PyTorch's checked conversion: values beyond the range raise
-    (an unsigned type still takes -n for n within its range, wrapped)."""
+    (an unsigned type still takes -n for n within its range, wrapped). Anything but a Python
+    int, or a dtype that is no integer type, is returned as it is."""
+    if type(n) is not builtins.int or np.dtype(dtype).kind not in "iu":
+        return n
     info = np.iinfo(dtype)
     if info.min <= n <= info.max or not -2 ** 63 <= n < 2 ** 64:
         return n  # (too large for any integer: NumPy's OverflowError, as PyTorch's)
-    if op is not None and (info.min < 0 or n > info.max or -n > info.max):
+    low, high = _checked_range(dtype)
+    if op is not None and not low <= n <= high:
         raise RuntimeError(f"{op}: value {n} cannot be converted to {dtype} without overflow")
     return builtins.int(np.array(n, dtype=np.int64 if n < 2 ** 63 else np.uint64).astype(dtype))
+
+
+def _checked_range(dtype):
+    """The integers PyTorch's checked cast takes into the integer ``dtype``: its range, and
+    for an unsigned dtype the negatives of its range too (they wrap around)."""
+    info = np.iinfo(dtype)
+    return (-info.max if info.min == 0 else info.min), info.max
 
 
 def _tensor_arg(op, other):
