@@ -1,7 +1,8 @@
 """The device kernels of ``minigrad.backend`` (CUDA on ``--device cuda``, the array formula on
 the CPU): layer norm, softmax and log-softmax, FlashAttention and dropout's Philox stream,
 each against the NumPy path and PyTorch, gradients included. On the GPU the tests also
-check that the kernel, not the array formula, is what ran."""
+check that the kernel, not the array formula, is what ran. On the CPU: scatter-add's rows in
+order, and the sums by BLAS (``row_sum``, ``lead_sum``) against exact sums."""
 import numpy as np
 import pytest
 
@@ -269,3 +270,77 @@ def test_embedding_gradient_is_torchs_bit_for_bit():
     theirs = torch_of(np.zeros((64, 128), np.float32))
     torch.nn.functional.embedding(torch.tensor(index), theirs).backward(torch.tensor(grad))
     np.testing.assert_array_equal(weight.grad.numpy(), theirs.grad.numpy())
+
+
+# --- row sums: a product with ones on the CPU ----------------------------------------------
+
+ROW_SHAPES = [((512, 64), 1), ((2, 3, 16), 1), ((4, 1000), 1), ((3, 4, 5), 2), ((7, 1), 1),
+              ((0, 8), 1), ((5,), 1), ((2, 4096), 1)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape, n", ROW_SHAPES, ids=str)
+def test_row_sum_and_mean_are_the_sums_within_the_summation_bound(shape, n, dtype):
+    x = RNG.standard_normal(shape).astype(dtype)
+    axes = tuple(range(x.ndim - n, x.ndim))
+    exact = x.astype(np.longdouble).sum(axis=axes, keepdims=True)
+    bound = (x.size and np.abs(x).sum(axis=axes, keepdims=True)) * \
+        np.finfo(dtype).eps * max(1, np.prod(shape[x.ndim - n:]))
+    for got in (backend.row_sum(x, n), backend.row_sum(np.asfortranarray(x), n)):
+        assert got.dtype == dtype and got.shape == x.sum(axis=axes, keepdims=True).shape
+        assert np.all(np.abs(got - exact) <= bound)
+    mean = backend.row_mean(x, n)
+    assert mean.dtype == dtype and mean.shape == got.shape
+    if x.size:
+        np.testing.assert_allclose(mean, x.mean(axis=axes, keepdims=True), **tol(dtype))
+
+
+def test_row_sum_is_exact_where_every_partial_sum_is():
+    x = RNG.integers(-1000, 1000, (300, 77)).astype(np.float32)
+    np.testing.assert_array_equal(backend.row_sum(x), x.sum(axis=-1, keepdims=True))
+
+
+def test_row_sum_carries_inf_and_nan_as_numpy():
+    x = np.ones((4, 6), np.float32)
+    x[0, 1], x[1, 2], x[2, :2], x[3, 0] = np.inf, np.nan, (np.inf, -np.inf), -np.inf
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(backend.row_sum(x), x.sum(axis=-1, keepdims=True))
+
+
+@pytest.mark.parametrize("x", [np.arange(24, dtype=np.float16).reshape(4, 6),
+                               np.arange(24).reshape(4, 6),
+                               RNG.standard_normal((2, backend.kernels.ROW_SUM_BLAS + 1))],
+                         ids=["float16", "int64", "long rows"])
+def test_row_sum_is_numpys_own_sum_elsewhere(x):
+    np.testing.assert_array_equal(backend.row_sum(x), x.sum(axis=-1, keepdims=True))
+    np.testing.assert_array_equal(backend.row_mean(x), x.mean(axis=-1, keepdims=True))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape, dims", [((512, 64), (0,)), ((32, 16, 64), (0, 1)),
+                                         ((20000, 8), (0,)), ((3, 1, 5), (0, 1)),
+                                         ((1, 7), (0,))], ids=str)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_lead_sum_is_the_sum_over_leading_dims_within_the_bound(shape, dims, keepdims, dtype):
+    x = (RNG.standard_normal(shape) + 0.5).astype(dtype)
+    got = backend.lead_sum(x, dims, keepdims)
+    expected = x.sum(axis=dims, keepdims=keepdims)
+    assert got.dtype == dtype and got.shape == expected.shape
+    count = np.prod([shape[d] for d in dims])
+    exact = x.astype(np.longdouble).sum(axis=dims, keepdims=keepdims)
+    bound = np.abs(x).sum(axis=dims, keepdims=keepdims) * np.finfo(dtype).eps * count
+    assert np.all(np.abs(got - exact) <= bound)
+    # no less accurate than NumPy's own (which adds the rows one after another)
+    assert np.abs(got - exact).max() <= np.abs(expected - exact).max() * 1.01 + \
+        np.finfo(dtype).eps * np.abs(exact).max()
+    np.testing.assert_array_equal(mg.tensor(x).sum(dims, keepdim=keepdims).numpy(), got)
+
+
+@pytest.mark.parametrize("x, dims", [
+    (np.ones((4, 5), np.float16), (0,)), (np.ones((4, 5), np.int64), (0,)),
+    (np.ones((4, 5), np.float32), (1,)), (np.ones((4, 5), np.float32), (0, 1)),
+    (np.ones((5, 4), np.float32).T, (0,)), (np.ones((0, 5), np.float32), (0,))],
+    ids=["float16", "int64", "trailing", "every dim", "not contiguous", "empty"])
+def test_lead_sum_leaves_other_reductions_to_numpy(x, dims):
+    assert backend.lead_sum(x, dims, False) is None
+    np.testing.assert_array_equal(mg.tensor(x).sum(dims).numpy(), x.sum(axis=dims))

@@ -14,7 +14,9 @@ which the rest of minigrad reaches as ``backend.<name>``:
   (and its backward) and ``softmax`` (and log-softmax, and their backward), each one CUDA
   kernel on the GPU and the same formula through the array module elsewhere; ``attention``
   and its backward (FlashAttention kernels on the GPU, None where the tiled array code runs
-  instead); and ``run_split``, which shares CPU work among cores.
+  instead); ``row_sum`` and ``row_mean``, the row reductions inside those kernels, and
+  ``lead_sum``, sums over leading dims (both by BLAS on the CPU); and ``run_split``, which
+  shares CPU work among cores.
 - ``cuda.py``: the CUDA source of those kernels, compiled by CuPy on first use.
 - ``random.py``: one seed behind every random op on every device: host draws for values,
   a counter-based device stream for dropout masks on the GPU (``manual_seed``,
@@ -27,7 +29,8 @@ from .devices import (CPU, Device, DeviceError, _NULL_CONTEXT, _XP_BY_TYPE,  # n
                       device_context, device_of, to_device, to_host, xp_of)
 from .kernels import (adam, attention, attention_backward, check_index_bounds,  # noqa: F401
                       dropout, erf, gelu, gelu_backward, layer_norm, layer_norm_backward,
-                      run_split, scatter_add, softmax, softmax_backward)
+                      lead_sum, row_mean, row_sum, run_split, scatter_add, softmax,
+                      softmax_backward)
 from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa: F401
                      manual_seed, set_rng_state, source)
 from . import random as _random

@@ -140,7 +140,8 @@ def dropout(x, keep, scale):
     """x * scale where ``keep`` (bool), else 0."""
     if not _on_host(x, keep):
         return _kernel("dropout")(x, keep, x.dtype.type(scale))
-    out = x * keep
+    out = keep.astype(x.dtype)  # (a bool operand would make NumPy cast in its slow loop)
+    out *= x
     out *= scale
     return out
 
@@ -206,6 +207,75 @@ def run_split(fn, n, xp):
 # On the GPU, one CUDA block per row (cuda.py) for float32 and float64; elsewhere (the CPU,
 # other dtypes, empty arrays) the same formula through the array module.
 
+ROW_SUM_BLAS = 4096  # the longest row that row_sum adds by a product with ones
+_ones = {}  # (length, dtype) -> a vector of ones, for row_sum and lead_sum
+
+
+def row_sum(x, n=1):
+    """``x.sum(axis=last n dims, keepdims=True)``, for the row reductions inside the fused
+    kernels (layer norm's means, attention's and softmax's normalisers).
+
+    NumPy's reduction over a short last axis runs its inner loop once per row, and costs
+    three to six times a BLAS product for the rows of a transformer (16 to 1024 elements).
+    So on the host, rows of float32 or float64 are summed as one matrix-vector product with
+    a vector of ones: the same sum, accumulated in the rows' dtype in BLAS's order rather
+    than NumPy's pairwise one (they differ in the last bits, as PyTorch's own order does)."""
+    ones = _ones_for(x, n)
+    if ones is None:
+        return x.sum(axis=tuple(range(x.ndim - n, x.ndim)), keepdims=True)
+    return _times_ones(x, n, ones)
+
+
+def row_mean(x, n=1):
+    """``x.mean(axis=last n dims, keepdims=True)``: ``row_sum`` divided by the row length."""
+    ones = _ones_for(x, n)
+    if ones is None:
+        return x.mean(axis=tuple(range(x.ndim - n, x.ndim)), keepdims=True)
+    total = _times_ones(x, n, ones)
+    total /= ones.size
+    return total
+
+
+def lead_sum(x, dims, keepdims):
+    """``x.sum(axis=dims, keepdims=keepdims)`` when ``dims`` are the leading dims of a
+    contiguous host array of float32 or float64 (a bias's gradient, summed over batch and
+    positions), or None: then NumPy's reduction applies.
+
+    NumPy adds such rows one after another; a product of ones with the rows as a matrix
+    (BLAS) sums them several times faster, and more accurately (in several running sums)."""
+    k = len(dims)
+    if type(x) is not np.ndarray or x.dtype.char not in "fd" or not 0 < k < x.ndim or \
+            dims != tuple(range(k)) or not x.size or not x.flags.c_contiguous:
+        return None
+    count = math.prod(x.shape[:k])
+    ones = _ones.get((count, x.dtype.char))
+    if ones is None:
+        ones = _ones[count, x.dtype.char] = np.ones(count, dtype=x.dtype)
+    return _product(ones, x.reshape(count, -1), ((1,) * k if keepdims else ()) + x.shape[k:])
+
+
+def _ones_for(x, n):
+    """The vector of ones that ``row_sum`` multiplies ``x``'s rows of its last ``n`` dims
+    by, or None where NumPy's own reduction runs (the GPU, other dtypes, empty rows)."""
+    width = math.prod(x.shape[x.ndim - n:])
+    if type(x) is not np.ndarray or x.dtype.char not in "fd" or not 0 < width <= ROW_SUM_BLAS:
+        return None
+    ones = _ones.get((width, x.dtype.char))
+    if ones is None:
+        ones = _ones[width, x.dtype.char] = np.ones(width, dtype=x.dtype)
+    return ones
+
+
+def _times_ones(x, n, ones):
+    return _product(x.reshape(-1, ones.size), ones, x.shape[:x.ndim - n] + (1,) * n)
+
+
+def _product(a, b, shape):
+    """a @ b in a new array of ``shape`` (its own memory, not a view of the product's)."""
+    out = np.empty(shape, dtype=a.dtype)
+    np.matmul(a, b, out=out.reshape(-1))
+    return out
+
 def _rows_on_gpu(x, n):
     """Whether ``x``'s rows of ``n`` go to a CUDA row kernel."""
     return not _on_host(x) and x.dtype.name in ("float32", "float64") and x.size and n
@@ -226,9 +296,8 @@ def layer_norm(x, weight, bias, n, eps):
     variance); ``weight`` and ``bias`` (of those dims' shape) may be None."""
     width = math.prod(x.shape[x.ndim - n:])
     if not _rows_on_gpu(x, width):
-        axes = tuple(range(x.ndim - n, x.ndim))
-        centered = x - x.mean(axis=axes, keepdims=True)
-        var = (centered * centered).mean(axis=axes, keepdims=True)
+        centered = x - row_mean(x, n)
+        var = row_mean(centered * centered, n)
         centered *= 1.0 / xp_of(x).sqrt(var + eps)                           # xhat
         if weight is not None:
             centered *= weight
@@ -249,15 +318,15 @@ def layer_norm_backward(grad, x, weight, n, eps):
     mean(g * xhat)) with g = grad * weight."""
     width = math.prod(x.shape[x.ndim - n:])
     if not _rows_on_gpu(x, width):
-        xp, axes = xp_of(x), tuple(range(x.ndim - n, x.ndim))
-        xhat = x - x.mean(axis=axes, keepdims=True)                          # centred
+        xp = xp_of(x)
+        xhat = x - row_mean(x, n)                                            # centred
         scratch = xhat * xhat  # one buffer for every full-size intermediate below
-        rstd = 1.0 / xp.sqrt(scratch.mean(axis=axes, keepdims=True) + eps)
+        rstd = 1.0 / xp.sqrt(row_mean(scratch, n) + eps)
         xhat *= rstd
         g = grad if weight is None else grad * weight
         xp.multiply(g, xhat, out=scratch)
-        dx = g - g.mean(axis=axes, keepdims=True)
-        dx -= xp.multiply(xhat, scratch.mean(axis=axes, keepdims=True), out=scratch)
+        dx = g - row_mean(g, n)
+        dx -= xp.multiply(xhat, row_mean(scratch, n), out=scratch)
         dx *= rstd
         return dx, xp.multiply(grad, xhat, out=scratch)  # (the same values as out of place)
     xp = cupy()
@@ -283,10 +352,20 @@ def softmax(x, axis, log=False):
 
 
 def softmax_backward(grad, y, axis, log=False):
-    """The gradient of softmax (or log_softmax) from its output ``y``, or None where no
-    kernel applies (the op then uses its own formula)."""
-    if not (axis == y.ndim - 1 and _rows_on_gpu(y, y.shape[-1] if y.ndim else 0)):
+    """The gradient of softmax (or log_softmax) from its output ``y`` over the last axis:
+    y * (grad - rowsum(grad * y)), or grad - exp(y) * rowsum(grad); None for another axis
+    (the op then uses its own formula)."""
+    if not (y.ndim and axis == y.ndim - 1):
         return None
+    if not _rows_on_gpu(y, y.shape[-1]):
+        if log:
+            dx = xp_of(y).exp(y)
+            dx *= row_sum(grad)
+            return xp_of(y).subtract(grad, dx, out=dx)
+        dx = grad * y
+        dx = xp_of(y).subtract(grad, row_sum(dx), out=dx)
+        dx *= y
+        return dx
     xp = cupy()
     grad, y = _contiguous(xp, grad, y)
     dx = xp.empty_like(y)

@@ -85,7 +85,7 @@ class Attention(Primitive):
         m = None if mask is None else mask.data
         T, S = qa.shape[-2], ka.shape[-2]
         keep = _Dropout(params["dropout_p"], qa.dtype, xp, state)
-        rowdot = (g * o).sum(axis=-1, keepdims=True)                        # (..., T, 1)
+        rowdot = backend.row_sum(g * o)                                      # (..., T, 1)
         scale = xp.asarray(scale, dtype=qa.dtype)
         qs = qa * scale
         if _one_tile(block, T, S, causal):
@@ -178,11 +178,11 @@ def _fold(xp, s, v, keep, m=None, total=None, acc=None):
     s -= m_new
     p = xp.exp(s, out=s)
     if m is None:
-        total = p.sum(axis=-1, keepdims=True)
+        total = backend.row_sum(p)
         return m_new, total, xp.matmul(keep.apply(p), v)
     rescale = xp.exp(m - m_new)
     total *= rescale
-    total += p.sum(axis=-1, keepdims=True)
+    total += backend.row_sum(p)
     acc *= rescale
     acc += xp.matmul(keep.apply(p), v)
     return m_new, total, acc

@@ -51,11 +51,11 @@ class CrossEntropy(Primitive):
         logp = backend.softmax(x, 1, log=True)  # one kernel on the GPU
         if logp is None:
             logp = x - x.max(axis=1, keepdims=True)
-            logp -= xp.log(xp.exp(logp).sum(axis=1, keepdims=True))
+            logp -= xp.log(backend.row_sum(xp.exp(logp)))
         loss = -(1.0 - e) * w_t * logp[xp.arange(M), safe]
         if e:
             per_class = logp if weight is None else logp * weight
-            loss -= (e / C) * v * per_class.sum(axis=1)
+            loss -= (e / C) * v * backend.row_sum(per_class)[:, 0]
         ctx.save_for_backward(x, target, weight)
         if reduction == "none":
             return loss

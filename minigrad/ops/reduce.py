@@ -27,12 +27,24 @@ def _shift(xp, x, axis):
     return xp.max(x, axis=axis, keepdims=True)
 
 
+def _total(xp, e, axis):
+    """The sum of ``e`` over ``axis`` (an int or a tuple of axes), kept: by
+    ``backend.row_sum`` when the axes are the last ones (a product with ones on the CPU)."""
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    if axes and sorted(axes) == list(range(e.ndim - len(axes), e.ndim)):
+        return backend.row_sum(e, len(axes))
+    return xp.sum(e, axis=axis, keepdims=True)
+
+
 class Sum(Primitive):
     """out = sum(x, dims);  dx = grad broadcast back over dims"""
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.shape = x.shape
-        return ctx.xp.sum(x, axis=dims, keepdims=keepdim, dtype=x.dtype)  # (NumPy widens ints)
+        out = backend.lead_sum(x, dims, keepdim)  # (over leading dims: by BLAS on the CPU)
+        if out is None:
+            out = ctx.xp.sum(x, axis=dims, keepdims=keepdim, dtype=x.dtype)  # (NumPy widens ints)
+        return out
 
     @staticmethod
     def backward(ctx, grad):
@@ -122,7 +134,7 @@ class LogSumExp(Primitive):
         xp = ctx.xp
         m = _shift(xp, x, dims)
         m = xp.where(xp.isfinite(m), m, 0)  # an all -inf slice gives -inf, not NaN
-        out = xp.log(xp.sum(xp.exp(x - m), axis=dims, keepdims=True)) + m
+        out = xp.log(_total(xp, xp.exp(x - m), dims)) + m
         if not keepdim:
             out = out.squeeze(dims)
         ctx.save_for_backward(x, out)
@@ -154,7 +166,7 @@ class Softmax(Primitive):
         if out is None:
             xp = ctx.xp
             e = xp.exp(x - _shift(xp, x, dim))
-            out = e / xp.sum(e, axis=dim, keepdims=True)
+            out = e / _total(xp, e, dim)
         ctx.save_for_backward(out)
         return out
 
@@ -176,7 +188,7 @@ class SafeSoftmax(Softmax):
         xp = ctx.xp
         m = _shift(xp, x, dim)
         e = xp.exp(x - xp.where(xp.isfinite(m), m, 0))
-        total = xp.sum(e, axis=dim, keepdims=True)
+        total = _total(xp, e, dim)
         out = e / xp.where(total == 0, 1, total)
         ctx.save_for_backward(out)
         return out
@@ -193,7 +205,7 @@ class LogSoftmax(Primitive):
         if out is None:
             xp = ctx.xp
             shifted = x - _shift(xp, x, dim)
-            out = shifted - xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
+            out = shifted - xp.log(_total(xp, xp.exp(shifted), dim))
         ctx.save_for_backward(out)
         return out
 
