@@ -47,7 +47,8 @@ def test_one_tile_is_the_tiled_loop_over_one_tile_bit_for_bit(
 def online_softmax(q, k, v, mask, causal, scale, block, p):
     """The forward as first written, on raw arrays: per query block a running max, sum and
     accumulator that start at -inf, 0 and 0 and are rescaled by every key tile, the row sums
-    of the kernels (``backend.row_sum``), and each tile's dropout mask drawn from the current source in order."""
+    of the kernels (``backend.row_sum``), and each tile's dropout mask drawn from the
+    current source in order."""
     xp = backend.xp_of(q)
     (bq, bk), T, S, dtype = block, q.shape[-2], k.shape[-2], q.dtype
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])

@@ -276,6 +276,7 @@ def _product(a, b, shape):
     np.matmul(a, b, out=out.reshape(-1))
     return out
 
+
 def _rows_on_gpu(x, n):
     """Whether ``x``'s rows of ``n`` go to a CUDA row kernel."""
     return not _on_host(x) and x.dtype.name in ("float32", "float64") and x.size and n
