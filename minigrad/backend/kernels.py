@@ -1,7 +1,8 @@
 """Array-level kernels shared by the ops, where NumPy and CuPy differ.
 
 Scatter-add and the error function call each library's own routine; gelu, its gradient and
-dropout are fused CUDA kernels on the GPU with the same formula in NumPy on the CPU; and
+dropout are fused CUDA kernels on the GPU with the same formula in NumPy on the CPU; row
+and leading-dim sums go through BLAS on the CPU (``row_sum``, ``lead_sum``); and
 ``run_split`` shares splittable CPU work among the cores.
 """
 import math
