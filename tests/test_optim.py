@@ -631,3 +631,46 @@ def test_the_adam_kernel_is_the_formula_bit_for_bit(dtype, beta1):
         np.testing.assert_array_equal(m, m_ref)
         np.testing.assert_array_equal(v, v_ref)
         np.testing.assert_array_equal(update, expected)
+
+
+@pytest.mark.parametrize("name, kw", [
+    ("Adam", dict(lr=0.01)), ("Adam", dict(lr=0.01, weight_decay=0.1, maximize=True)),
+    ("AdamW", dict(lr=0.01, betas=(0.5, 0.9)))], ids=["Adam", "Adam-wd-maximize", "AdamW"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_adam_steps_a_group_at_once_bit_for_bit(monkeypatch, name, kw, dtype):
+    """On the CPU a group whose parameters all have gradients steps at once over flat
+    moments (each parameter's state views them): the same bits as one parameter at a time,
+    through a missing gradient (one at a time, then at once again once the step counts
+    agree) and a state_dict reload (at once again, from the loaded state)."""
+    init, grads = _init(dtype), _grads(dtype, 8)
+    grads[3][1] = None  # parameter 1 falls one step behind from here
+    runs, at_once = [], optim.Adam._step_together
+    for together in (True, False):
+        seen = []
+
+        def spy(*args):  # which way each step went
+            seen.append(together and at_once(*args))
+            return seen[-1]
+        monkeypatch.setattr(optim.Adam, "_step_together", spy)
+        params = _mg_params(init, "cpu")
+        opt = getattr(optim, name)(params, **kw)
+        for k, g in enumerate(grads):
+            if k == 5:  # a checkpoint reloaded into a fresh optimiser, then at once again
+                state = opt.state_dict()
+                opt = getattr(optim, name)(params, **kw)
+                opt.load_state_dict(state)
+                for s in opt.state.values():
+                    s["step"] = 5  # (the step counts made equal again)
+            _set_grads(params, g, "cpu")
+            opt.step()
+        runs.append((params, opt, seen))
+    (ours, opt, seen), (plain, ref, plain_seen) = runs
+    assert seen == [True] * 3 + [False] * 2 + [True] * 3 and not any(plain_seen)
+    flat = opt.state[ours[0]]["exp_avg"].data.base  # the moments: views of one array
+    assert flat is not None and all(opt.state[p]["exp_avg"].data.base is flat for p in ours)
+    for p, q in zip(ours, plain):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+        assert p._version == q._version
+        assert list(opt.state[p]) == list(ref.state[q]) == ["step", "exp_avg", "exp_avg_sq"]
+        for key in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_array_equal(opt.state[p][key].numpy(), ref.state[q][key].numpy())
