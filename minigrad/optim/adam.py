@@ -22,7 +22,11 @@ class Adam(Optimizer):
 
     State per parameter: ``step`` (a Python int: the bias corrections are computed on the
     host in double precision, as PyTorch does with ``step.item()``), ``exp_avg`` (m),
-    ``exp_avg_sq`` (v) and, with amsgrad, ``max_exp_avg_sq`` (Tensors like ``p``).
+    ``exp_avg_sq`` (v) and, with amsgrad, ``max_exp_avg_sq`` (Tensors like ``p``). On the
+    CPU, without amsgrad, the moments of a param group are views of two flat arrays, and a
+    step in which every parameter of the group has a gradient runs once over all of them
+    (see ``_step_together``): the same numbers, far fewer calls for a model of many small
+    parameters.
 
     Args:
         params: Tensors or param-group dicts (see ``Optimizer``).
