@@ -13,8 +13,9 @@ each tile's weights again from q, k and lse and adds the tile's share into dq, d
 
 Memory is O(T + S) per head beyond one tile, instead of O(T S). When every score fits in
 one tile (short sequences: ``blocks`` gives (T, S)) there is no loop and nothing to fold:
-forward is that one tile's softmax and backward that one tile's gradients, for every head
-at once. Both passes work on raw arrays, in place where they can.
+forward is that one tile's softmax, for every head at once, and it keeps the tile's
+weights P and dropout mask (at most TILE scores), so that backward starts from them
+instead of making them again. Both passes work on raw arrays, in place where they can.
 Second derivatives (backward under ``create_graph``) come from differentiating
 ``composite``, the same attention written with Tensor ops, with the forward's dropout
 masks: exact to any order, at the composite's O(T S) memory.
@@ -58,20 +59,22 @@ class Attention(Primitive):
             fast = backend.attention(q, k, v, scale, causal)
             if fast is not None:
                 out, lse = fast
-                ctx.save_for_backward(q, k, v, mask, out, lse, None)
+                ctx.save_for_backward(q, k, v, mask, out, lse, None, None, None)
                 return out
         keep = _Dropout(dropout_p, q.dtype, xp)
         qs = q * xp.asarray(scale, dtype=q.dtype)  # the queries, scaled once
+        tile = []  # the one tile's weights and dropout mask, kept for backward
         if _one_tile(block, T, S, causal):
-            out, lse = _rows(xp, qs, k, v, mask, causal, 0, T, S, keep)
+            out, lse = _rows(xp, qs, k, v, mask, causal, 0, T, S, keep, tile)
         else:
             out, lse = _forward_tiles(xp, qs, k, v, mask, causal, block, lead, keep)
-        ctx.save_for_backward(q, k, v, mask, out, lse, keep.state)
+        weights, kept = tile + [None] * (2 - len(tile))
+        ctx.save_for_backward(q, k, v, mask, out, lse, keep.state, weights, kept)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        q, k, v, mask, out, lse, state = ctx.saved_tensors
+        q, k, v, mask, out, lse, state, weights, kept = ctx.saved_tensors
         if STATE.grad_enabled:  # create_graph: differentiate the composite, exact to any order
             return _composite_grads(ctx, grad, q, k, v, mask, state)
         xp, params = ctx.xp, ctx.params
@@ -88,7 +91,10 @@ class Attention(Primitive):
         rowdot = backend.row_sum(g * o)                                      # (..., T, 1)
         scale = xp.asarray(scale, dtype=qa.dtype)
         qs = qa * scale
-        if _one_tile(block, T, S, causal):
+        if weights is not None:  # one tile, whose weights forward kept
+            dq, dk, dv = _weights_grads(xp, qs, g, rowdot, weights.data, ka, va,
+                                        None if kept is None else keep.scaled(kept.data))
+        elif _one_tile(block, T, S, causal):
             dq, dk, dv = _tile_grads(xp, qs, g, rowdot, lse.data, ka, va, m, causal,
                                      (0, T), (0, S), keep)
         else:
@@ -159,27 +165,32 @@ def _one_tile(block, T, S, causal):
     return bq >= T > 0 and bk >= S > 0 and (causal is None or T + causal > 0)
 
 
-def _rows(xp, qs, k, v, mask, causal, i0, i1, bk, keep):
+def _rows(xp, qs, k, v, mask, causal, i0, i1, bk, keep, tile=None):
     """(out, lse) of the query rows i0..i1 (``qs``: those rows, scaled) over the key blocks
-    of ``bk`` keys that they can see; None where they see none."""
+    of ``bk`` keys that they can see; None where they see none. ``tile``, a list, when
+    there is one key block: its weights and dropout mask are appended to it."""
     sums = ()  # (row max, row sum, weighted sum of the values) so far
     for j0, j1 in _key_blocks(i0, i1, k.shape[-2], bk, causal):
         s = _scores(xp, qs, k[..., j0:j1, :], mask, causal, i0, i1, j0, j1)
-        sums = _fold(xp, s, v[..., j0:j1, :], keep, *sums)
+        sums = _fold(xp, s, v[..., j0:j1, :], keep, *sums, tile=tile)
     return _normalised(xp, *sums) if sums else None
 
 
-def _fold(xp, s, v, keep, m=None, total=None, acc=None):
+def _fold(xp, s, v, keep, m=None, total=None, acc=None, tile=None):
     """Fold a tile of scores ``s`` (its keys' values: ``v``) into the running row maximum
     m, row sum ``total`` and weighted sum of the values ``acc``, or start them with the
-    first tile (m None: a plain softmax's numerator). ``s`` is used up."""
+    first tile (m None: a plain softmax's numerator). ``s`` is used up. ``tile``, a list:
+    the first tile's weights (its softmax, 0 in a row without keys) and dropout mask (None
+    without dropout) are appended to it."""
     m_new = _row_max(xp, s) if m is None else xp.maximum(m, _row_max(xp, s))
     m_new = xp.where(xp.isfinite(m_new), m_new, 0)  # every key masked so far: not NaN
     s -= m_new
     p = xp.exp(s, out=s)
     if m is None:
         total = backend.row_sum(p)
-        return m_new, total, xp.matmul(keep.apply(p), v)
+        if tile is not None:
+            tile.append(p / xp.where(total == 0, 1, total))
+        return m_new, total, xp.matmul(keep.apply(p, tile), v)
     rescale = xp.exp(m - m_new)
     total *= rescale
     total += backend.row_sum(p)
@@ -222,6 +233,19 @@ def _tile_grads(xp, qs, g, rowdot, lse, k, v, mask, causal, rows, cols, keep):
     s -= lse
     w = xp.exp(s, out=s)                           # the tile's weights P
     z = keep.tile(w.shape)                         # forward's dropout mask
+    wz = w if z is None else w * z
+    dv = xp.matmul(xp.swapaxes(wz, -1, -2), g)
+    ds = xp.matmul(g, xp.swapaxes(v, -1, -2))      # dP
+    if z is not None:
+        ds *= z
+    ds -= rowdot
+    ds *= w                                        # dS (dq, dk: the scale)
+    return xp.matmul(ds, k), xp.matmul(xp.swapaxes(ds, -1, -2), qs), dv
+
+
+def _weights_grads(xp, qs, g, rowdot, w, k, v, z):
+    """(dq / scale, dk, dv) of the one tile from its weights ``w`` and dropout mask ``z``
+    (scaled; None without dropout), as forward kept them."""
     wz = w if z is None else w * z
     dv = xp.matmul(xp.swapaxes(wz, -1, -2), g)
     ds = xp.matmul(g, xp.swapaxes(v, -1, -2))      # dP
@@ -380,15 +404,25 @@ class _Dropout:
                 self.rng = state.fork()
 
     def _mask(self, shape):
-        mask = backend.keep_mask(shape, self.p, self.xp, self.rng).astype(self.dtype)
+        return self.scaled(backend.keep_mask(shape, self.p, self.xp, self.rng))
+
+    def scaled(self, keep):
+        """The bool mask ``keep`` as the factors of dropout: 1 / (1 - p) or 0."""
+        mask = keep.astype(self.dtype)
         mask *= 1.0 / (1.0 - self.p) if self.p < 1 else 0.0  # p = 1 drops everything
         return mask
 
-    def apply(self, w):
-        """Forward: w times the tile's mask, in place (w unchanged without dropout)."""
+    def apply(self, w, tile=None):
+        """Forward: w times the tile's mask, in place (w unchanged without dropout); the
+        bool mask is appended to ``tile`` (a list; None without dropout)."""
         if self.p == 0:
+            if tile is not None:
+                tile.append(None)
             return w
-        w *= self._mask(w.shape)
+        keep = backend.keep_mask(w.shape, self.p, self.xp, self.rng)
+        if tile is not None:
+            tile.append(keep)
+        w *= self.scaled(keep)
         return w
 
     def tile(self, shape):
