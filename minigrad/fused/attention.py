@@ -232,20 +232,13 @@ def _tile_grads(xp, qs, g, rowdot, lse, k, v, mask, causal, rows, cols, keep):
     s = _scores(xp, qs, k, mask, causal, *rows, *cols)
     s -= lse
     w = xp.exp(s, out=s)                           # the tile's weights P
-    z = keep.tile(w.shape)                         # forward's dropout mask
-    wz = w if z is None else w * z
-    dv = xp.matmul(xp.swapaxes(wz, -1, -2), g)
-    ds = xp.matmul(g, xp.swapaxes(v, -1, -2))      # dP
-    if z is not None:
-        ds *= z
-    ds -= rowdot
-    ds *= w                                        # dS (dq, dk: the scale)
-    return xp.matmul(ds, k), xp.matmul(xp.swapaxes(ds, -1, -2), qs), dv
+    return _weights_grads(xp, qs, g, rowdot, w, k, v, keep.tile(w.shape))
 
 
 def _weights_grads(xp, qs, g, rowdot, w, k, v, z):
-    """(dq / scale, dk, dv) of the one tile from its weights ``w`` and dropout mask ``z``
-    (scaled; None without dropout), as forward kept them."""
+    """(dq / scale, dk, dv) of a tile from its weights ``w`` and forward's dropout mask
+    ``z`` (scaled; None without dropout): made again from lse (``_tile_grads``), or as
+    forward kept them (one tile)."""
     wz = w if z is None else w * z
     dv = xp.matmul(xp.swapaxes(wz, -1, -2), g)
     ds = xp.matmul(g, xp.swapaxes(v, -1, -2))      # dP
