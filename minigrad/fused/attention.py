@@ -88,18 +88,17 @@ class Attention(Primitive):
         m = None if mask is None else mask.data
         T, S = qa.shape[-2], ka.shape[-2]
         keep = _Dropout(params["dropout_p"], qa.dtype, xp, state)
-        rowdot = backend.row_sum(g * o)                                      # (..., T, 1)
         scale = xp.asarray(scale, dtype=qa.dtype)
         qs = qa * scale
         if weights is not None:  # one tile, whose weights forward kept
-            dq, dk, dv = _weights_grads(xp, qs, g, rowdot, weights.data, ka, va,
+            dq, dk, dv = _weights_grads(xp, qs, g, _rowdot(g, o), weights.data, ka, va,
                                         None if kept is None else keep.scaled(kept.data))
         elif _one_tile(block, T, S, causal):
-            dq, dk, dv = _tile_grads(xp, qs, g, rowdot, lse.data, ka, va, m, causal,
+            dq, dk, dv = _tile_grads(xp, qs, g, _rowdot(g, o), lse.data, ka, va, m, causal,
                                      (0, T), (0, S), keep)
         else:
-            dq, dk, dv = _backward_tiles(xp, qs, g, rowdot, lse.data, ka, va, m, causal,
-                                         block, keep)
+            dq, dk, dv = _backward_tiles(xp, qs, g, o, lse.data, ka, va, m, causal, block,
+                                         keep)
         dq *= scale
         needs = ctx.needs_input_grad
         return tuple(_tensor(d) if n else None for d, n in zip((dq, dk, dv), needs)) + (None,)
@@ -249,8 +248,14 @@ def _weights_grads(xp, qs, g, rowdot, w, k, v, z):
     return xp.matmul(ds, k), xp.matmul(xp.swapaxes(ds, -1, -2), qs), dv
 
 
-def _backward_tiles(xp, qs, g, rowdot, lse, k, v, mask, causal, block, keep):
-    """(dq / scale, dk, dv) summed tile by tile, over groups of heads."""
+def _rowdot(g, o):
+    """rowsum(dO * O) (..., T, 1), the term of dS that does not depend on the keys."""
+    return backend.row_sum(g * o)
+
+
+def _backward_tiles(xp, qs, g, o, lse, k, v, mask, causal, block, keep):
+    """(dq / scale, dk, dv) summed tile by tile, over groups of heads (each group's
+    ``_rowdot`` made in its own thread, whose products run on one core)."""
     (bq, bk), T, S = block, qs.shape[-2], k.shape[-2]
     lead = g.shape[:-2]
     dq = xp.zeros(lead + qs.shape[-2:], dtype=qs.dtype)
@@ -258,8 +263,9 @@ def _backward_tiles(xp, qs, g, rowdot, lse, k, v, mask, causal, block, keep):
     dv = xp.zeros(lead + v.shape[-2:], dtype=qs.dtype)
 
     def heads(h0, h1):  # the heads h0..h1 (the last lead dim) of every array
-        qh, kh, vh, mh, gh, rh, lh, dqh, dkh, dvh = (_heads(a, h0, h1) for a in (
-            qs, k, v, mask, g, rowdot, lse, dq, dk, dv))
+        qh, kh, vh, mh, gh, oh, lh, dqh, dkh, dvh = (_heads(a, h0, h1) for a in (
+            qs, k, v, mask, g, o, lse, dq, dk, dv))
+        rh = _rowdot(gh, oh)
         for i0 in range(0, T, bq):
             i1 = min(T, i0 + bq)
             queries = (qh[..., i0:i1, :], gh[..., i0:i1, :], rh[..., i0:i1, :],
