@@ -147,10 +147,11 @@ def dropout(x, keep, scale):
     return out
 
 
-def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps):
+def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=False):
     """Adam's step on raw arrays: the moments ``m`` and ``v`` updated in place (m lerps to
     g by 1 - beta1, as torch's lerp_; v = beta2 v + (1 - beta2) g^2) and the parameter's
-    update -step_size * m / (sqrt(v) / bc2_sqrt + eps) returned. One kernel on the GPU."""
+    update -step_size * m / (sqrt(v) / bc2_sqrt + eps) returned. One kernel on the GPU.
+    ``scratch``: ``g`` is the caller's to overwrite (it then holds the denominator)."""
     w1 = 1.0 - beta1
     if not _on_host(g):
         update = cupy().empty_like(g)
@@ -167,7 +168,7 @@ def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps):
     np.multiply(g, 1.0 - beta2, out=t)
     t *= g
     v += t
-    denom = np.sqrt(v)
+    denom = np.sqrt(v, out=g if scratch else None)
     denom /= bc2_sqrt
     denom += eps
     np.multiply(m, -step_size, out=t)  # torch's addcdiv_: p + (value * m) / denom

@@ -83,7 +83,7 @@ class Adam(Optimizer):
         CPU, one dtype, each with a gradient and at the same step count, no amsgrad): the
         moments of the group live in two flat arrays (``_Moments``; each parameter's
         ``exp_avg`` and ``exp_avg_sq`` are views of them), the gradients are gathered into
-        a third, and Adam's arithmetic runs once over all of them instead of once per
+        a third (which then holds the denominator), and Adam's arithmetic runs once over all of them instead of once per
         parameter, where the interpreter's cost per call would dominate. The same
         operations on each element as the step of one parameter, so the same bits. False
         (nothing done) where the parameters do not allow it."""
@@ -107,7 +107,7 @@ class Adam(Optimizer):
         if flat is None or not flat.holds(group, states):
             flat = moments[id(group)] = _Moments(group, state)
         np = backend.np
-        g = np.concatenate([p._grad.data.reshape(-1) for p in params], out=flat.grads)
+        g = np.concatenate([p._grad.data.reshape(-1) for p in params])
         if update.maximize:
             np.negative(g, out=g)
         if update.weight_decay != 0:
@@ -123,7 +123,7 @@ class Adam(Optimizer):
             s["step"] = step
         step_size, bias_correction2_sqrt = update.corrections(step)
         change = backend.adam(g, flat.m, flat.v, update.beta1, update.beta2, step_size,
-                              bias_correction2_sqrt, update.eps)
+                              bias_correction2_sqrt, update.eps, scratch=True)
         for p, (start, stop) in zip(params, flat.bounds):
             add_to(p, change[start:stop].reshape(p.data.shape))
         return True
@@ -132,8 +132,7 @@ class Adam(Optimizer):
 class _Moments:
     """Adam's moments of the parameters of one param group as two flat arrays, ``m`` and
     ``v``: each parameter's ``state["exp_avg"]`` and ``state["exp_avg_sq"]`` is a Tensor
-    viewing its stretch of them (made from the state it had, zeros where it had none), and
-    ``grads`` is where a step gathers the gradients."""
+    viewing its stretch of them (made from the state it had, zeros where it had none)."""
 
     def __init__(self, group, state):
         np = backend.np
@@ -146,7 +145,6 @@ class _Moments:
             starts.append(starts[-1] + n)
         self.bounds = list(zip(starts[:-1], starts[1:]))
         self.m, self.v = np.zeros(starts[-1], dtype), np.zeros(starts[-1], dtype)
-        self.grads = np.empty(starts[-1], dtype)
         self.views, self.states = [], []
         for p, (start, stop) in zip(params, self.bounds):
             s = state[p]
