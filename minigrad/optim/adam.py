@@ -83,10 +83,11 @@ class Adam(Optimizer):
         CPU, one dtype, each with a gradient and at the same step count, no amsgrad): the
         moments of the group live in two flat arrays (``_Moments``; each parameter's
         ``exp_avg`` and ``exp_avg_sq`` are views of them), the gradients are gathered into
-        a third (which then holds the denominator), and Adam's arithmetic runs once over all of them instead of once per
-        parameter, where the interpreter's cost per call would dominate. The same
-        operations on each element as the step of one parameter, so the same bits. False
-        (nothing done) where the parameters do not allow it."""
+        a third (which then holds the denominator), and Adam's arithmetic runs once over
+        all of them instead of once per parameter, where the interpreter's cost per call
+        would dominate. The same operations on each element as the step of one parameter,
+        so the same bits, at the cost of two temporaries the size of the whole group
+        during the step. False (nothing done) where the parameters do not allow it."""
         params = group["params"]
         if update.amsgrad or len(params) < 2 or len({id(p) for p in params}) < len(params):
             return False
