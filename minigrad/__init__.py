@@ -32,7 +32,7 @@ warnings.filterwarnings("ignore", r"(overflow|divide by zero|invalid value|under
 
 # mg.exp(x), mg.sum(x, dim), ... are the Tensor methods of the same name.
 _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid relu gelu sin cos
-    erf sign square rsqrt clamp clip maximum minimum sum mean max min amax amin var std
+    erf sign square rsqrt reciprocal clamp clip maximum minimum sum mean max min amax amin var std
     logsumexp softmax log_softmax argmax argmin reshape transpose permute unsqueeze squeeze
     flatten expand split chunk masked_fill isnan isinf isfinite logical_and logical_or
     logical_not clone detach all any norm""".split()

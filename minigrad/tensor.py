@@ -18,13 +18,11 @@ from .autograd.function import ShapeError, _refresh_view
 from .autograd.graph import TensorBase
 from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _one_dim, _required_dim,
                         _shape_arg, _split_index)
-from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, Cos, CopySlices, Div, Erf, Exp, Expand,
-                  GetItem, Log, LogSoftmax, LogSumExp, MatMul, Maximum, MaxDim,
-                  Minimum, MinDim, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Relu, Reshape,
-                  SetItem,
-                  Sigmoid, Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where,
-                  ClampTensor, Clone,
-                  replay_view)
+from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, CopySlices, Div,
+                  Erf, Exp, Expand, FloorDivide, GetItem, Log, LogSoftmax, LogSumExp, MatMul,
+                  Maximum, MaxDim, Minimum, MinDim, Mul, Neg, NonDiff, Overwrite, Permute, Pow,
+                  Reciprocal, Relu, Remainder, Reshape, SetItem, Sigmoid, Sign, Sin, Softmax,
+                  Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where, replay_view)
 from .fused import Gelu, GeluTanh
 from .autograd.function import on_arrays, read_on_host
 
@@ -190,7 +188,12 @@ class Tensor(TensorBase):
         extras = []
         if self.is_cuda:
             extras.append(f"device='{self.device}'")
-        if self.dtype not in (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool):
+        if values.size == 0 and values.ndim != 1:  # PyTorch prints "[]" and the size
+            extras.append(f"size={values.shape}")
+        # dtypes the values imply, so not named; an empty tensor implies only the default
+        implied = (dtypes.get_default_dtype(),) if values.size == 0 else \
+            (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool)
+        if self.dtype not in implied:
             extras.append(f"dtype={self.dtype}")
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{self.grad_fn.name()}>")
@@ -338,7 +341,12 @@ class Tensor(TensorBase):
 
     def __rmul__(self, other): return Mul.apply(*_operands(self, other, True))
     def __truediv__(self, other): return Div.apply(*_float_operands(self, other))
-    def __rtruediv__(self, other): return Div.apply(*_float_operands(self, other, True))
+
+    def __rtruediv__(self, other):
+        if type(other) in _PY_SCALARS or isinstance(other, np.generic):
+            return self.reciprocal() * other  # PyTorch's order of operations, bit for bit
+        return Div.apply(*_float_operands(self, other, True))
+
     def __floordiv__(self, other): return _int_division("floor_divide", self, other)
     def __rfloordiv__(self, other): return _int_division("floor_divide", self, other, True)
     def __mod__(self, other): return _int_division("remainder", self, other)
@@ -433,7 +441,7 @@ class Tensor(TensorBase):
     def logical_not(self): return NonDiff.apply(self, fn="logical_not")
 
     def sign(self):  # (the sign of a bool is itself, as in PyTorch)
-        return self.clone() if self.dtype == dtypes.bool else NonDiff.apply(self, fn="sign")
+        return self.clone() if self.dtype == dtypes.bool else Sign.apply(self, fn="sign")
 
     def isnan(self): return NonDiff.apply(self, fn="isnan")
     def isinf(self): return NonDiff.apply(self, fn="isinf")
@@ -473,7 +481,8 @@ class Tensor(TensorBase):
     def square(self):  # x ** 2, as PyTorch (PowBackward0; a bool squared is int64)
         return Pow.apply(self.long() if self.data.dtype.kind == "b" else self, 2)
 
-    def rsqrt(self): return 1.0 / self.sqrt()
+    def rsqrt(self): return self.sqrt().reciprocal()
+    def reciprocal(self): return Reciprocal.apply(_floating(self))
     def maximum(self, other): return Maximum.apply(*_operands(self, _tensor_arg("maximum", other)))
     def minimum(self, other): return Minimum.apply(*_operands(self, _tensor_arg("minimum", other)))
 
@@ -677,9 +686,20 @@ class Tensor(TensorBase):
         return self.transpose(0, -1)
 
     def contiguous(self):
-        """This tensor if its memory is in row-major order, else a copy that is."""
-        flags = self.data.flags
-        return self if flags.c_contiguous else self.clone()
+        """This tensor if its memory is in row-major order, else a copy that is (so that
+        ``x.transpose(1, 2).contiguous().view(...)`` works, as in PyTorch)."""
+        if self.data.flags.c_contiguous:
+            return self
+        return Clone.apply(self, dtype=self.dtype, order="C")
+
+    def is_contiguous(self):
+        """Whether the memory is in row-major order (``view`` needs no copy then)."""
+        return builtins.bool(self.data.flags.c_contiguous)
+
+    def stride(self, dim=None):
+        """Steps in elements between neighbours along each dim, as PyTorch's."""
+        steps = tuple(s // self.data.itemsize for s in self.data.strides)
+        return steps if dim is None else steps[_dim(self, dim)]
 
     def permute(self, *dims):
         dims = tuple(_dim(self, d) for d in _shape_arg(dims))
@@ -1081,7 +1101,7 @@ def _int_division(fn, x, y, reflected=False):
         zero = divisor == 0 if isinstance(divisor, _PY_SCALARS) else (divisor == 0).any()
         if zero:
             raise RuntimeError(f"{fn}: ZeroDivisionError (integer division by zero)")
-    return NonDiff.apply(x, y, fn=fn)
+    return (FloorDivide if fn == "floor_divide" else Remainder).apply(x, y)
 
 
 def _check_view_writable(t, op):

@@ -665,6 +665,180 @@ def test_integer_tensor_by_float_zero_is_float_as_torch(op, device):
     np.testing.assert_array_equal(out.numpy(), out_t.numpy())
 
 
+# --- gradients of %, // and sign, as PyTorch's --------------------------------------------
+# remainder: dx = grad, dy = -grad * floor(x / y); floor_divide has no derivative (backward
+# raises); sign's derivative is zero. Inputs stay away from the jumps of x mod y.
+
+REMAINDER_CASES = {
+    "same_shape": ((3, 4), (3, 4)),
+    "row_divisor": ((3, 4), (4,)),
+    "column_divisor": ((2, 3, 1), (4,)),
+    "scalar_divisor": ((3, 4), 0.7),
+    "negative_scalar_divisor": ((5,), -1.3),
+    "zero_dim": ((), ()),
+}
+
+
+def _away_from_jumps(rng, shape, low, high):
+    """Values in [low, high) at least 0.1 from an integer."""
+    x = rng.uniform(low, high, size=shape)
+    return np.where(np.abs(x - np.round(x)) < 0.1, x + 0.25, x)
+
+
+@pytest.mark.parametrize("case", list(REMAINDER_CASES))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_remainder_values_and_gradients_match_torch(case, dtype, device):
+    rng = np.random.default_rng(len(case))
+    xs, ys = REMAINDER_CASES[case]
+    x = xs if isinstance(xs, float) else _away_from_jumps(rng, xs, -6, 6).astype(dtype)
+    y = ys if isinstance(ys, float) else \
+        (rng.uniform(0.6, 1.9, size=ys) * rng.choice([-1, 1], size=ys)).astype(dtype)
+    results = {}
+    for lib, dev in ((mg, device), (torch, "cpu")):
+        def make(a):
+            return a if isinstance(a, float) else lib.tensor(a, requires_grad=True, device=dev)
+        a, b = make(x), make(y)
+        out = a % b
+        weights = lib.tensor(np.linspace(-1, 2, out.numel()).reshape(tuple(out.shape)),
+                             dtype=out.dtype, device=dev)
+        (out * weights).sum().backward()
+        results[lib] = [out] + [t.grad for t in (a, b) if not isinstance(t, float)]
+    for got, want in zip(results[mg], results[torch]):
+        assert str(got.dtype) == str(want.dtype).replace("torch.", "")
+        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_number_remainder_tensor_has_no_derivative_as_torch(device):
+    y = mg.tensor([0.7, 1.3], requires_grad=True, device=device)
+    yt = torch.tensor([0.7, 1.3], requires_grad=True)
+    out, out_t = 2.5 % y, 2.5 % yt
+    assert out.requires_grad == out_t.requires_grad
+    np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="remainder is not implemented"):
+        out_t.sum().backward()
+    with pytest.raises(RuntimeError, match="remainder is not implemented"):
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("shapes", [((4,), (4,)), ((2, 3), (3,)), ((3, 1), (1, 2)), ((), ())])
+def test_remainder_gradcheck(shapes):
+    rng = np.random.default_rng(3)
+    x = mg.tensor(_away_from_jumps(rng, shapes[0], -5, 5), requires_grad=True)
+    y = mg.tensor(rng.uniform(0.7, 1.6, size=shapes[1]), requires_grad=True)
+    quotient = x.numpy() / y.numpy()  # a jump of x mod y within eps would fail the check
+    assert np.all(np.abs(quotient - np.round(quotient)) > 1e-3)
+    assert mg.autograd.gradcheck(lambda a, b: a % b, (x, y))
+
+
+def test_remainder_forward_mode_matches_torch():
+    x = np.array([1.5, -2.3, 4.0])
+    y = np.array([0.7, 0.6, -1.5])
+    tx, ty = np.array([0.3, -1.0, 2.0]), np.array([1.0, 0.5, -0.25])
+    out, tangent = mg.func.jvp(lambda a, b: a % b, (mg.tensor(x), mg.tensor(y)),
+                               (mg.tensor(tx), mg.tensor(ty)))
+    out_t, tangent_t = torch.func.jvp(lambda a, b: a % b, (torch.tensor(x), torch.tensor(y)),
+                                      (torch.tensor(tx), torch.tensor(ty)))
+    np.testing.assert_allclose(out.numpy(), out_t.numpy())
+    np.testing.assert_allclose(tangent.numpy(), tangent_t.numpy())
+
+
+@pytest.mark.parametrize("divisor", ["tensor", "scalar"])
+def test_floor_division_is_in_the_graph_but_backward_raises_as_torch(divisor, device):
+    x = mg.tensor([1.5, -2.3], requires_grad=True, device=device)
+    xt = torch.tensor([1.5, -2.3], requires_grad=True)
+    y = 0.7 if divisor == "scalar" else mg.tensor([0.7, 0.6], device=device)
+    yt = 0.7 if divisor == "scalar" else torch.tensor([0.7, 0.6])
+    out, out_t = x // y, xt // yt
+    assert out.requires_grad == out_t.requires_grad
+    np.testing.assert_array_equal(out.numpy(), out_t.detach().numpy())
+    with pytest.raises(RuntimeError, match="floor_divide"):
+        out_t.sum().backward()
+    with pytest.raises(RuntimeError, match="derivative for floor_divide is not implemented"):
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sign_has_a_zero_gradient_as_torch(dtype, device):
+    values = [1.5, -2.0, 0.0]
+    x = mg.tensor(values, dtype=getattr(mg, dtype), requires_grad=True, device=device)
+    xt = torch.tensor(values, dtype=getattr(torch, dtype), requires_grad=True)
+    out, out_t = x.sign(), xt.sign()
+    assert out.grad_fn.name() == out_t.grad_fn.name()
+    out.sum().backward()
+    out_t.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    np.testing.assert_array_equal(out.numpy(), out_t.detach().numpy())
+
+
+@pytest.mark.parametrize("op", ["%", "//"])
+def test_integer_remainder_and_floor_division_need_no_gradient(op, device):
+    x = mg.tensor([7, -7, 3], device=device)
+    xt = torch.tensor([7, -7, 3])
+    out = x % 3 if op == "%" else x // 3
+    out_t = xt % 3 if op == "%" else xt // 3
+    assert not out.requires_grad and out.grad_fn is None
+    assert str(out.dtype) == str(out_t.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(out.numpy(), out_t.numpy())
+
+
+# --- number / tensor: PyTorch computes reciprocal(x) * number -------------------------------
+# (rounded twice, so it differs from a true division in the last bit; its graph is
+# MulBackward0 over ReciprocalBackward0)
+
+RDIV_DTYPES = ["float16", "float32", "float64", "int64", "int32", "uint8", "bool"]
+
+
+@pytest.mark.parametrize("number", [2.5, 1, -3, True, 1e-3])
+@pytest.mark.parametrize("dtype", RDIV_DTYPES)
+def test_number_divided_by_tensor_matches_torch_bit_for_bit(number, dtype, device):
+    if dtype == "float16" and float(np.float16(number)) != number:
+        pytest.skip("float16 times a number it cannot hold: NumPy rounds the number to "
+                    "float16 first, PyTorch multiplies in float32")
+    values = {"bool": [True, False, True], "uint8": [3, 7, 0]}.get(dtype, [3, -7, 0.5]
+                                                                     if "float" in dtype
+                                                                     else [3, -7, 0])
+    x = mg.tensor(values, dtype=getattr(mg, dtype), device=device)
+    xt = torch.tensor(values, dtype=getattr(torch, dtype))
+    out, out_t = number / x, number / xt
+    assert str(out.dtype) == str(out_t.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(out.numpy(), out_t.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(), (5,), (2, 3)])
+def test_number_divided_by_tensor_gradients_and_graph_match_torch(dtype, shape, device):
+    rng = np.random.default_rng(7)
+    values = rng.uniform(0.2, 3, size=shape) * rng.choice([-1, 1], size=shape)
+    x = mg.tensor(values, dtype=getattr(mg, dtype), requires_grad=True, device=device)
+    xt = torch.tensor(values, dtype=getattr(torch, dtype), requires_grad=True)
+    out, out_t = 2.5 / x, 2.5 / xt
+    assert out.grad_fn.name() == out_t.grad_fn.name()
+    assert out.grad_fn.next_functions[0][0].name() == out_t.grad_fn.next_functions[0][0].name()
+    (out * out).sum().backward()
+    (out_t * out_t).sum().backward()
+    np.testing.assert_array_equal(out.numpy(), out_t.detach().numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("shape", [(), (4,), (2, 3), (2, 1, 3)])
+def test_reciprocal_gradcheck_and_second_derivative(shape):
+    rng = np.random.default_rng(1)
+    values = rng.uniform(0.5, 2, size=shape) * rng.choice([-1, 1], size=shape)
+    x = mg.tensor(values, requires_grad=True)
+    assert mg.autograd.gradcheck(lambda t: t.reciprocal(), (x,))
+    assert mg.autograd.gradcheck(lambda t: 1.5 / t, (x,))
+    assert mg.autograd.gradgradcheck(lambda t: 1.5 / t, (x,))
+
+
+def test_reciprocal_forward_mode_matches_torch():
+    x, tx = np.array([0.5, -2.0, 3.0]), np.array([1.0, 0.5, -2.0])
+    out, tangent = mg.func.jvp(lambda a: 2.5 / a, (mg.tensor(x),), (mg.tensor(tx),))
+    out_t, tangent_t = torch.func.jvp(lambda a: 2.5 / a, (torch.tensor(x),),
+                                      (torch.tensor(tx),))
+    np.testing.assert_array_equal(out.numpy(), out_t.numpy())
+    np.testing.assert_allclose(tangent.numpy(), tangent_t.numpy(), rtol=1e-15)
+
+
 # --- advanced indexing that mixes integers, slices, None and index tensors -------------------
 # x has shape (3, 4, 5, 6). Each index is built by a function of (make index tensor, make
 # bool tensor), so the same index is given to minigrad and torch. Values and gradients (of

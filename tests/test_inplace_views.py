@@ -267,6 +267,49 @@ def test_inplace_on_a_copy_leaves_the_original_alone(copy, device):
     same_as_torch(program, device)
 
 
+# --- memory layout: contiguous(), is_contiguous(), stride() ---------------------------------
+
+LAYOUTS = {
+    "fresh": lambda M: M.randn(2, 3, 4),
+    "transposed": lambda M: M.randn(2, 3, 4).transpose(1, 2),
+    "permuted": lambda M: M.randn(2, 3, 4).permute(2, 0, 1),
+    "mT": lambda M: M.randn(2, 3, 4).mT,
+    "sliced": lambda M: M.randn(4, 6)[:, ::2],
+    "row": lambda M: M.randn(4, 6)[1],
+    "column": lambda M: M.randn(4, 6)[:, 1],
+    "expanded": lambda M: M.randn(3, 1).expand(3, 4),
+    "cloned_transpose": lambda M: M.randn(3, 4).T.clone(),
+    "size_one_dims": lambda M: M.randn(1, 4, 1).transpose(0, 2),
+}
+
+
+@pytest.mark.parametrize("case", list(LAYOUTS))
+def test_layout_and_contiguous_copies_as_torch(case, device):
+    """``clone`` keeps a dense layout, ``contiguous`` makes a row-major one (the layout
+    ``view`` needs), as in PyTorch."""
+    def program(M):
+        x = LAYOUTS[case](M)
+        c = x.contiguous()
+        return (x.is_contiguous(), x.stride(), x.stride(-1), c.is_contiguous(), c.stride(),
+                c.view(-1).shape)
+    same_as_torch(program, device)
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_transpose_contiguous_view_as_in_multi_head_attention(requires_grad, device):
+    """The reshape every multi-head attention written for PyTorch does: (B, H, T, D) ->
+    (B, T, H * D) through ``transpose(1, 2).contiguous().view``; values and gradients."""
+    def program(M):
+        y = M.arange(2 * 3 * 4 * 5.0).reshape(2, 3, 4, 5)
+        y.requires_grad_(requires_grad)
+        merged = y.transpose(1, 2).contiguous().view(2, 4, 15)
+        if not requires_grad:
+            return merged, merged.is_contiguous()
+        (merged * M.arange(2 * 4 * 15.0).reshape(2, 4, 15)).sum().backward()
+        return merged.detach(), y.grad, type(merged.grad_fn).__name__
+    same_as_torch(program, device)
+
+
 # --- tensors saved for backward and then changed in place ---------------------------------
 #
 # Each case builds y from a leaf x (requires grad) and returns (y, target): the tensor that

@@ -560,10 +560,10 @@ REPRS = [  # expected strings are what torch prints for the same tensors on the 
 
 def repr_on(expected, device):
     """torch's repr of a tensor on ``device``, from ``expected``, its repr on the CPU: a
-    GPU's name comes first among the extras (device, dtype, grad_fn or requires_grad)."""
+    GPU's name comes first among the extras (device, size, dtype, grad_fn or requires_grad)."""
     if mg.Device(device).type == "cpu":
         return expected
-    extras = re.search(r"(, (dtype|grad_fn|requires_grad)=.*)?\)$", expected, re.S).start()
+    extras = re.search(r"(, (size|dtype|grad_fn|requires_grad)=.*)?\)$", expected, re.S).start()
     return f"{expected[:extras]}, device='{mg.Device(device)}'{expected[extras:]}"
 
 
@@ -571,6 +571,26 @@ def repr_on(expected, device):
                          ids=[r[1].replace("\n", "").replace(" ", "") for r in REPRS])
 def test_repr_like_torch(make, expected, device):
     assert repr(make(On(mg, device))) == repr_on(expected, device)
+
+
+EMPTY_REPRS = {
+    "float_1d": lambda M: M.zeros(0),
+    "float_2d": lambda M: M.zeros(0, 2),
+    "int64": lambda M: M.tensor([], dtype=M.int64),
+    "int64_3d": lambda M: M.zeros(2, 0, 3, dtype=M.int64),
+    "bool": lambda M: M.tensor([], dtype=M.bool),
+    "float64_requires_grad": lambda M: M.zeros(1, 0, dtype=M.float64, requires_grad=True),
+    "int32_slice": lambda M: M.arange(4, dtype=M.int32)[2:2],
+    "float_grad_fn": lambda M: M.zeros(0, 3, requires_grad=True) * 2,
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("case", list(EMPTY_REPRS))
+def test_repr_of_empty_tensors_like_torch(case, device):
+    """An empty tensor has no values to imply its dtype or shape: PyTorch names both."""
+    expected = repr(EMPTY_REPRS[case](torch)).replace("torch.", "")
+    assert repr(EMPTY_REPRS[case](On(mg, device))) == repr_on(expected, device)
 
 
 def test_repr_shows_non_default_dtype_and_grad_fn(device):

@@ -10,9 +10,10 @@ its derivative rule in its docstring and its ``backward``:
 Every other differentiable method of Tensor is a few lines of these. The layers' hot
 composites, fused into one op each for speed, live in ``minigrad.fused``.
 """
-from .elementwise import (Abs, Add, Cast, Clamp, ClampTensor, Clone, Cos, Div, Erf, Exp, Log,  # noqa
-                          Maximum, Minimum, Mul, Neg, NonDiff, Pow, Relu, Sigmoid, Sin, Sqrt,
-                          StdSqrt, Sub, Tanh, ToDevice, Where)
+from .elementwise import (Abs, Add, Cast, Clamp, ClampTensor, Clone, Cos, Div, Erf, Exp,  # noqa
+                          FloorDivide, Log, Maximum, Minimum, Mul, Neg, NonDiff, Pow,
+                          Reciprocal, Relu, Remainder, Sigmoid, Sign, Sin, Sqrt, StdSqrt, Sub,
+                          Tanh, ToDevice, Where)
 from .linalg import MatMul  # noqa: F401
 from .reduce import (Amax, Amin, LogSoftmax, LogSumExp, MaxDim, MinDim, SafeSoftmax,  # noqa
                      Softmax, Sum)

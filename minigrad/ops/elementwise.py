@@ -104,6 +104,82 @@ class Div(Primitive):
                            None if dy is None else -dy * (ctx.result / y))
 
 
+class Reciprocal(Primitive):
+    """out = 1 / x;  dx = -grad * (out * out)
+
+    PyTorch computes ``number / x`` as ``reciprocal(x) * number``, and so does
+    ``Tensor.__rtruediv__``."""
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.reciprocal(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return -grad * (out * out)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        out = ctx.result
+        return -dx * (out * out)
+
+
+class Remainder(Primitive):
+    """out = x mod y, with the sign of y (Python's %);  dx = grad,  dy = -grad * floor(x / y)
+
+    The floor counts as a constant. As in PyTorch, ``number % tensor`` has no derivative:
+    backward through it raises."""
+    number_edge = None  # a number operand is a tensor in PyTorch's graph
+
+    @staticmethod
+    def forward(ctx, x, y):
+        if ctx.needs_input_grad[1]:
+            ctx.save_for_backward(x, y)
+        return ctx.xp.remainder(x, y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        dy = None
+        if ctx.needs_input_grad[1]:
+            x, y = ctx.saved_tensors
+            _no_number_dividend(x)
+            dy = -grad * (x // y).detach()
+        return (grad if ctx.needs_input_grad[0] else None), dy
+
+    @staticmethod
+    def jvp(ctx, dx, dy):
+        x, y = ctx.inputs
+        if dy is None:
+            return dx
+        _no_number_dividend(x)
+        return tangent_sum(dx, -dy * (x // y).detach())
+
+
+def _no_number_dividend(x):
+    if not hasattr(x, "shape"):
+        raise RuntimeError("derivative for remainder is not implemented for a number "
+                           "divided by a tensor")
+
+
+class FloorDivide(Primitive):
+    """out = floor(x / y);  dx = dy = undefined: backward raises
+
+    As in PyTorch, a float result is part of the graph but has no derivative."""
+    @staticmethod
+    def forward(ctx, x, y):
+        return ctx.xp.floor_divide(x, y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("derivative for floor_divide is not implemented")
+
+    @staticmethod
+    def jvp(ctx, dx, dy):
+        raise RuntimeError("derivative for floor_divide is not implemented")
+
+
 def _array(xp, a):
     """``a`` as an array (NumPy makes scalars of 0-d results)."""
     return a if type(a) in backend._XP_BY_TYPE else xp.asarray(a)
@@ -551,12 +627,15 @@ class Where(Primitive):
 
 
 class Cast(Primitive):
-    """out = x as dtype;  dx = grad (the engine casts it back to x's dtype)"""
+    """out = x as dtype;  dx = grad (the engine casts it back to x's dtype)
+
+    ``order``: the copy's memory layout, NumPy's "K" (as x's, what PyTorch's ``clone``
+    keeps) or "C" (row-major, ``contiguous``)."""
     node_name = "ToCopyBackward0"
 
     @staticmethod
-    def forward(ctx, x, dtype):
-        return x.astype(dtype)
+    def forward(ctx, x, dtype, order="K"):
+        return x.astype(dtype, order=order)
 
     @staticmethod
     def backward(ctx, grad):
@@ -593,15 +672,22 @@ class ToDevice(Primitive):
 
 
 class NonDiff(Primitive):
-    """out = fn(*args) for a function with no useful gradient (comparisons, sign, logic)."""
+    """out = fn(*args) for a function whose derivative is zero where it exists (sign) or
+    whose result is no float (comparisons, logic): dx = 0, as PyTorch's zeros."""
     @staticmethod
     def forward(ctx, *args, fn, **kwargs):
         return getattr(ctx.xp, fn)(*args, **kwargs)
 
     @staticmethod
     def backward(ctx, grad):
-        return (None,) * len(ctx.needs_input_grad)
+        zeros = grad._make(ctx.xp.zeros_like(grad.data))
+        return tuple(zeros if need else None for need in ctx.needs_input_grad)
 
     @staticmethod
     def jvp(ctx, *tangents):  # zero (sign of a float) or no tangent (bools, integers)
         return None
+
+
+class Sign(NonDiff):
+    """out = sign(x);  dx = 0"""
+    node_name = "SignBackward0"
