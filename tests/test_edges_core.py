@@ -794,9 +794,8 @@ def test_number_divided_by_tensor_matches_torch_bit_for_bit(number, dtype, devic
     if dtype == "float16" and float(np.float16(number)) != number:
         pytest.skip("float16 times a number it cannot hold: NumPy rounds the number to "
                     "float16 first, PyTorch multiplies in float32")
-    values = {"bool": [True, False, True], "uint8": [3, 7, 0]}.get(dtype, [3, -7, 0.5]
-                                                                     if "float" in dtype
-                                                                     else [3, -7, 0])
+    default = [3, -7, 0.5] if "float" in dtype else [3, -7, 0]
+    values = {"bool": [True, False, True], "uint8": [3, 7, 0]}.get(dtype, default)
     x = mg.tensor(values, dtype=getattr(mg, dtype), device=device)
     xt = torch.tensor(values, dtype=getattr(torch, dtype))
     out, out_t = number / x, number / xt
