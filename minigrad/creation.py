@@ -21,6 +21,14 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
+def from_numpy(array):
+    """A tensor that shares ``array``'s memory (no copy; the dtype is kept, so float64 stays
+    float64), as ``torch.from_numpy``: a change through either is seen by the other."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray (got {type(array).__name__})")
+    return Tensor._make(array)
+
+
 def _module(device):
     """The array module of ``device`` (None: the CPU): filled tensors and ranges are built
     there directly, with no copy from the host."""

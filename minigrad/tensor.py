@@ -781,6 +781,97 @@ class Tensor(TensorBase):
         out = GetItem.apply(self, index=basic)
         return out if advanced is None else GetItem.apply(out, index=advanced)
 
+    # --- PyTorch's conveniences, each a few lines of the ops above ------------------------------
+    def tril(self, diagonal=0):
+        """The lower triangle of the last two dims: elements above diagonal ``diagonal`` are 0."""
+        return self.masked_fill(~self._at_or_below("tril", diagonal), 0)
+
+    def triu(self, diagonal=0):
+        """The upper triangle of the last two dims: elements below diagonal ``diagonal`` are 0."""
+        return self.masked_fill(self._at_or_below("triu", diagonal - 1), 0)
+
+    def _at_or_below(self, op, k):
+        """A bool (n, m) tensor over the last two dims: True where column <= row + k."""
+        if self.ndim < 2:
+            raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got shape "
+                               f"{tuple(self.shape)}")
+        n, m = self.shape[-2:]
+        return self._make(backend.xp_of(self.data).tri(n, m, k, dtype=np.bool_))
+
+    def mm(self, mat2):
+        """Matrix product of two matrices (``matmul`` without broadcasting)."""
+        for name, t in (("self", self), ("mat2", mat2)):
+            if t.ndim != 2:
+                raise RuntimeError(f"mm: {name} must be a matrix, got shape {tuple(t.shape)}")
+        return self.matmul(mat2)
+
+    def bmm(self, mat2):
+        """Batched matrix product of (b, n, m) and (b, m, p) tensors (no broadcasting)."""
+        for name, t in (("batch1", self), ("batch2", mat2)):
+            if t.ndim != 3:
+                raise RuntimeError(f"bmm: {name} must be a 3D tensor, got shape {tuple(t.shape)}")
+        if self.shape[0] != mat2.shape[0]:
+            raise RuntimeError(f"bmm: batch1 and batch2 must have the same batch size, got "
+                               f"shapes {tuple(self.shape)} and {tuple(mat2.shape)}")
+        return self.matmul(mat2)
+
+    def gather(self, dim, index):
+        """``out[i][j] = self[index[i][j]][j]`` for dim 0 (likewise for any dim), as PyTorch:
+        ``index`` has self's number of dims and is no larger on the others; the gradient is
+        added back into the gathered places."""
+        d = _dim(self, dim)
+        index = _index_tensor("gather", index, self, d, (dtypes.int64, dtypes.int32))
+        if index.ndim != self.ndim or builtins.any(
+                index.shape[k] > self.shape[k] for k in range(self.ndim) if k != d):
+            raise RuntimeError(f"gather: index of shape {tuple(index.shape)} does not fit the "
+                               f"input of shape {tuple(self.shape)} (same number of dims, no "
+                               f"larger except along dim {d})")
+        xp = backend.xp_of(self.data)
+        places = tuple(index if k == d else  # with aranges along the other dims
+                       self._make(xp.arange(n).reshape((n,) + (1,) * (index.ndim - k - 1)))
+                       for k, n in enumerate(index.shape))
+        return self[places]
+
+    def index_select(self, dim, index):
+        """The entries ``index`` (a vector of ints) along ``dim``."""
+        d = _dim(self, dim)
+        index = _index_tensor("index_select", index, self, d, (dtypes.int64, dtypes.int32))
+        if index.ndim > 1:
+            raise IndexError(f"index_select: index must be a vector, got shape "
+                             f"{tuple(index.shape)}")
+        return self[(slice(None),) * d + (index.reshape(-1),)]
+
+    def unbind(self, dim=0):
+        """The slices along ``dim``, each without that dim (views)."""
+        _check_not_0d(self, "unbind")
+        d = _dim(self, dim)
+        return tuple(self[(slice(None),) * d + (i,)] for i in range(self.shape[d]))
+
+    def repeat(self, *sizes):
+        """The tensor tiled ``sizes[k]`` times along dim k (new leading dims where ``sizes``
+        is longer); its gradient sums the copies."""
+        sizes = _shape_arg(sizes)
+        if len(sizes) < self.ndim or builtins.any(r < 0 for r in sizes):
+            raise RuntimeError(f"repeat: sizes {tuple(sizes)} must be non-negative and at least "
+                               f"as many as the dims of the tensor's shape {tuple(self.shape)}")
+        shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
+        pairs = self.reshape(tuple(v for n in shape for v in (1, n)))  # (1, n0, 1, n1, ...)
+        pairs = pairs.expand(tuple(v for r, n in zip(sizes, shape) for v in (r, n)))
+        return pairs.reshape(tuple(r * n for r, n in zip(sizes, shape)))
+
+    def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        """Elementwise ``|self - other| <= atol + rtol * |other|`` (bool), as PyTorch."""
+        return NonDiff.apply(*_operands(self, other), fn="isclose", rtol=rtol, atol=atol,
+                             equal_nan=equal_nan)
+
+    def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        """Whether ``isclose`` holds everywhere (a Python bool)."""
+        return builtins.bool(self.isclose(other, rtol, atol, equal_nan).all())
+
+    def equal(self, other):
+        """Whether both have the same shape and the same values (a Python bool)."""
+        return tuple(self.shape) == tuple(other.shape) and builtins.bool((self == other).all())
+
     # --- in place -----------------------------------------------------------------------------
     # An in-place op computes its result out of place, ``compute(self)``, and writes it into
     # this tensor's memory. While a graph is recorded, the result's node becomes this
@@ -1102,6 +1193,23 @@ def _int_division(fn, x, y, reflected=False):
         if zero:
             raise RuntimeError(f"{fn}: ZeroDivisionError (integer division by zero)")
     return (FloorDivide if fn == "floor_divide" else Remainder).apply(x, y)
+
+
+def _index_tensor(op, index, like, dim, allowed):
+    """``index`` for ``gather``/``index_select``: an integer tensor of a dtype in ``allowed``
+    on ``like``'s device, every entry within [0, size of ``dim``) (an IndexError otherwise,
+    naming the entry: no silent wrap-around of negative indices, as PyTorch)."""
+    if not isinstance(index, Tensor) or index.dtype not in allowed:
+        got = index.dtype if isinstance(index, Tensor) else type(index).__name__
+        raise RuntimeError(f"{op}: expected an index tensor of dtype "
+                           f"{' or '.join(str(d) for d in allowed)}, got {got}")
+    n = like.shape[dim]
+    if index.numel():
+        low, high = builtins.int(index.data.min()), builtins.int(index.data.max())
+        if low < 0 or high >= n:
+            raise IndexError(f"{op}: index {low if low < 0 else high} is out of bounds for "
+                             f"dim {dim} of size {n} (input shape {tuple(like.shape)})")
+    return index
 
 
 def _check_view_writable(t, op):
