@@ -57,13 +57,32 @@ def test_each_ufunc_written_in_place_equals_its_ops_forward_bit_for_bit(cls, dty
             assert np.array_equal(_bits(got), _bits(expected)), (cls.__name__, inputs)
 
 
-def test_the_engines_gradient_sums_equal_their_ufunc_bit_for_bit():
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("fn", list(ARRAY_UFUNCS), ids=lambda f: f.__name__)
+def test_each_array_function_equals_its_ufunc_written_in_place_bit_for_bit(fn, dtype):
+    """The engine's gradient sums and the backward rules' array work (``grad * y``,
+    ``-grad``), replayed as one ufunc written into the first operand's array."""
+    name, constants = ARRAY_UFUNCS[fn]
+    ufunc = getattr(np, name)
+    x, y = _operands(dtype, 0), _operands(dtype, 1)
+    scalar = np.asarray(dtype(-2.5))
+    cases = [(x,)] if ufunc.nin == 1 else [(x, y), (x, 0.5), (x, y[:1]), (scalar, scalar)]
+    with np.errstate(all="ignore"):
+        for inputs in cases:
+            expected = fn(*inputs)
+            assert type(expected) is np.ndarray and expected.dtype == dtype  # (even 0-d)
+            into = inputs[0].copy()
+            if into.shape != expected.shape:
+                continue  # (a result that cannot be written into its first operand)
+            got = ufunc(into, *inputs[1:], *constants, out=into)
+            assert np.array_equal(_bits(got), _bits(expected)), (name, inputs)
+    if ufunc.nin == 1:
+        assert type(fn(scalar)) is np.ndarray
+
+
+def test_the_engines_in_place_gradient_sum_equals_its_ufunc_bit_for_bit():
     old, g = _operands(np.float32, 0), _operands(np.float32, 1)
     with np.errstate(all="ignore"):
-        (name, _), = ARRAY_UFUNCS.values()
-        expected = engine._copy_add(old, g)
-        into = old.copy()
-        assert np.array_equal(_bits(getattr(np, name)(into, g, out=into)), _bits(expected))
         (name, _), = IN_PLACE_UFUNCS.values()
         expected = operator.iadd(old.copy(), g)
         into = old.copy()

@@ -175,7 +175,7 @@ class _Pass:
                     target, index = edge
                     shape, dtype = target.output_meta[index]  # the input's
                     data = g.data
-                    if data.shape != shape or data.dtype != dtype:
+                    if data.shape != shape or (data.dtype is not dtype and data.dtype != dtype):
                         g = _reduce_to(g, shape, dtype, node, i)  # (a new array)
                         data = None
                     slots = grads_of.get(target)

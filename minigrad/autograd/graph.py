@@ -13,6 +13,7 @@ import itertools
 import weakref
 from collections import namedtuple
 
+_PLAIN = (int, float, bool, complex, type(None))  # saved as they are
 SEQUENCE = itertools.count()  # numbers nodes in recording order (see engine.topological_order)
 
 FREED_MESSAGE = (
@@ -103,6 +104,8 @@ class Node:
                 unpacked.append(tensor)  # an input, unchanged since
             elif output is not None and counter[0] == version:
                 unpacked.append(make(array, True, self, output))  # an output, unchanged
+            elif type(array) in _PLAIN:
+                unpacked.append(array)  # a number (x * 0.5's 0.5), or None: nothing saved
             else:
                 unpacked.append(SavedTensor._make(s).unpack(self))
         return tuple(unpacked)

@@ -3,11 +3,12 @@ writes its result into that input's array (``multiply(a, b, out=a)``) instead of
 allocating a new one.
 
 ``UFUNCS`` maps each elementwise primitive to the ufunc its ``forward`` computes (and the
-constant operands it adds, as ReLU's 0); ``ARRAY_UFUNCS`` does the same for the engine's
-array work (a new gradient sum: ``copy`` then ``+=``). Writing into an input changes no
-floating-point result: the same ufunc runs on the same operands in the same order, so a
-replay stays equal to the eager step bit for bit (``tests/test_compile_reuse.py`` checks
-every entry of the tables against the op it stands for).
+constant operands it adds, as ReLU's 0); ``ARRAY_UFUNCS`` does the same for the array work
+of the engine (a new gradient sum: ``copy`` then ``+=``) and of backward rules (``grad * y``).
+Writing into an input changes no floating-point result: the same ufunc runs on the same
+operands in the same order, so a replay stays equal to the eager step bit for bit
+(``tests/test_compile_reuse.py`` checks every entry of the tables against the op it stands
+for).
 
 An input's array is reused only when nothing else can see it: the program made it (not an
 input, a parameter, a fixed array, the result of a call replayed whole or of a backward
@@ -35,8 +36,10 @@ UFUNCS = {
     ew.Cos: ("cos", ()), ew.Relu: ("maximum", (0,)),
 }
 
-# the engine's array functions -> the ufunc they compute (``_copy_add``: old.copy() += g)
-ARRAY_UFUNCS = {engine._copy_add: ("add", ())}
+# the array functions of the engine and of backward rules -> the ufunc they compute
+# (``_copy_add``: old.copy() += g; ``_multiply``: grad * y, ``_negate``: -grad)
+ARRAY_UFUNCS = {engine._copy_add: ("add", ()), ew._multiply: ("multiply", ()),
+                ew._negate: ("negative", ())}
 
 # the engine's array functions that write into their first input (its in-place gradient
 # sums: ``operator.iadd``, total += g)

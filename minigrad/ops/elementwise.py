@@ -6,12 +6,19 @@ so no backward here undoes broadcasting. Either input of a binary op may be a Py
 scalar, which gets no gradient. Gradient formulas follow PyTorch's derivatives.yaml term
 for term (including the order of multiplications), so results agree to the last bit
 wherever the forward does.
+
+Backward rules are Tensor ops, so that ``create_graph=True`` only means "run backward
+with grad mode on". Without it there is no graph to record, and the rules that every
+backward pass runs most (``Mul``, ``Sub``, ``Neg``, ``Tanh``, ``Sigmoid``) do the same
+arithmetic on the raw arrays instead (``_raw_product``, ``_raw_negative``), in the same
+order, so the gradients are bit for bit the same without the cost of one Tensor op each.
 """
 import math
 
 from .. import backend
 from ..autograd.function import Primitive, on_arrays
 from ..autograd.grad_mode import STATE
+from ..autograd.graph import TensorBase
 
 
 def tangent_sum(*terms):
@@ -51,7 +58,9 @@ class Sub(Primitive):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, (-grad if ctx.needs_input_grad[1] else None)
+        if not ctx.needs_input_grad[1]:
+            return grad, None
+        return grad, (-grad if STATE.grad_enabled else _raw_negative(grad))
 
     @staticmethod
     def jvp(ctx, dx, dy):
@@ -71,9 +80,11 @@ class Mul(Primitive):
     @staticmethod
     def backward(ctx, grad):
         x, y = ctx.saved_tensors
-        dx = grad * y if ctx.needs_input_grad[0] else None
-        dy = grad * x if ctx.needs_input_grad[1] else None
-        return dx, dy
+        needs = ctx.needs_input_grad
+        if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again
+            return (grad * y if needs[0] else None), (grad * x if needs[1] else None)
+        return (_raw_product(grad, y) if needs[0] else None), \
+            (_raw_product(grad, x) if needs[1] else None)
 
     @staticmethod
     def jvp(ctx, dx, dy):  # dout = dx * y + x * dy
@@ -185,6 +196,30 @@ def _array(xp, a):
     return a if type(a) in backend._XP_BY_TYPE else xp.asarray(a)
 
 
+def _raw_product(grad, other):
+    """``grad * other`` on the raw arrays (``other`` a Tensor or a number), for a backward
+    pass that records no graph."""
+    b = other.data if isinstance(other, TensorBase) else other
+    return grad._make(on_arrays(_multiply, grad.data, b))
+
+
+def _multiply(a, b):
+    """a * b, an array even when 0-d."""
+    out = a * b
+    return out if type(out) in backend._XP_BY_TYPE else backend.np.asarray(out)
+
+
+def _raw_negative(grad):
+    """``-grad`` on the raw array, for a backward pass that records no graph."""
+    return grad._make(on_arrays(_negate, grad.data))
+
+
+def _negate(a):
+    """-a, an array even when 0-d."""
+    out = -a
+    return out if type(out) in backend._XP_BY_TYPE else backend.np.asarray(out)
+
+
 class Neg(Primitive):
     """out = -x;  dx = -grad"""
     @staticmethod
@@ -193,7 +228,7 @@ class Neg(Primitive):
 
     @staticmethod
     def backward(ctx, grad):
-        return -grad
+        return -grad if STATE.grad_enabled else _raw_negative(grad)
 
     @staticmethod
     def jvp(ctx, dx):
