@@ -72,11 +72,17 @@ def _attention_backward_flops(arrays, out):
     return 2 * (out.size // out.shape[-1]) * k.shape[-2] * (3 * q.shape[-1] + 2 * out.shape[-1])
 
 
+def _linear_backward_flops(arrays, out):
+    """dx = grad @ W and dW = grad^T @ x: twice the forward's products (counted for both
+    gradients, also when the input needs none)."""
+    return 2 * _product_flops(arrays, out)
+
+
 FORWARD_FLOPS = {"MatMul": _product_flops, "Linear": _product_flops,
                  "Attention": _attention_flops}
 # ops whose backward computes on raw arrays, its products out of sight: (the estimate is
 # used when the backward ran no product op of its own, as under create_graph)
-BACKWARD_FLOPS = {"Attention": _attention_backward_flops}
+BACKWARD_FLOPS = {"Attention": _attention_backward_flops, "Linear": _linear_backward_flops}
 
 
 # --- one recorded op or node ---------------------------------------------------------------------

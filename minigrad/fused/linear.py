@@ -1,7 +1,9 @@
 """``linear``: x @ W^T + b as one op (PyTorch's addmm), beside the composite it equals."""
 import math
 
-from ..autograd.function import Primitive, ShapeError
+from .. import backend
+from ..autograd.function import Primitive, ShapeError, on_arrays
+from ..autograd.grad_mode import STATE
 from ..ops.elementwise import tangent_sum
 
 
@@ -44,9 +46,12 @@ class Linear(Primitive):
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        if not STATE.grad_enabled:  # no graph to build: the same products on raw arrays
+            grads = on_arrays(_raw_gradients, ctx.xp, grad.data, x.data, weight.data, needs)
+            return tuple(None if g is None else grad._make(g) for g in grads[:len(needs)])
         n = math.prod(x.shape[:-1])
         rows = grad.reshape(n, grad.shape[-1])                               # (rows, out)
-        needs = ctx.needs_input_grad
         dx = (rows @ weight).reshape(x.shape) if needs[0] else None
         dw = rows.T @ x.reshape(n, x.shape[-1]) if needs[1] else None
         db = rows.sum(0) if len(needs) > 2 and needs[2] else None
@@ -57,3 +62,20 @@ class Linear(Primitive):
         x, weight = ctx.inputs[:2]
         return tangent_sum(None if dx is None else Linear.apply(dx, weight),
                            None if dw is None else Linear.apply(x, dw), db)
+
+
+def _raw_gradients(xp, grad, x, weight, needs):
+    """``Linear.backward`` on raw arrays, the same array calls as its Tensor ops make (so
+    the same bits): (dx, dW, db), None where ``needs`` says no gradient is wanted."""
+    n = math.prod(x.shape[:-1])
+    rows = grad.reshape(n, grad.shape[-1])
+    dx = xp.matmul(rows, weight).reshape(x.shape) if needs[0] else None
+    dw = xp.matmul(rows.T, x.reshape(n, x.shape[-1])) if needs[1] else None
+    db = None
+    if len(needs) > 2 and needs[2]:
+        summed = rows.astype(xp.float32) if rows.dtype == xp.float16 else rows  # (as sum())
+        db = backend.lead_sum(summed, (0,), False)
+        if db is None:
+            db = xp.sum(summed, axis=(0,), dtype=summed.dtype)
+        db = db.astype(rows.dtype, copy=False)
+    return dx, dw, db
