@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad.autograd import engine
 from minigrad.autograd.function import Primitive
 from minigrad.compile import CompileWarning
 from minigrad.compile.program import ForwardCtx
