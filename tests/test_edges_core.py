@@ -791,9 +791,6 @@ RDIV_DTYPES = ["float16", "float32", "float64", "int64", "int32", "uint8", "bool
 @pytest.mark.parametrize("number", [2.5, 1, -3, True, 1e-3])
 @pytest.mark.parametrize("dtype", RDIV_DTYPES)
 def test_number_divided_by_tensor_matches_torch_bit_for_bit(number, dtype, device):
-    if dtype == "float16" and float(np.float16(number)) != number:
-        pytest.skip("float16 times a number it cannot hold: NumPy rounds the number to "
-                    "float16 first, PyTorch multiplies in float32")
     default = [3, -7, 0.5] if "float" in dtype else [3, -7, 0]
     values = {"bool": [True, False, True], "uint8": [3, 7, 0]}.get(dtype, default)
     x = mg.tensor(values, dtype=getattr(mg, dtype), device=device)
@@ -1281,3 +1278,67 @@ def test_importing_minigrad_silences_numpys_warnings_from_its_ops():
     # only the user's own NumPy division warns: minigrad's filter is scoped to its modules
     assert run.stderr.count("RuntimeWarning") == 1, run.stderr
     assert "<string>" in run.stderr
+
+
+# --- float16 times or divided by a number: PyTorch computes in float32 and rounds once ----
+# (NumPy alone would round the number to float16 first: 0.1 to 0.0999755859375)
+
+HALF_NUMBERS = [0.1, 1e-3, 0.3, -2.5, 3, True, 70000, 1e-8]
+
+
+@pytest.mark.parametrize("number", HALF_NUMBERS)
+@pytest.mark.parametrize("expr", ["x * n", "n * x", "x / n", "x + n", "x - n", "n - x"])
+def test_float16_with_a_number_matches_torch_bit_for_bit(expr, number, device):
+    values = np.random.default_rng(3).standard_normal(200).astype(np.float16)
+    values[:4] = [0.5, -0.0, 65504, 6e-8]
+    x = mg.tensor(values, device=device, requires_grad=True)
+    xt = torch.tensor(values, requires_grad=True)
+    fn = eval(f"lambda x, n: {expr}")
+    if number is True and "-" in expr:  # subtracting a bool raises in both
+        with pytest.raises(RuntimeError, match="with a bool tensor is not supported"):
+            fn(xt, number)
+        with pytest.raises(RuntimeError, match="with a bool tensor is not supported"):
+            fn(x, number)
+        return
+    with np.errstate(all="ignore"):
+        out, out_t = fn(x, number), fn(xt, number)
+        assert out.dtype == np.float16 and out_t.dtype == torch.float16
+        np.testing.assert_array_equal(out.numpy(), out_t.detach().numpy())
+        g = np.random.default_rng(4).standard_normal(200).astype(np.float16)
+        out.backward(mg.tensor(g, device=device))
+        out_t.backward(torch.tensor(g))
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("expr", ["x * 0.1", "0.1 * x", "x / 0.3"])
+def test_float16_with_a_number_0d_and_under_create_graph(expr):
+    fn = eval(f"lambda x: {expr}")
+    x = mg.tensor(np.float16(0.7), requires_grad=True)
+    xt = torch.tensor(np.float16(0.7), requires_grad=True)
+    out, out_t = fn(x), fn(xt)
+    assert out.shape == () and out.numpy().tobytes() == out_t.detach().numpy().tobytes()
+    (g,) = mg.grad(out, [x], create_graph=True)
+    (gt,) = torch.autograd.grad(out_t, [xt], create_graph=True)
+    assert g.numpy().tobytes() == gt.detach().numpy().tobytes()
+
+
+def test_float16_times_a_number_replays_as_it_ran_eagerly():
+    values = np.random.default_rng(5).standard_normal((3, 4, 8)).astype(np.float16)
+    w = mg.tensor(values[0], requires_grad=True)
+    v = mg.tensor(values[2])
+
+    def step(x):
+        y = x * 0.1 / 0.3  # (x needs no gradient: ops that save nothing)
+        loss = ((y * w * 0.1) * v).float().sum()
+        loss.backward()
+        return y, loss
+
+    x = mg.tensor(values[1])
+    eager = [[t.numpy().tobytes() for t in step(x)] for _ in range(5)]
+    grads_eager = w.grad.numpy().copy()
+    w.grad = None
+    compiled = mg.compile(step)
+    replayed = [[t.numpy().tobytes() for t in compiled(x)] for _ in range(5)]
+    assert compiled.replays >= 2
+    assert replayed == eager
+    np.testing.assert_array_equal(w.grad.numpy(), grads_eager)

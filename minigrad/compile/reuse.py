@@ -89,13 +89,20 @@ def plan(program, last, saving):
     plans = {}
     for k, ins in enumerate(program.instructions):
         found = ins.live and ufunc_of(ins, k in saving)
-        if not found:
+        if not found or _half_and_number(program, ins, found[0]):
             continue
         if ins.inplace:
             plans[k] = Plan(*found, ins.ins[0])
         else:
             plans[k] = Plan(*found, _dying_input(program, k, ins, last, reusable, sharing))
     return plans
+
+
+def _half_and_number(program, ins, ufunc):
+    """A float16 product or quotient with a number: its op computes in float32 (as
+    PyTorch's kernels do), which the bare ufunc would not."""
+    return ufunc in ("multiply", "divide") and program.slots[ins.outs[0]][1] == "float16" \
+        and any(type(i) is not int and type(i.value) in (int, float, bool) for i in ins.ins)
 
 
 def _dying_input(program, k, ins, last, reusable, sharing):

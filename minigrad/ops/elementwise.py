@@ -21,6 +21,10 @@ from ..autograd.grad_mode import STATE
 from ..autograd.graph import TensorBase
 
 
+_NUMBERS = (int, float, bool)
+_HALF, _SINGLE = backend.np.dtype("float16"), backend.np.dtype("float32")
+
+
 def tangent_sum(*terms):
     """The sum of the tangent terms that are not None (None if all are): a jvp rule's
     result, where an input without a tangent contributes nothing."""
@@ -68,14 +72,16 @@ class Sub(Primitive):
 
 
 class Mul(Primitive):
-    """out = x * y;  dx = grad * y,  dy = grad * x"""
+    """out = x * y;  dx = grad * y,  dy = grad * x
+
+    A float16 tensor times a number is multiplied in float32, as PyTorch (``_multiply``)."""
     number_edge = None  # a number operand is a tensor in PyTorch's graph
 
     @staticmethod
     def forward(ctx, x, y):
         needs = ctx.needs_input_grad  # keep only what a gradient needs, as PyTorch
         ctx.save_for_backward(x if needs[1] else None, y if needs[0] else None)
-        return x * y
+        return _multiply(x, y)
 
     @staticmethod
     def backward(ctx, grad):
@@ -93,12 +99,16 @@ class Mul(Primitive):
 
 
 class Div(Primitive):
-    """out = x / y;  dx = grad / y,  dy = -grad * ((x / y) / y)"""
+    """out = x / y;  dx = grad / y,  dy = -grad * ((x / y) / y)
+
+    A float16 tensor divided by a number is divided in float32, as ``Mul`` multiplies."""
     number_edge = None  # a number operand is a tensor in PyTorch's graph
 
     @staticmethod
     def forward(ctx, x, y):
         ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, y)
+        if type(y) in _NUMBERS and x.dtype == _HALF:
+            return (x.astype(_SINGLE) / y).astype(_HALF)
         return x / y
 
     @staticmethod
@@ -204,8 +214,17 @@ def _raw_product(grad, other):
 
 
 def _multiply(a, b):
-    """a * b, an array even when 0-d."""
-    out = a * b
+    """a * b, an array even when 0-d (NumPy makes a scalar of a 0-d product).
+
+    A float16 array times a Python number is multiplied in float32 and rounded once, as
+    PyTorch's kernels do; NumPy would round the number to float16 first (0.1 to
+    0.0999755859375, 70000 to inf)."""
+    if type(a) in _NUMBERS:
+        a, b = b, a  # (the same product)
+    if type(b) in _NUMBERS and a.dtype == _HALF:
+        out = (a.astype(_SINGLE) * b).astype(_HALF)
+    else:
+        out = a * b
     return out if type(out) in backend._XP_BY_TYPE else backend.np.asarray(out)
 
 
