@@ -48,7 +48,7 @@ class Linear(Primitive):
         x, weight = ctx.saved_tensors
         needs = ctx.needs_input_grad
         if not STATE.grad_enabled:  # no graph to build: the same products on raw arrays
-            grads = on_arrays(_raw_gradients, ctx.xp, grad.data, x.data, weight.data, needs)
+            grads = on_arrays(_linear_backward, ctx.xp, grad.data, x.data, weight.data, needs)
             return tuple(None if g is None else grad._make(g) for g in grads[:len(needs)])
         n = math.prod(x.shape[:-1])
         rows = grad.reshape(n, grad.shape[-1])                               # (rows, out)
@@ -64,7 +64,7 @@ class Linear(Primitive):
                            None if dw is None else Linear.apply(x, dw), db)
 
 
-def _raw_gradients(xp, grad, x, weight, needs):
+def _linear_backward(xp, grad, x, weight, needs):
     """``Linear.backward`` on raw arrays, the same array calls as its Tensor ops make (so
     the same bits): (dx, dW, db), None where ``needs`` says no gradient is wanted."""
     n = math.prod(x.shape[:-1])
