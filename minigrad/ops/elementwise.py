@@ -81,7 +81,9 @@ class Mul(Primitive):
     def forward(ctx, x, y):
         needs = ctx.needs_input_grad  # keep only what a gradient needs, as PyTorch
         ctx.save_for_backward(x if needs[1] else None, y if needs[0] else None)
-        return _multiply(x, y)
+        if type(y) in _NUMBERS or type(x) in _NUMBERS:
+            return _multiply(x, y)  # (float16 times a number: in float32)
+        return x * y
 
     @staticmethod
     def backward(ctx, grad):
@@ -107,7 +109,7 @@ class Div(Primitive):
     @staticmethod
     def forward(ctx, x, y):
         ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, y)
-        if type(y) in _NUMBERS and x.dtype == _HALF:
+        if type(y) in _NUMBERS and x.dtype.char == "e":  # float16
             return (x.astype(_SINGLE) / y).astype(_HALF)
         return x / y
 
@@ -221,7 +223,7 @@ def _multiply(a, b):
     0.0999755859375, 70000 to inf)."""
     if type(a) in _NUMBERS:
         a, b = b, a  # (the same product)
-    if type(b) in _NUMBERS and a.dtype == _HALF:
+    if type(b) in _NUMBERS and a.dtype.char == "e":  # float16
         out = (a.astype(_SINGLE) * b).astype(_HALF)
     else:
         out = a * b
