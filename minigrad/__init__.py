@@ -13,7 +13,7 @@ from .backend import (Device, DeviceError, cuda_is_available, get_rng_state,  # 
 from .autograd.function import ShapeError  # noqa: F401
 from .creation import (arange, empty, empty_like, eye, from_numpy, full, full_like,  # noqa
                        linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like,
-                       tensor, zeros, zeros_like)
+                       randperm, tensor, zeros, zeros_like)
 from .dtypes import (bool, double, float, float16, float32, float64, get_default_dtype,  # noqa
                      half, int, int8, int16, int32, int64, long, set_default_dtype, short,
                      uint8)
@@ -36,7 +36,7 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     logsumexp softmax log_softmax argmax argmin reshape transpose permute unsqueeze squeeze
     flatten expand split chunk masked_fill isnan isinf isfinite logical_and logical_or
     logical_not clone detach all any norm tril triu mm bmm gather index_select unbind isclose
-    allclose equal""".split()
+    allclose equal flip roll cumsum sort argsort topk multinomial""".split()
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name

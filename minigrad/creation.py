@@ -173,6 +173,26 @@ def randint(low, high=None, size=(), dtype=None, device=None):
     return Tensor(arr.astype(dtypes.as_dtype(dtype) or dtypes.int64), device=device)
 
 
+def randperm(n, *, dtype=None, device=None, requires_grad=False):
+    """The integers 0, ..., n - 1 in a random order (int64 unless ``dtype``), drawn on the
+    host as ``rand``'s."""
+    if isinstance(n, Tensor):
+        n = n.item()
+    if type(n) is not builtins.int and not isinstance(n, np.integer):
+        raise TypeError(f"randperm(): argument 'n' must be int, not {type(n).__name__}")
+    (n,) = _new_shape("randperm", (n,))
+    dtype = dtypes.as_dtype(dtype) or dtypes.int64
+    if dtype.kind == "b":
+        raise NotImplementedError("randperm: not implemented for bool (dtype=bool)")
+    # the largest value, n - 1, must be exact in dtype
+    largest = np.iinfo(dtype).max if dtype.kind in "iu" else 2 ** (np.finfo(dtype).nmant + 1)
+    if n - 1 > largest:
+        raise RuntimeError(f"randperm: n = {n} is too large for dtype {dtype} (its values "
+                           f"reach n - 1, and {dtype} holds integers up to {largest} exactly)")
+    arr = backend.generator().permutation(n).astype(dtype)
+    return Tensor(arr, device=device, requires_grad=requires_grad)
+
+
 def _draw_dtype(dtype):
     return np.float32 if dtype == np.float32 else np.float64
 

@@ -18,11 +18,12 @@ from .autograd.function import ShapeError, _refresh_view
 from .autograd.graph import TensorBase
 from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _one_dim, _required_dim,
                         _shape_arg, _split_index)
-from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, CopySlices, Div,
-                  Erf, Exp, Expand, FloorDivide, GetItem, Log, LogSoftmax, LogSumExp, MatMul,
-                  Maximum, MaxDim, Minimum, MinDim, Mul, Neg, NonDiff, Overwrite, Permute, Pow,
-                  Reciprocal, Relu, Remainder, Reshape, SetItem, Sigmoid, Sign, Sin, Softmax,
-                  Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice, Where, replay_view)
+from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, CopySlices,
+                  Cumsum, Div, Erf, Exp, Expand, Flip, FloorDivide, GetItem, Log, LogSoftmax,
+                  LogSumExp, MatMul, Maximum, MaxDim, Minimum, MinDim, Mul, Neg, NonDiff,
+                  Overwrite, Permute, Pow, Reciprocal, Relu, Remainder, Reshape, Roll, SetItem,
+                  Sigmoid, Sign, Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice,
+                  Where, replay_view)
 from .fused import Gelu, GeluTanh
 from .autograd.function import on_arrays, read_on_host
 
@@ -35,7 +36,8 @@ _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
               "not_equal": "__ne__", "logical_and": "logical_and", "bitwise_and": "__and__",
               "logical_or": "logical_or", "bitwise_or": "__or__", "bitwise_xor": "__xor__",
               "logical_xor": "logical_xor"}
-ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])  # what max(dim) returns
+# what max(dim), min(dim), sort and topk return
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 _PY_SCALARS = (builtins.int, builtins.float, builtins.bool)
 _new = object.__new__
 
@@ -654,6 +656,14 @@ class Tensor(TensorBase):
             return x.float().log_softmax(dim, axis=axis).half()
         return LogSoftmax.apply(x, dim=_one_dim(x, _required_dim("log_softmax", dim, axis)))
 
+    def cumsum(self, dim=None, *, dtype=None, axis=None):
+        """The running sum along ``dim``: ``out[i] = x[0] + ... + x[i]``. Integers and bools
+        are summed as int64, as by ``sum``; ``dtype`` casts the input first."""
+        d = _dim(self, _required_dim("cumsum", dim, axis))
+        if dtype is None:
+            dtype = dtypes.int64 if self.data.dtype.kind in "biu" else self.dtype
+        return Cumsum.apply(self, dim=d, dtype=dtypes.as_dtype(dtype))
+
     # --- shape ------------------------------------------------------------------------------
     def reshape(self, *shape):
         """A tensor of the given shape with these values: a view when the memory allows
@@ -776,6 +786,38 @@ class Tensor(TensorBase):
         n = self.shape[_dim(self, dim)]
         return self.split(builtins.max(1, -(-n // chunks)), dim)
 
+    def flip(self, dims, *more):
+        """A copy with the order of the elements reversed along each of ``dims``
+        (``x.flip(0)``, ``x.flip(0, 2)`` or ``x.flip((0, 2))``); never a view."""
+        dims = _int_tuple("flip", "dims", (dims,) + more if more else dims)
+        axes = tuple(_dim(self, d) for d in dims)
+        if len(set(axes)) != len(axes):
+            raise RuntimeError(f"flip: a dim appears more than once in dims {dims} (shape "
+                               f"{tuple(self.shape)})")
+        return Flip.apply(self, dims=axes if self.ndim else ())
+
+    def roll(self, shifts, dims=None):
+        """The elements moved ``shifts`` places along ``dims`` (ints, or tuples of as many),
+        those pushed past the end coming back at the start. Without dims the flattened
+        tensor is rolled by one shift and keeps its shape."""
+        shifts = _int_tuple("roll", "shifts", shifts)
+        dims = () if dims is None else _int_tuple("roll", "dims", dims)
+        if not shifts:
+            raise RuntimeError("roll: `shifts` required (got an empty tuple)")
+        if len(shifts) != len(dims) and (dims or len(shifts) > 1):
+            raise RuntimeError(f"roll: shifts and dimensions must align: {len(shifts)} shifts "
+                               f"{shifts} and {len(dims)} dims {dims}")
+        if not dims:
+            return Roll.apply(self, shifts=shifts[0], dims=None)
+        if self.ndim == 0:
+            raise IndexError(f"roll: dimension specified as {dims[0]} but the tensor has no "
+                             "dimensions (roll a 0-d tensor without dims)")
+        total = {}  # a dim named twice is rolled by the sum of its shifts
+        for d, n in zip(dims, shifts):
+            axis = _dim(self, d)
+            total[axis] = total.get(axis, 0) + n
+        return Roll.apply(self, shifts=tuple(total.values()), dims=tuple(total))
+
     def __getitem__(self, index):
         basic, advanced = _split_index(_index(index, self), self.ndim)
         out = GetItem.apply(self, index=basic)
@@ -871,6 +913,78 @@ class Tensor(TensorBase):
     def equal(self, other):
         """Whether both have the same shape and the same values (a Python bool)."""
         return tuple(self.shape) == tuple(other.shape) and builtins.bool((self == other).all())
+
+    def sort(self, dim=-1, descending=False, *, stable=False):
+        """``(values, indices)`` along ``dim``, in ascending order (or ``descending``). The
+        sort is always stable, whatever ``stable`` says: equal elements keep their order in
+        either direction. NaN counts as the largest value. ``values`` is gathered from this
+        tensor, so it carries the gradient; ``indices`` is int64."""
+        indices = self.argsort(dim, descending)
+        return ValuesIndices(self._gathered(dim, indices), indices)
+
+    def argsort(self, dim=-1, descending=False, *, stable=False):
+        """The int64 indices that sort the tensor along ``dim`` (see ``sort``: always stable)."""
+        d = _dim(self, dim)
+        if self.ndim == 0:  # one element: index 0
+            return self._make(backend.xp_of(self.data).zeros((), dtype=np.int64))
+        return self._make(on_arrays(_sort_order, self.data, d, builtins.bool(descending)))
+
+    def topk(self, k, dim=-1, largest=True, sorted=True):
+        """``(values, indices)`` of the ``k`` largest elements along ``dim`` (the smallest
+        with ``largest=False``), largest first (smallest first), ties in their order in the
+        tensor and NaN counted as the largest value, as ``sort``. They always come sorted:
+        ``sorted=False`` allows any order, and this is one. ``values`` carries the gradient."""
+        if not _is_int(k):
+            raise TypeError(f"topk(): argument 'k' must be int, not {type(k).__name__}")
+        if self.data.dtype.kind == "b":
+            raise RuntimeError(f"topk: bool tensors are not supported (shape "
+                               f"{tuple(self.shape)})")
+        d = _dim(self, dim)
+        size = self.shape[d] if self.ndim else 1
+        if not 0 <= k <= size:
+            raise RuntimeError(f"topk: selected index k out of range: k = {k} for dim {d} of "
+                               f"size {size} (shape {tuple(self.shape)})")
+        indices = self.argsort(d, descending=largest)
+        if self.ndim:  # (a 0-d tensor gives its one element for k = 0 or 1, as PyTorch)
+            indices = indices[(slice(None),) * d + (slice(0, k),)]
+        return ValuesIndices(self._gathered(d, indices), indices)
+
+    def _gathered(self, dim, indices):
+        """``gather(dim, indices)``, also for a 0-d tensor (seen as one element)."""
+        if self.ndim == 0:
+            return self.reshape(1).gather(0, indices.reshape(1)).reshape(())
+        return self.gather(dim, indices)
+
+    def multinomial(self, num_samples, replacement=False):
+        """Indices of categories (the last dim) drawn with probabilities proportional to
+        their weights: this tensor's non-negative, finite values, a vector (one
+        distribution) or a matrix (one per row), not necessarily summing to 1. Returns int64
+        of shape (num_samples,) or (rows, num_samples). Without ``replacement`` no index is
+        drawn twice in a row, and a category of weight 0 only once every category of
+        positive weight has been. Drawn on the host by minigrad's generator (as ``rand``)
+        and copied to this tensor's device, so ``manual_seed`` repeats the draws."""
+        read_on_host("Tensor.multinomial()")
+        weights = _categorical_weights(self, num_samples, replacement)
+        rows, n = weights.shape
+        draw = backend.generator()
+        if rows == 0:
+            picks = np.zeros((0, num_samples), np.int64)
+        elif replacement:  # inverse transform: uniform draws scaled to each row's total
+            totals = np.cumsum(weights, axis=1)
+            points = draw.random((rows, num_samples)) * totals[:, -1:]
+            picks = np.stack([np.searchsorted(t, p, side="right")
+                              for t, p in zip(totals, points)])
+            last = n - 1 - np.argmax(weights[:, ::-1] > 0, axis=1, keepdims=True)
+            picks = np.minimum(picks, last)  # (a draw rounded up to the total)
+        else:  # a race: category i arrives at time E_i / w_i (E_i exponential); the first
+            # num_samples to arrive are drawn, as one at a time without replacement would
+            # draw them. Categories of weight 0 come after every other, in a random order.
+            arrivals = draw.standard_exponential((rows, n))
+            with np.errstate(divide="ignore"):
+                keys = np.where(weights > 0, weights / arrivals, -arrivals)
+            picks = np.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
+        picks = picks.astype(np.int64).reshape(self.shape[:-1] + (num_samples,))
+        return Tensor(picks, device=self.device)
 
     # --- in place -----------------------------------------------------------------------------
     # An in-place op computes its result out of place, ``compute(self)``, and writes it into
@@ -1487,3 +1601,60 @@ def _arg_reduce(t, dim, keepdim, op):
     if t.ndim == 0:  # a 0-d tensor has one dim to reduce, of size 1: index 0
         return op.apply(t.reshape(1), dim=0, keepdim=False)[1]
     return op.apply(t, dim=d, keepdim=keepdim)[1]
+
+
+def _is_int(v):
+    """Whether ``v`` is an integer argument as PyTorch reads one (a bool is not)."""
+    return isinstance(v, (builtins.int, np.integer)) and not isinstance(v, (builtins.bool,
+                                                                            np.bool_))
+
+
+def _int_tuple(op, name, value):
+    """``value`` (an int, or a tuple or list of ints) as a tuple of ints; anything else is
+    PyTorch's TypeError."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not builtins.all(_is_int(v) for v in items):
+        raise TypeError(f"{op}(): argument '{name}' must be an int or a tuple of ints, got "
+                        f"{value!r}")
+    return tuple(builtins.int(v) for v in items)
+
+
+def _sort_order(data, axis, descending):
+    """The int64 indices that sort ``data`` along ``axis``, stably (equal elements keep their
+    order; NaN last, as the largest value). Descending: the ascending order of the reversed
+    data, reversed, and mapped back to the original positions, so that equal elements
+    still keep their order."""
+    xp = backend.xp_of(data)
+    if not descending:
+        return xp.argsort(data, axis=axis, kind="stable").astype(np.int64, copy=False)
+    order = xp.flip(xp.argsort(xp.flip(data, axis), axis=axis, kind="stable"), axis)
+    return (data.shape[axis] - 1 - order).astype(np.int64, copy=False)
+
+
+def _categorical_weights(t, num_samples, replacement):
+    """The weights of ``multinomial`` as a float64 host matrix (one row per distribution),
+    after PyTorch's checks of the weights and of ``num_samples``."""
+    if t.data.dtype.kind != "f":
+        raise RuntimeError(f"multinomial: input must be floating point weights, got "
+                           f"{t.dtype} (shape {tuple(t.shape)})")
+    if t.ndim not in (1, 2):
+        raise RuntimeError(f"multinomial: input must be 1 or 2 dim, got shape "
+                           f"{tuple(t.shape)}")
+    if not _is_int(num_samples):
+        raise TypeError(f"multinomial(): argument 'num_samples' must be int, not "
+                        f"{type(num_samples).__name__}")
+    if num_samples <= 0:
+        raise RuntimeError(f"multinomial: cannot sample num_samples = {num_samples} <= 0 "
+                           "samples")
+    n = t.shape[-1]
+    if not replacement and num_samples > n:
+        raise RuntimeError(f"multinomial: cannot sample num_samples = {num_samples} > {n} "
+                           f"categories without replacement (input shape {tuple(t.shape)})")
+    weights = backend.to_host(t.data).astype(np.float64).reshape(-1, n)
+    if not np.all(np.isfinite(weights) & (weights >= 0)):
+        raise RuntimeError(f"multinomial: input (the weights, shape {tuple(t.shape)}) "
+                           "contains either `inf`, `nan` or element < 0")
+    if np.any(weights.sum(axis=1) <= 0):
+        raise RuntimeError(f"multinomial: invalid distribution in input (shape "
+                           f"{tuple(t.shape)}): a row's weights sum to 0")
+    return weights

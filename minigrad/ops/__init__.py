@@ -2,9 +2,9 @@
 its derivative rule in its docstring and its ``backward``:
 
     elementwise.py  arithmetic, exp/log/..., comparisons (no gradient), where, casts
-    reduce.py       sum, max, softmax and log_softmax
+    reduce.py       sum, max, cumsum, softmax and log_softmax
     linalg.py       matmul
-    shape.py        reshape, permute, expand, indexing, cat/split
+    shape.py        reshape, permute, expand, indexing, cat/split, flip, roll
     inplace.py      what an in-place op records: SetItem, Overwrite, CopySlices
 
 Every other differentiable method of Tensor is a few lines of these. The layers' hot
@@ -15,7 +15,8 @@ from .elementwise import (Abs, Add, Cast, Clamp, ClampTensor, Clone, Cos, Div, E
                           Reciprocal, Relu, Remainder, Sigmoid, Sign, Sin, Sqrt, StdSqrt, Sub,
                           Tanh, ToDevice, Where)
 from .linalg import MatMul  # noqa: F401
-from .reduce import (Amax, Amin, LogSoftmax, LogSumExp, MaxDim, MinDim, SafeSoftmax,  # noqa
-                     Softmax, Sum)
-from .shape import Cat, Expand, GetItem, IndexAdd, Permute, Reshape, Split  # noqa: F401
+from .reduce import (Amax, Amin, Cumsum, LogSoftmax, LogSumExp, MaxDim, MinDim,  # noqa
+                     SafeSoftmax, Softmax, Sum)
+from .shape import (Cat, Expand, Flip, GetItem, IndexAdd, Permute, Reshape, Roll,  # noqa: F401
+                    Split)
 from .inplace import CopySlices, Overwrite, SetItem, replay_view  # noqa: F401

@@ -1,4 +1,5 @@
-"""Reduction primitives, and the softmax family (primitives for stability and memory).
+"""Reduction primitives, the running sum (cumsum), and the softmax family (primitives for
+stability and memory).
 Each has ``backward`` (reverse mode) and ``jvp`` (forward mode: the output's tangent).
 
 ``dims`` is always a tuple of non-negative axes (the Tensor methods normalise ``dim``). A 0-d
@@ -54,6 +55,34 @@ class Sum(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return dx.sum(ctx.params["dims"], keepdim=ctx.params["keepdim"])
+
+
+# The running sum adds float32 in float64 and float16 in float32, and rounds each total
+# once, as PyTorch does on the CPU: a long float32 running sum stays accurate.
+_RUNNING_TOTAL = {backend.np.dtype("float32"): backend.np.dtype("float64"),
+                  backend.np.dtype("float16"): backend.np.dtype("float32")}
+
+
+class Cumsum(Primitive):
+    """out[i] = x[0] + ... + x[i] along dim, in dtype (a 0-d x: x itself);  dx = the running
+    sum of grad (cast to x's dtype) along dim taken from the end, grad.flip(dim).cumsum(dim)
+    .flip(dim)"""
+    @staticmethod
+    def forward(ctx, x, dim, dtype):
+        ctx.dtype = x.dtype
+        x = x.astype(dtype, copy=False)
+        out = ctx.xp.cumsum(x.reshape(1) if x.ndim == 0 else x, axis=dim,
+                            dtype=_RUNNING_TOTAL.get(dtype, dtype))
+        return out.reshape(x.shape).astype(dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        dim = ctx.params["dim"]
+        return grad.to(ctx.dtype).flip(dim).cumsum(dim).flip(dim)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Cumsum.apply(dx, **ctx.params)
 
 
 class Amax(Primitive):

@@ -1,4 +1,4 @@
-"""Shape primitives: reshape, permute, expand, indexing, cat and split.
+"""Shape primitives: reshape, permute, expand, indexing, cat and split, flip and roll.
 
 Each is linear, so its tangent (``jvp``, forward mode) is the op applied to the tangent.
 Everything else that moves data around (view, transpose, squeeze, unsqueeze, flatten,
@@ -172,3 +172,42 @@ class Split(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return Split.apply(dx, **ctx.params)
+
+
+class Flip(Primitive):
+    """out = x with the order of its elements reversed along dims (a copy);  dx = grad
+    reversed along the same dims"""
+    @staticmethod
+    def forward(ctx, x, dims):
+        reverse = tuple(slice(None, None, -1) if d in dims else slice(None)
+                        for d in range(x.ndim))
+        return x[reverse + (Ellipsis,)].copy()  # (the slice is a view; PyTorch's flip copies)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Flip.apply(grad, **ctx.params)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Flip.apply(dx, **ctx.params)
+
+
+class Roll(Primitive):
+    """out = x with its elements shifted by shifts along dims, those pushed past the end
+    coming back at the start (dims None: the flattened x, its shape kept);  dx = grad
+    rolled back by -shifts"""
+    @staticmethod
+    def forward(ctx, x, shifts, dims):
+        if dims is None:
+            return ctx.xp.roll(x.reshape(-1), shifts, axis=0).reshape(x.shape)
+        return ctx.xp.roll(x, shifts, axis=dims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        p = ctx.params
+        back = -p["shifts"] if p["dims"] is None else tuple(-s for s in p["shifts"])
+        return Roll.apply(grad, shifts=back, dims=p["dims"])
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Roll.apply(dx, **ctx.params)
