@@ -48,7 +48,7 @@ class On:
     ``On(mg, device)`` on the tested device while torch stays the CPU reference."""
 
     CREATORS = frozenset("tensor zeros ones empty full arange linspace eye rand randn "
-                         "randint".split())
+                         "randint randperm".split())
 
     def __init__(self, mod, device):
         self.mod, self.device = mod, device
@@ -59,3 +59,16 @@ class On:
 
     def __repr__(self):
         return f"{self.mod.__name__} on {self.device}"
+
+
+def raises_as_torch(program, kind, device):
+    """Run ``program(M)`` with torch, then with minigrad on ``device``: both must raise
+    ``kind``, minigrad in one short line. Returns minigrad's message."""
+    import minigrad as mg
+    with pytest.raises(kind):
+        program(torch)
+    with pytest.raises(kind) as info:
+        program(On(mg, device))
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 300, message
+    return message
