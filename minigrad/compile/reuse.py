@@ -102,7 +102,7 @@ def _half_and_number(program, ins, ufunc):
     """A float16 product or quotient with a number: its op computes in float32 (as
     PyTorch's kernels do), which the bare ufunc would not."""
     return ufunc in ("multiply", "divide") and program.slots[ins.outs[0]][1] == "float16" \
-        and any(type(i) is not int and type(i.value) in (int, float, bool) for i in ins.ins)
+        and any(type(i) is not int and type(i.value) in ew._NUMBERS for i in ins.ins)
 
 
 def _dying_input(program, k, ins, last, reusable, sharing):

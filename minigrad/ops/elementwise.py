@@ -227,7 +227,7 @@ def _multiply(a, b):
         out = (a.astype(_SINGLE) * b).astype(_HALF)
     else:
         out = a * b
-    return out if type(out) in backend._XP_BY_TYPE else backend.np.asarray(out)
+    return _array(backend.np, out)  # (only NumPy makes scalars)
 
 
 def _raw_negative(grad):
@@ -237,8 +237,7 @@ def _raw_negative(grad):
 
 def _negate(a):
     """-a, an array even when 0-d."""
-    out = -a
-    return out if type(out) in backend._XP_BY_TYPE else backend.np.asarray(out)
+    return _array(backend.np, -a)
 
 
 class Neg(Primitive):
