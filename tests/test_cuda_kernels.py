@@ -254,6 +254,34 @@ def test_scatter_add_sums_repeated_rows_in_order_bit_for_bit(rows, width, count,
         np.testing.assert_array_equal(out, expected)
 
 
+def _skewed(rng, size, rows, heavy, share):
+    """``size`` indices below ``rows``, ``share`` of them spread over the ``heavy`` first
+    ids (padding ids that fill much of a batch), the rest uniform."""
+    index = rng.integers(0, rows, size)
+    picked = rng.random(size) < share
+    index[picked] = rng.integers(0, heavy, int(picked.sum()))
+    return index
+
+
+@pytest.mark.parametrize("size, rows, heavy, share", [
+    (512, 32, 1, 0.5), (2048, 1000, 1, 0.3), (2048, 1000, 9, 0.5), (300, 50, 20, 0.9),
+    (4000, 4000, 100, 0.5), (600, 3, 3, 1.0), (64, 64, 1, 0.0), (1, 5, 1, 0.0)])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_scatter_add_with_skewed_repeats_and_signed_zeros_is_add_at_bit_for_bit(
+        size, rows, heavy, share, dtype):
+    rng = np.random.default_rng(size + rows + heavy)
+    index = _skewed(rng, size, rows, heavy, share) - rng.integers(0, 2, size) * rows
+    values = (rng.standard_normal((size, 40)) * 10.0 ** rng.integers(-3, 4, (size, 1)))
+    values = values.astype(dtype)
+    values[::3] = -0.0
+    for target in (np.zeros((rows, 40), dtype), rng.standard_normal((rows, 40)).astype(dtype),
+                   np.full((rows, 40), -0.0, dtype)):
+        expected = target.copy()
+        np.add.at(expected, index, values)
+        out = backend.scatter_add(target.copy(), (index,), values)
+        assert out.tobytes() == expected.tobytes()  # (-0.0 and +0.0 told apart)
+
+
 @pytest.mark.parametrize("bad", [64, -65])
 def test_scatter_add_refuses_rows_out_of_range(bad):
     with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):

@@ -23,15 +23,20 @@ def scatter_add(target, index, values):
     return target
 
 
-def _add_rows(target, rows, values, most=64):
+def _add_rows(target, rows, values, few=8, most=64):
     """``target[rows] += values`` for whole rows (an embedding's gradient), in the order
-    ``add.at`` sums them, so with the same bits: NumPy's ``add.at`` goes row by row, while
-    here each pass adds the k-th occurrence of every index at once (one fancy-indexed
-    ``+=``, whose indices are distinct). False, doing nothing, where an index repeats more
-    than ``most`` times (then ``add.at`` is faster)."""
+    ``add.at`` sums them, so with the same bits (NumPy's ``add.at`` goes row by row).
+
+    The rows are laid out on a grid, the k-th occurrence of every index in the grid's k-th
+    layer (-0.0, which adds nothing, where an index has no k-th occurrence), and the layers
+    are added to the indices' target rows one after another. The grid stops at the layer
+    that fewer than ``few`` indices reach (and at 4 times the rows' size); each index with
+    rows left (a padding id that fills half the batch) adds them in one ``add.accumulate``,
+    which sums in order too. False, doing nothing, where an index is out of range (``add.at``
+    then raises NumPy's IndexError) or more than ``most`` indices have rows left."""
     flat, n = rows.reshape(-1), target.shape[0]
     if flat.size and (flat.min() < -n or flat.max() >= n):
-        return False  # (add.at raises NumPy's IndexError)
+        return False
     flat = np.where(flat < 0, flat + n, flat)
     order = np.argsort(flat, kind="stable")  # each index's occurrences, in their order
     ordered = flat[order]
@@ -39,14 +44,28 @@ def _add_rows(target, rows, values, most=64):
     first[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
     starts = np.flatnonzero(first)
-    rank = np.arange(ordered.size) - np.repeat(starts, np.diff(np.append(starts, ordered.size)))
-    passes = int(rank.max()) + 1 if rank.size else 0
-    if passes > most:
+    counts = np.diff(np.append(starts, ordered.size))
+    column = np.cumsum(first) - 1                    # which distinct index, in sorted order
+    rank = np.arange(ordered.size) - starts[column]  # which occurrence of it
+    largest = np.sort(counts)[::-1]
+    layers = min(int(largest[few - 1]) if largest.size >= few else 0,
+                 4 * flat.size // max(1, starts.size))
+    if np.count_nonzero(counts > layers) > most:
         return False
     values = values.reshape((flat.size,) + values.shape[rows.ndim:])
-    for k in range(passes):
-        pick = order[rank == k]
-        target[flat[pick]] += values[pick]
+    indices = ordered[starts]
+    if layers:
+        inside = rank < layers
+        grid = np.full((layers, indices.size) + values.shape[1:], -0.0, dtype=values.dtype)
+        grid[rank[inside], column[inside]] = values[order[inside]]
+        sums = target[indices]
+        for layer in grid:
+            sums += layer
+        target[indices] = sums
+    for start, count in zip(starts[counts > layers].tolist(), counts[counts > layers].tolist()):
+        row = ordered[start]
+        rest = np.concatenate((target[row][None], values[order[start + layers:start + count]]))
+        target[row] = np.add.accumulate(rest, axis=0)[-1]  # target + v_k + v_k+1 + ...
     return True
 
 
