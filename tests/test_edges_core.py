@@ -1286,6 +1286,36 @@ def test_importing_minigrad_silences_numpys_warnings_from_its_ops():
 HALF_NUMBERS = [0.1, 1e-3, 0.3, -2.5, 3, True, 70000, 1e-8]
 
 
+@pytest.mark.parametrize("number", HALF_NUMBERS[:-2] + [-0.7, 2.5])
+@pytest.mark.parametrize("expr", ["x // n", "x % n", "n // x", "n % x"])
+def test_float16_floor_division_and_remainder_with_a_number_match_torch(expr, number):
+    # x // n divides in float32 with the number unrounded; %, and a number on the left,
+    # round the number to float16 first: PyTorch's kernels, measured
+    values = np.random.default_rng(5).standard_normal(400).astype(np.float16) * 8
+    values[:3] = [0.5, -2.5, 65504]
+    fn = eval(f"lambda x, n: {expr}")
+    with np.errstate(all="ignore"):
+        out, out_t = fn(mg.tensor(values), number), fn(torch.tensor(values), number)
+    assert out.dtype == np.float16 and out_t.dtype == torch.float16
+    np.testing.assert_array_equal(out.numpy(), out_t.numpy())
+
+
+@pytest.mark.parametrize("power", [2, 3, -1, -2, -3, 0.5, -0.5, 1.5, 2.5, 4, 0, 1, 1 / 3])
+def test_float16_power_of_a_number_matches_torch_bit_for_bit(power):
+    values = np.random.default_rng(6).standard_normal(3000).astype(np.float16) * 3
+    values = np.concatenate([values, np.abs(values),
+                             np.array([0.0, -0.0, 65504, 6e-8], np.float16)])
+    x, xt = mg.tensor(values, requires_grad=True), torch.tensor(values, requires_grad=True)
+    with np.errstate(all="ignore"):
+        out, out_t = x ** power, xt ** power
+        np.testing.assert_array_equal(out.numpy(), out_t.detach().numpy())
+        g = np.ones(values.size, np.float16)
+        out.backward(mg.tensor(g))
+        out_t.backward(torch.tensor(g))
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float32),
+                               xt.grad.numpy().astype(np.float32), rtol=2e-3, atol=1e-7)
+
+
 @pytest.mark.parametrize("number", HALF_NUMBERS)
 @pytest.mark.parametrize("expr", ["x * n", "n * x", "x / n", "x + n", "x - n", "n - x"])
 def test_float16_with_a_number_matches_torch_bit_for_bit(expr, number, device):

@@ -189,9 +189,13 @@ def _no_number_dividend(x):
 class FloorDivide(Primitive):
     """out = floor(x / y);  dx = dy = undefined: backward raises
 
-    As in PyTorch, a float result is part of the graph but has no derivative."""
+    As in PyTorch, a float result is part of the graph but has no derivative. A float16
+    tensor floor-divided by a number is divided in float32, as ``Div`` divides (``%`` and a
+    number on the left round the number to float16, as PyTorch does)."""
     @staticmethod
     def forward(ctx, x, y):
+        if type(y) in _NUMBERS and x.dtype.char == "e":  # float16
+            return (x.astype(_SINGLE) // y).astype(_HALF)
         return ctx.xp.floor_divide(x, y)
 
     @staticmethod
@@ -310,7 +314,11 @@ def _integer_power(xp, x, y):
 
 
 def _scalar_power(x, p):
-    """x ** p for a Python exponent, with PyTorch's exact special cases."""
+    """x ** p for a Python exponent, with PyTorch's exact special cases. For float16, as
+    PyTorch: the products in float32, rounded once, and square roots as powers (so
+    (-0.0) ** 0.5 is +0.0)."""
+    if x.dtype.char == "e" and p in (3, -2, 0.5, -0.5):
+        return x ** p if p in (0.5, -0.5) else _scalar_power(x.astype(_SINGLE), p).astype(_HALF)
     if p == 2:
         return x * x
     if p == 3:
