@@ -12,18 +12,23 @@ class FeedForward(Module):
         d_model: input and output size.
         dim_feedforward: the hidden size.
         dropout: dropout after the activation (default 0.0).
-        activation: "relu" or "gelu".
+        activation: "relu" or "gelu" (an nn.ReLU or nn.GELU submodule), or a callable, as
+            PyTorch's transformer layers take: a function (``F.gelu``) is kept as a plain
+            attribute, a Module (``nn.GELU("tanh")``) is registered as the submodule
+            ``activation``.
     Shape:
         input (*, d_model) -> output (*, d_model)
     """
 
     def __init__(self, d_model, dim_feedforward, dropout=0.0, activation="relu"):
         super().__init__()
-        if activation not in ("relu", "gelu"):
-            raise ValueError(f"FeedForward: activation must be 'relu' or 'gelu', "
-                             f"got {activation!r}")
+        if isinstance(activation, str):
+            if activation not in ("relu", "gelu"):
+                raise ValueError(f"FeedForward: activation must be 'relu', 'gelu' or a "
+                                 f"callable, got {activation!r}")
+            activation = ReLU() if activation == "relu" else GELU()
         self.linear1 = Linear(d_model, dim_feedforward)
-        self.activation = ReLU() if activation == "relu" else GELU()
+        self.activation = activation
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model)
 

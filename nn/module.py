@@ -4,7 +4,10 @@ A Module registers the Parameters, buffers and sub-Modules assigned to its attri
 ``named_parameters`` and ``state_dict`` name them by dotted attribute path
 (``encoder.layers.0.self_attn.q_proj.weight``), so checkpoints line up with PyTorch's.
 """
+import operator
 from collections import OrderedDict, namedtuple
+from collections.abc import Iterable, Mapping
+from itertools import chain, islice
 
 import numpy as np
 
@@ -76,33 +79,41 @@ class Module:
 
     # --- registration -----------------------------------------------------------------------
     def __setattr__(self, name, value):
-        if "_parameters" not in self.__dict__:
-            raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
-        params, buffers, modules = self._parameters, self._buffers, self._modules
+        """As PyTorch's: a Parameter or Module value registers (replacing a buffer, submodule
+        or plain attribute of that name), a Tensor or None assigned to a registered name
+        replaces it there, anything else is a plain attribute (also before ``__init__``)."""
+        d = self.__dict__
+        params = d.get("_parameters")
         if isinstance(value, Parameter):
-            if name not in params:  # a new name goes last; a known one keeps its place
-                self._forget(name)
-            params[name] = value
-        elif isinstance(value, Module):
-            if name not in modules:
-                self._forget(name)
-            modules[name] = value
-        elif name in params:
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._remove_from(name, d, self._buffers, self._modules, self._non_persistent)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} "
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
                                 "(nn.Parameter or None expected)")
-            params[name] = None
-        elif name in modules:
-            if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} as child module "
-                                f"{name!r} (nn.Module or None expected)")
-            modules[name] = None
-        elif name in buffers:
-            if value is not None and not isinstance(value, mg.Tensor):
-                raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r}")
-            buffers[name] = value
+            self.register_parameter(name, value)
         else:
-            object.__setattr__(self, name, value)
+            modules = d.get("_modules")
+            if isinstance(value, Module):
+                if modules is None:
+                    raise AttributeError("cannot assign module before Module.__init__() call")
+                self._remove_from(name, d, self._parameters, self._buffers,
+                                  self._non_persistent)
+                modules[name] = value
+            elif modules is not None and name in modules:
+                if value is not None:
+                    raise TypeError(f"cannot assign '{_typename(value)}' as child module "
+                                    f"'{name}' (nn.Module or None expected)")
+                modules[name] = value
+            elif name in d.get("_buffers", ()):
+                if value is not None and not isinstance(value, mg.Tensor):
+                    raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                    "(Tensor or None expected)")
+                self.register_buffer(name, value, persistent=name not in self._non_persistent)
+            else:
+                object.__setattr__(self, name, value)
 
     def __getattr__(self, name):  # only called when normal lookup fails
         d = self.__dict__
@@ -112,45 +123,80 @@ class Module:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __delattr__(self, name):
-        if not self._forget(name):
+        if name in self._parameters:
+            del self._parameters[name]
+        elif name in self._buffers:
+            del self._buffers[name]
+            self._non_persistent.discard(name)
+        elif name in self._modules:
+            del self._modules[name]
+        else:
             object.__delattr__(self, name)
 
-    def _forget(self, name):
-        """Unregister ``name`` (parameter, buffer, submodule or plain attribute); True if
-        it was there."""
-        found = False
-        for table in (self._parameters, self._buffers, self._modules):
+    @staticmethod
+    def _remove_from(name, *tables):
+        """Take ``name`` out of each dict or set in ``tables`` that holds it."""
+        for table in tables:
             if name in table:
-                del table[name]
-                found = True
-        self._non_persistent.discard(name)
-        if name in self.__dict__:
-            object.__delattr__(self, name)
-            found = True
-        return found
+                if isinstance(table, dict):
+                    del table[name]
+                else:
+                    table.discard(name)
+
+    def _check_new_name(self, name, kind, table):
+        """PyTorch's checks of a name given to ``register_<kind>``: a string, without ".",
+        not empty, and not an attribute that is something else than an entry of ``table``."""
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+        if "." in name:
+            raise KeyError(f"{kind} name can't contain \".\"")
+        if name == "":
+            raise KeyError(f"{kind} name can't be empty string \"\"")
+        if hasattr(self, name) and name not in table:
+            raise KeyError(f"attribute '{name}' already exists")
 
     def register_parameter(self, name, param):
+        """Add ``param`` (an nn.Parameter, or None for an empty slot) as ``name``; a name
+        already registered as a parameter keeps its place."""
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        self._check_new_name(name, "parameter", self._parameters)
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter: {name!r} must be an nn.Parameter or None")
-        if name not in self._parameters:
-            self._forget(name)
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                            "(nn.Parameter or None required)")
+        if param is not None and param.grad_fn is not None:
+            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model "
+                             "parameters must be created explicitly; compute a function of "
+                             "another Tensor in forward() instead.")
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
         """A tensor that is part of the module's state but not trained (moved by ``to``,
-        saved in ``state_dict`` unless ``persistent=False``)."""
+        saved in ``state_dict`` unless ``persistent=False``); None leaves an empty slot."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        self._check_new_name(name, "buffer", self._buffers)
         if tensor is not None and not isinstance(tensor, mg.Tensor):
-            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None")
-        self._forget(name)
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                            "(Tensor or None required)")
         self._buffers[name] = tensor
-        if not persistent:
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
             self._non_persistent.add(name)
 
     def add_module(self, name, module):
+        """Add ``module`` (or None) as the child ``name``; a known child name keeps its place."""
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module: {name!r} must be an nn.Module or None")
-        if name not in self._modules:  # a known name keeps its place
-            self._forget(name)
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {_typename(name)}")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:
+            raise KeyError(f"module name can't contain \".\", got: {name}")
+        if name == "":
+            raise KeyError("module name can't be empty string \"\"")
         self._modules[name] = module
 
     register_module = add_module
@@ -193,13 +239,17 @@ class Module:
             yield m
 
     def _named_members(self, table, prefix, recurse, remove_duplicate=True):
+        """(dotted name, value) of each entry of ``table`` here and (with ``recurse``) in
+        every submodule; with ``remove_duplicate`` a shared module or value is named once."""
         seen = set()
-        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        modules = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+                   if recurse else [(prefix, self)])
         for mod_prefix, module in modules:
             for name, value in getattr(module, table).items():
-                if value is None or (remove_duplicate and id(value) in seen):
+                if value is None or id(value) in seen:
                     continue
-                seen.add(id(value))
+                if remove_duplicate:
+                    seen.add(id(value))
                 yield (f"{mod_prefix}.{name}" if mod_prefix else name), value
 
     def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
@@ -216,14 +266,43 @@ class Module:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
+    def _get_name(self):
+        return type(self).__name__
+
     def get_submodule(self, target):
+        """The submodule at the dotted path ``target`` ("" is the module itself)."""
+        if target == "":
+            return self
         module = self
-        for part in target.split(".") if target else []:
-            if part not in module._modules:
-                raise AttributeError(f"{type(module).__name__} has no submodule {part!r} "
-                                     f"(looking up {target!r})")
-            module = module._modules[part]
+        for item in target.split("."):
+            if not hasattr(module, item):
+                raise AttributeError(f"{module._get_name()} has no attribute `{item}`")
+            module = getattr(module, item)
+            if not isinstance(module, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
         return module
+
+    def get_parameter(self, target):
+        """The Parameter at the dotted path ``target`` (``"encoder.0.weight"``)."""
+        module_path, _, name = target.rpartition(".")
+        module = self.get_submodule(module_path)
+        if not hasattr(module, name):
+            raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
+        param = getattr(module, name)
+        if not isinstance(param, Parameter):
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return param
+
+    def get_buffer(self, target):
+        """The buffer at the dotted path ``target`` (None for an empty buffer slot)."""
+        module_path, _, name = target.rpartition(".")
+        module = self.get_submodule(module_path)
+        if not hasattr(module, name):
+            raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
+        buffer = getattr(module, name)
+        if name not in module._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return buffer
 
     # --- state ----------------------------------------------------------------------------------
     def state_dict(self, destination=None, prefix="", keep_vars=False):
@@ -247,11 +326,14 @@ class Module:
         Parameter objects stay the same, their versions go up, and a graph that saved one
         of them before the load refuses to backpropagate through the old values. Values
         may be Tensors or NumPy or CuPy arrays (moved to the tensor's device).
+        ``state_dict`` must be a mapping (TypeError otherwise, as PyTorch).
 
         Returns (missing_keys, unexpected_keys); with ``strict`` any of them, and always a
         shape mismatch, raises an error that names the key (and both shapes). Nothing is
         copied unless every key fits, so a failed load leaves the module unchanged.
         """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -277,8 +359,13 @@ class Module:
 
     # --- modes and moves --------------------------------------------------------------------
     def train(self, mode=True):
-        for m in self.modules():
-            object.__setattr__(m, "training", bool(mode))
+        """Set the training flag of this module and (through their ``train``) of every
+        submodule; ``mode`` must be a bool."""
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for module in self.children():
+            module.train(mode)
         return self
 
     def eval(self):
@@ -327,6 +414,9 @@ class Module:
     def double(self):
         return self.to(mg.float64)
 
+    def half(self):
+        return self.to(mg.float16)
+
     # --- printing ----------------------------------------------------------------------------
     def extra_repr(self):
         return ""
@@ -354,6 +444,14 @@ def _array_of(value):
     return np.asarray(value)
 
 
+def _typename(obj):
+    """``obj``'s type as PyTorch's error messages name it: ``int``, ``numpy.ndarray``."""
+    kind = type(obj)
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
 def _is_dtype(a):
     if isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda"):
         return False
@@ -365,7 +463,8 @@ def _is_dtype(a):
 
 
 class _Handle:
-    """Returned by ``register_forward_hook``; ``remove()`` unregisters the hook."""
+    """Returned by ``register_forward_hook``; ``remove()`` unregisters the hook, as does
+    leaving a ``with`` block: ``with m.register_forward_hook(h): ...``."""
     _next_id = 0
 
     def __init__(self, table, hook):
@@ -376,9 +475,80 @@ class _Handle:
     def remove(self):
         self.table.pop(self.id, None)
 
+    def __enter__(self):
+        return self
 
-class _Listing:
-    """The list side of Sequential and ModuleList: modules registered as "0", "1", ..."""
+    def __exit__(self, *exc_info):
+        self.remove()
+
+
+def _position(container, idx):
+    """The position ``idx`` (an integer, negative from the end) of an entry of ``container``;
+    IndexError outside it, TypeError for a non-integer, as PyTorch's containers."""
+    size = len(container)
+    idx = operator.index(idx)
+    if not -size <= idx < size:
+        raise IndexError(f"index {idx} is out of range")
+    return idx % size
+
+
+def _renumber(container):
+    """Name the modules left in ``container`` "0", "1", ... in order again (after a del)."""
+    modules = list(container._modules.values())
+    container._modules.clear()
+    container._modules.update((str(i), m) for i, m in enumerate(modules))
+
+
+def _shift_in(container, index, module):
+    """PyTorch's insert: move the modules named ``index``, ``index + 1``, ... one name up,
+    then put ``module`` under ``str(index)``. A name it needs that is missing (a negative
+    index, a container with other names) raises KeyError before anything moves."""
+    moves = range(len(container._modules), index, -1)
+    for i in moves:
+        if str(i - 1) not in container._modules:
+            raise KeyError(str(i - 1))
+    for i in moves:
+        container._modules[str(i)] = container._modules[str(i - 1)]
+    container._modules[str(index)] = module
+
+
+def _without_digit_names(names):
+    return [name for name in names if not name.isdigit()]
+
+
+class Sequential(Module):
+    """Modules called one after the other: ``Sequential(a, b, c)(x) == c(b(a(x)))``.
+
+    Built from modules (named "0", "1", ...) or from one OrderedDict of named modules.
+    Indexing, ``del``, ``pop``, ``insert``, ``+``, ``*`` and their in-place forms behave as
+    PyTorch's; a ``del`` names the modules left "0", "1", ... again.
+    """
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for name, module in args[0].items():
+                self.add_module(name, module)
+        else:
+            for i, module in enumerate(args):
+                self.add_module(str(i), module)
+
+    def _key(self, idx):
+        return next(islice(self._modules, _position(self, idx), None))
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return self.__class__(OrderedDict(list(self._modules.items())[idx]))
+        return self._modules[self._key(idx)]
+
+    def __setitem__(self, idx, module):
+        setattr(self, self._key(idx), module)
+
+    def __delitem__(self, idx):
+        keys = list(self._modules)[idx] if isinstance(idx, slice) else [self._key(idx)]
+        for key in keys:
+            delattr(self, key)
+        _renumber(self)
 
     def __len__(self):
         return len(self._modules)
@@ -386,80 +556,172 @@ class _Listing:
     def __iter__(self):
         return iter(self._modules.values())
 
+    def __dir__(self):
+        return _without_digit_names(super().__dir__())
+
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
+        combined = Sequential()
+        for module in chain(self, other):
+            combined.append(module)
+        return combined
+
+    def __iadd__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
+        offset = len(self)
+        for i, module in enumerate(other):
+            self.add_module(str(i + offset), module)
+        return self
+
+    def _check_factor(self, other):
+        if not isinstance(other, int):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+
+    def __mul__(self, other):
+        self._check_factor(other)
+        combined = Sequential()
+        for i, module in enumerate(list(self) * other):
+            combined.add_module(str(i), module)
+        return combined
+
+    def __rmul__(self, other):
+        return self.__mul__(other)
+
+    def __imul__(self, other):
+        self._check_factor(other)
+        n = len(self)
+        for i in range(n, n * other):
+            self.add_module(str(i), self._modules[str(i % n)])
+        return self
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
     def append(self, module):
         self.add_module(str(len(self)), module)
         return self
 
-    def extend(self, modules):
-        for m in modules:
-            self.append(m)
-        return self
-
     def insert(self, index, module):
-        items = list(self._modules.values())
-        items.insert(index, module)
-        self._renumber(items)
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {Module}")
+        n = len(self._modules)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        _shift_in(self, index + n if index < 0 else index, module)
         return self
 
-    def _renumber(self, items):
-        self._modules.clear()
-        for m in items:
-            self.append(m)
+    def extend(self, sequential):
+        for module in sequential:
+            self.append(module)
+        return self
+
+    def forward(self, input):
+        for module in self:
+            input = module(input)
+        return input
 
 
-class Sequential(_Listing, Module):
-    """Modules called one after the other: ``Sequential(a, b, c)(x) == c(b(a(x)))``."""
+class ModuleList(Module):
+    """A list of modules, registered under the names "0", "1", ...
 
-    def __init__(self, *modules):
-        super().__init__()
-        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
-            for name, m in modules[0].items():
-                self.add_module(name, m)
-        else:
-            for i, m in enumerate(modules):
-                self.add_module(str(i), m)
-
-    def forward(self, x):
-        for m in self._modules.values():
-            x = m(x)
-        return x
-
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return Sequential(OrderedDict(list(self._modules.items())[idx]))
-        return list(self._modules.values())[idx]
-
-
-class ModuleList(_Listing, Module):
-    """A list of modules, registered under the names "0", "1", ..."""
+    Indexing, ``del`` (of an index or a slice), ``pop``, ``insert``, ``+`` and ``+=`` behave
+    as PyTorch's; a ``del`` names the modules left "0", "1", ... again.
+    """
 
     def __init__(self, modules=None):
         super().__init__()
-        for m in modules or []:
-            self.append(m)
+        if modules is not None:
+            self += modules
 
     def _key(self, idx):
-        n = len(self)
-        if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range for a ModuleList of length {n}")
-        return str(idx % n)
+        return str(_position(self, idx))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
-            return ModuleList(list(self._modules.values())[idx])
+            return self.__class__(list(self._modules.values())[idx])
         return self._modules[self._key(idx)]
 
     def __setitem__(self, idx, module):
-        self.add_module(self._key(idx), module)
+        setattr(self, self._key(idx), module)
 
     def __delitem__(self, idx):
-        items = list(self._modules.values())
-        del items[idx]
-        self._renumber(items)
+        if isinstance(idx, slice):
+            for k in range(len(self._modules))[idx]:
+                delattr(self, str(k))
+        else:
+            delattr(self, self._key(idx))
+        _renumber(self)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __dir__(self):
+        return _without_digit_names(super().__dir__())
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def __add__(self, other):
+        combined = ModuleList()
+        for i, module in enumerate(chain(self, other)):
+            combined.add_module(str(i), module)
+        return combined
+
+    def insert(self, index, module):
+        """Insert ``module`` before position ``index`` (0 to len(self)); a module that is
+        not an nn.Module (or None) raises TypeError, as ``append`` does."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        _shift_in(self, index, module)
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
+    def extend(self, modules):
+        if not isinstance(modules, Iterable):
+            raise TypeError("ModuleList.extend should be called with an iterable, but got "
+                            + type(modules).__name__)
+        offset = len(self)
+        for i, module in enumerate(modules):
+            self.add_module(str(offset + i), module)
+        return self
+
+    def __repr__(self):
+        """As PyTorch's: a run of modules with the same repr is one line, ``(0-2): 3 x ...``."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        runs = []  # [first, last, repr]
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = [(f"({first}): {r}" if first == last
+                  else f"({first}-{last}): {last - first + 1} x {r}").replace("\n", "\n  ")
+                 for first, last, r in runs]
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
 
 class ModuleDict(Module):
-    """A dict of modules, registered under their keys."""
+    """A dict of modules, registered under their keys (in insertion order)."""
 
     def __init__(self, modules=None):
         super().__init__()
@@ -484,18 +746,38 @@ class ModuleDict(Module):
     def __contains__(self, key):
         return key in self._modules
 
+    def clear(self):
+        self._modules.clear()
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
     def keys(self):
         return self._modules.keys()
-
-    def values(self):
-        return self._modules.values()
 
     def items(self):
         return self._modules.items()
 
-    def update(self, modules):
-        for key, m in (modules.items() if hasattr(modules, "items") else modules):
-            self[key] = m
+    def values(self):
+        return self._modules.values()
 
-    def pop(self, key):
-        return self._modules.pop(key)
+    def update(self, modules):
+        """Add (or replace) the modules of a mapping, or of an iterable of (key, module)
+        pairs, in their order."""
+        if not isinstance(modules, Iterable):
+            raise TypeError("ModuleDict.update should be called with an iterable of key/value "
+                            "pairs, but got " + type(modules).__name__)
+        if isinstance(modules, (OrderedDict, ModuleDict, Mapping)):
+            for key, module in modules.items():
+                self[key] = module
+            return
+        for j, pair in enumerate(modules):
+            if not isinstance(pair, Iterable):
+                raise TypeError(f"ModuleDict update sequence element #{j} should be Iterable; "
+                                f"is{type(pair).__name__}")
+            if len(pair) != 2:
+                raise ValueError(f"ModuleDict update sequence element #{j} has length "
+                                 f"{len(pair)}; 2 is required")
+            self[pair[0]] = pair[1]

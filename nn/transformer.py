@@ -37,7 +37,9 @@ class TransformerEncoderLayer(Module):
 
     Args:
         d_model, nhead: model size and number of attention heads.
-        dim_feedforward, dropout, activation: the feed-forward block ("relu" or "gelu").
+        dim_feedforward, dropout, activation: the feed-forward block; activation is "relu"
+            or "gelu" (another string raises RuntimeError, as PyTorch) or a callable (a
+            function such as ``F.gelu``, or a Module, held as ``ffn.activation``).
         norm_first: pre-LN (True) or the paper's post-LN (False, the default).
         residual: "add" (ordinary) or "mhc" (manifold-constrained hyper-connections with
             ``n_streams`` residual streams, one nn.HyperConnection per sublayer: ``hc1``,
@@ -57,6 +59,7 @@ class TransformerEncoderLayer(Module):
                  norm_first=False, residual="add", n_streams=4, layer_norm_eps=1e-5,
                  rotary=None, position_bias=None):
         super().__init__()
+        _check_activation(activation)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, rotary=rotary,
                                             position_bias=position_bias)
         self.ffn = FeedForward(d_model, dim_feedforward, dropout, activation)
@@ -109,6 +112,7 @@ class TransformerDecoderLayer(Module):
                  norm_first=False, residual="add", n_streams=4, layer_norm_eps=1e-5,
                  rotary=None, position_bias=None):
         super().__init__()
+        _check_activation(activation)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, rotary=rotary,
                                             position_bias=position_bias)
         self.cross_attn = MultiheadAttention(d_model, nhead, dropout=dropout)
@@ -160,6 +164,13 @@ class TransformerDecoderLayer(Module):
 
     def _ff_block(self, x):
         return self.dropout3(self.ffn(x))
+
+
+def _check_activation(activation):
+    """A layer's activation given by name must be "relu" or "gelu" (PyTorch's RuntimeError);
+    anything else is used as a callable."""
+    if isinstance(activation, str) and activation not in ("relu", "gelu"):
+        raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
 def _add_residual_parts(layer, n_sublayers, d_model, dropout, norm_first, residual, n_streams,
