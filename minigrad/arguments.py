@@ -72,6 +72,8 @@ def _shape_arg(shape):
 def _index(index, like):
     """Turn Tensors and lists inside an index into arrays on ``like``'s device, each integer
     array checked against the size of the dim it indexes (see ``_check_index_arrays``)."""
+    if isinstance(index, list) and _list_as_tuple(index):
+        index = tuple(index)
     if isinstance(index, tuple):
         index = tuple(_index_item(i, like) for i in index)
         items = index
@@ -145,15 +147,35 @@ def _adjacent(items, is_array, is_int):
     return positions[-1] - positions[0] + 1 == len(positions)
 
 
+def _list_as_tuple(index):
+    """PyTorch's rule for a list index: a list of fewer than 32 items that holds a sequence,
+    tensor, array, slice, None or Ellipsis is a tuple of indices (``x[[rows, cols]]`` is
+    ``x[rows, cols]``); any other list is one index tensor."""
+    return len(index) < 32 and any(
+        isinstance(i, (list, tuple, range, TensorBase, np.ndarray, slice))
+        or i is None or i is Ellipsis for i in index)
+
+
 def _index_item(i, like):
     if isinstance(i, slice) and isinstance(i.step, (int, np.integer)) and i.step <= 0:
         raise ValueError(f"indexing: slice step must be greater than zero, got {i.step} (use "
                          "flip for a reversed order)" if i.step else "slice step cannot be zero")
+    if isinstance(i, (TensorBase, np.ndarray)) and i.ndim == 0 and i.dtype.kind in "iu" \
+            and i.dtype != np.uint8:
+        return builtins.int(i.item())  # a 0-d integer tensor indexes as an int (a view)
     if isinstance(i, TensorBase):
-        return backend.to_device(i.data, like.device)
-    if isinstance(i, (list, np.ndarray)):
+        if i.dtype in (np.int8, np.int16):
+            raise IndexError(f"indexing: tensors used as indices must be long, int, byte or "
+                             f"bool tensors (got {i.dtype}, shape {tuple(i.shape)})")
+        data = i.data.astype(bool) if i.dtype == np.uint8 else i.data  # uint8: a mask
+        return backend.to_device(data, like.device)
+    if isinstance(i, (list, tuple, range, np.ndarray)):
         arr = np.asarray(i)
-        if arr.size == 0 and isinstance(i, list):
+        if arr.size == 0 and not isinstance(i, np.ndarray):
             arr = arr.astype(np.int64)  # x[[]] selects nothing, as in PyTorch
+        elif arr.dtype == np.uint8:
+            arr = arr.astype(bool)  # as a uint8 tensor: a mask
+        elif arr.dtype.kind in "fiu":
+            arr = arr.astype(np.int64, copy=False)  # as PyTorch: a float list truncated
         return backend.to_device(arr, like.device)
     return i

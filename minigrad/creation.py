@@ -14,11 +14,49 @@ from .tensor import Tensor, _shape_arg, _wrapped, as_array
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
-    """A new tensor holding a copy of ``data`` (Python floats become float32, ints int64)."""
-    arr = as_array(data, dtype)
+    """A new tensor holding a copy of ``data`` (Python floats become float32, ints int64;
+    NumPy scalars and arrays, and tensors, inside a list keep their dtype, as in PyTorch)."""
+    if dtype is None and isinstance(data, (list, tuple)):
+        dtype = _list_dtype(data)
+    try:
+        arr = as_array(data, dtype)
+    except ValueError:
+        _check_finite_for("tensor", data, dtype)
+        raise
     if arr is data or (isinstance(data, Tensor) and arr is data.data):
         arr = arr.copy()
     return Tensor(arr, device=device, requires_grad=requires_grad)
+
+
+def _list_dtype(data):
+    """The dtype PyTorch gives a tensor made from the list ``data`` where NumPy's would
+    differ: float64 when a float64 NumPy scalar, array or tensor is in it (NumPy's float64
+    from Python floats alone becomes the default dtype); None to let NumPy decide."""
+    found = [False]
+
+    def walk(item):
+        if isinstance(item, (list, tuple)):
+            for i in item:
+                if type(i) is not builtins.float and type(i) is not builtins.int:
+                    walk(i)
+        elif isinstance(item, (np.ndarray, np.generic, Tensor)) and item.dtype == np.float64:
+            found[0] = True
+    walk(data)
+    return np.float64 if found[0] else None
+
+
+def _check_finite_for(op, data, dtype):
+    """PyTorch's RuntimeError for a NaN or an infinity made into an integer tensor."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype is None or dtype.kind not in "iu":
+        return
+    try:
+        values = np.asarray(data.data if isinstance(data, Tensor) else data, dtype=np.float64)
+    except (ValueError, TypeError):
+        return
+    if not np.isfinite(values).all():
+        raise RuntimeError(f"{op}: value cannot be converted to type {dtype} without overflow "
+                           f"(a NaN or an infinity in data of shape {values.shape})")
 
 
 def from_numpy(array):
@@ -45,40 +83,64 @@ def _new_shape(op, size):
     return shape
 
 
+def _size(op, shape, size):
+    """The size given as ``f(2, 3)``, ``f((2, 3))`` or ``f(size=(2, 3))``."""
+    if size is None:
+        return shape
+    if shape:
+        raise TypeError(f"{op}() got multiple values for argument 'size' ({shape} and {size})")
+    return (size,)
+
+
 def _filled(fill, size, dtype, device, requires_grad):
     make = getattr(_module(device), fill)
     arr = make(_new_shape(fill, size), dtypes.as_dtype(dtype) or dtypes.get_default_dtype())
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False):
-    return _filled("zeros", size, dtype, device, requires_grad)
+def zeros(*shape, size=None, dtype=None, device=None, requires_grad=False):
+    return _filled("zeros", _size("zeros", shape, size), dtype, device, requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False):
-    return _filled("ones", size, dtype, device, requires_grad)
+def ones(*shape, size=None, dtype=None, device=None, requires_grad=False):
+    return _filled("ones", _size("ones", shape, size), dtype, device, requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False):
-    return _filled("empty", size, dtype, device, requires_grad)
+def empty(*shape, size=None, dtype=None, device=None, requires_grad=False):
+    return _filled("empty", _size("empty", shape, size), dtype, device, requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
-    """Filled with ``fill_value``; the dtype follows it (bool, int64 or float32) unless given."""
-    if dtype is None:
-        dtype = as_array(fill_value).dtype
+    """Filled with ``fill_value``; the dtype follows it (bool, int64 or float32) unless given.
+    The fill value is read as a number, as in PyTorch: a NumPy scalar or a 0-d tensor of any
+    integer dtype gives int64, of any floating dtype the default dtype."""
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
+    if dtype is None:
+        if isinstance(fill_value, builtins.bool):
+            dtype = dtypes.bool
+        elif isinstance(fill_value, (builtins.int, np.integer)):
+            dtype = dtypes.int64
+        elif isinstance(fill_value, (complex, np.complexfloating)):
+            dtype = as_array(fill_value).dtype
+        else:  # floats and NumPy's bool_ (which PyTorch reads as a float)
+            dtype = dtypes.get_default_dtype()
     fill_value = _wrapped(fill_value, dtypes.as_dtype(dtype), "full")
     arr = _module(device).full(_new_shape("full", (size,)), fill_value,
                                dtype=dtypes.as_dtype(dtype))
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
-    """Values from start to end (exclusive) by step: int64 for integer arguments, else float32."""
+def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    """Values from start to end (exclusive) by step: int64 for integer arguments, else float32.
+    With an integer dtype, start, end and step are first truncated to integers, as PyTorch
+    does (int64 counts the values after truncating, other integer dtypes before)."""
+    if start is None and end is None:
+        raise TypeError("arange() missing required argument 'end'")
     if end is None:
         start, end = 0, start
+    elif start is None:
+        start = 0
     start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     integral = all(isinstance(v, (builtins.int, np.integer)) for v in (start, end, step))
     if dtype is None:
@@ -86,7 +148,15 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     dtype = dtypes.as_dtype(dtype)
     n = _range_length(start, end, step)
     xp = _module(device)
-    if integral and dtype.kind != "f":
+    if dtype.kind in "iu" and not integral:
+        first, stride = builtins.int(start), builtins.int(step)
+        if dtype == np.int64:
+            if stride == 0:
+                raise ValueError(f"arange: step must be nonzero (step {step} is 0 as {dtype})")
+            sign = 1 if stride > 0 else -1
+            n = builtins.max((builtins.int(end) - first + stride - sign) // stride, 0)
+        arr = xp.arange(n, dtype=np.int64) * stride + first
+    elif integral and dtype.kind != "f":
         arr = xp.arange(start, end, step, dtype=np.int64)
     else:  # in float64 and then cast, as PyTorch does, so float32 ranges match its values
         arr = _float_range(xp, start, step, n)
@@ -139,6 +209,9 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    for name, v in (("n", n), ("m", m)):
+        if v is not None and v < 0:
+            raise RuntimeError(f"eye: {name} must be greater or equal to 0, got {v}")
     arr = _module(device).eye(n, m, dtype=dtypes.as_dtype(dtype) or dtypes.get_default_dtype())
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
@@ -146,31 +219,64 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 # Random draws come from the one host generator and are copied to the device, on purpose:
 # a seed gives the same numbers on the CPU and on the GPU.
 
-def rand(*size, dtype=None, device=None, requires_grad=False):
+def _floating_draw(op, dtype):
+    """The dtype of a draw of ``op`` (rand, randn): PyTorch's NotImplementedError for any
+    but a floating dtype."""
+    dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
+    if dtype.kind not in "fc":
+        raise NotImplementedError(f"{op}: not implemented for '{dtypes.torch_name(dtype)}' "
+                                  f"(dtype {dtype}; draws need a floating dtype)")
+    return dtype
+
+
+def rand(*shape, size=None, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1). Drawn on the host by minigrad's one generator and copied to
     ``device``, so a seed gives the same numbers on the CPU and the GPU."""
-    dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
-    arr = backend.generator().random(_new_shape("rand", size),
+    dtype = _floating_draw("rand", dtype)
+    arr = backend.generator().random(_new_shape("rand", _size("rand", shape, size)),
                                      dtype=_draw_dtype(dtype)).astype(dtype)
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False):
+def randn(*shape, size=None, dtype=None, device=None, requires_grad=False):
     """Standard normal, drawn on the host as ``rand``'s."""
-    dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
-    arr = backend.generator().standard_normal(_new_shape("randn", size),
+    dtype = _floating_draw("randn", dtype)
+    arr = backend.generator().standard_normal(_new_shape("randn", _size("randn", shape, size)),
                                               dtype=_draw_dtype(dtype))
     return Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad)
 
 
-def randint(low, high=None, size=(), dtype=None, device=None):
+def randint(low=None, high=None, size=(), dtype=None, device=None, requires_grad=False):
     """Integers uniform on [low, high) (``randint(high, size)`` also works, as in PyTorch),
     drawn on the host as ``rand``'s."""
-    if high is None or isinstance(high, (tuple, list)):
-        low, high, size = 0, low, size if high is None else high
-    arr = backend.generator().integers(low, high, _new_shape("randint", (size,)),
-                                       dtype=np.int64)
-    return Tensor(arr.astype(dtypes.as_dtype(dtype) or dtypes.int64), device=device)
+    if isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    elif low is None:
+        low = 0
+    if high is None:
+        raise TypeError("randint() missing required argument 'high'")
+    return _randint("randint", low, high, size, dtypes.as_dtype(dtype) or dtypes.int64,
+                    device, requires_grad)
+
+
+def randint_like(t, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+    """``randint`` with the shape (and by default dtype, device) of ``t``:
+    ``randint_like(t, high)`` or ``randint_like(t, low, high)``."""
+    if high is None:
+        low, high = 0, low
+    return _randint("randint_like", low, high, t.shape, dtypes.as_dtype(dtype) or t.dtype,
+                    device or t.device, requires_grad)
+
+
+def _randint(op, low, high, size, dtype, device, requires_grad):
+    low, high = (v.item() if isinstance(v, Tensor) else v for v in (low, high))
+    if not low < high:
+        raise RuntimeError(f"{op}: random_ expects 'from' to be less than 'to', but got "
+                           f"from={low} >= to={high}")
+    arr = backend.generator().integers(low, high, _new_shape(op, (size,)), dtype=np.int64)
+    return Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad)
 
 
 def randperm(n, *, dtype=None, device=None, requires_grad=False):
