@@ -40,7 +40,7 @@ def evaluating(module):
 
 
 @replayed_as_call  # mg.compile replays the whole call
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scale the gradients so that their total norm is at most ``max_norm``; return the norm
     before clipping as a 0-d Tensor.
 
@@ -54,6 +54,8 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         norm_type (float): the p of the p-norm; ``float("inf")`` or ``"inf"`` for the max norm
         error_if_nonfinite (bool): raise RuntimeError, leaving the gradients as they are, when
             the total norm is nan or inf (otherwise the gradients are scaled by it, as PyTorch)
+        foreach (bool or None): PyTorch's choice of its multi-tensor kernels, which it has on
+            both of minigrad's devices (so True never raises); the same arithmetic either way
     """
     grads = _grads(parameters)
     norm_type = float(norm_type)
@@ -90,12 +92,13 @@ def _scale_(g, coef):
 
 
 @replayed_as_call  # mg.compile replays the whole call
-def clip_grad_value_(parameters, clip_value):
+def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every gradient elementwise into ``[-clip_value, clip_value]``, in place.
 
     Args:
         parameters: a Tensor or an iterable of Tensors whose ``.grad`` is clipped
         clip_value (float): the largest absolute value a gradient element may keep
+        foreach (bool or None): as in ``clip_grad_norm_``: accepted, the same result
     """
     clip_value = float(clip_value)
     for g in _grads(parameters):

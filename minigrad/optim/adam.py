@@ -2,7 +2,7 @@
 from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
-from .optimizer import Optimizer, add_to, scale
+from .optimizer import Optimizer, add_to, check_implementation, scale
 from ..compile.recorder import replayed_as_call
 
 
@@ -20,8 +20,9 @@ class Adam(Optimizer):
         denom = sqrt(v) / sqrt(1 - beta2**t) + eps
         p = p - (lr / (1 - beta1**t)) * m / denom
 
-    State per parameter: ``step`` (a Python int: the bias corrections are computed on the
-    host in double precision, as PyTorch does with ``step.item()``), ``exp_avg`` (m),
+    State per parameter: ``step`` (a Python int where PyTorch keeps a 0-d float32 Tensor:
+    the bias corrections are computed on the host in double precision, as PyTorch does
+    with ``step.item()``; ``load_state_dict`` takes either), ``exp_avg`` (m),
     ``exp_avg_sq`` (v) and, with amsgrad, ``max_exp_avg_sq`` (Tensors like ``p``). On the
     CPU, without amsgrad, the moments of a param group are views of two flat arrays, and a
     step in which every parameter of the group has a gradient runs once over all of them
@@ -37,10 +38,17 @@ class Adam(Optimizer):
         amsgrad (bool): normalise by the running maximum of v (Reddi et al., 2018).
         maximize (bool): ascend the objective instead of descending it.
         decoupled_weight_decay (bool): decay the weights directly, as AdamW.
+        foreach (bool or None), capturable (bool), differentiable (bool), fused (bool or
+            None): PyTorch's choices of implementation, kept in the param groups as PyTorch
+            keeps them; they do not change the arithmetic here (see ``Optimizer``). As in
+            PyTorch, fused with foreach or differentiable raises RuntimeError at
+            construction; at the step, capturable without fused on the CPU, and foreach
+            with differentiable, raise AssertionError.
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 amsgrad=False, *, maximize=False, decoupled_weight_decay=False):
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:
@@ -51,15 +59,18 @@ class Adam(Optimizer):
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                        amsgrad=amsgrad, maximize=maximize,
+                        amsgrad=amsgrad, maximize=maximize, foreach=foreach,
+                        capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
+        check_implementation(defaults)
 
     @replayed_as_call  # mg.compile replays the whole call
     @no_grad()
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
+            self._check_step(group)
             update = _AdamUpdate(group)
             if self._step_together(group, update):
                 continue
@@ -77,6 +88,14 @@ class Adam(Optimizer):
                 with backend.device_context(p.data):
                     update(p, grad.data, state)
         return loss
+
+    def _check_unfused_step(self, group, params):
+        if group["capturable"] and any(p.device.type == "cpu" for p in params):
+            devices = _CAPTURABLE_DEVICES[:-1] if group["foreach"] else _CAPTURABLE_DEVICES
+            raise AssertionError("If capturable=True, params and state_steps must be on "
+                                 f"supported devices: {devices}.")
+        if group["foreach"] and group["differentiable"] and params:
+            raise AssertionError("_foreach ops don't support autograd")
 
     def _step_together(self, group, update):
         """The step of a whole param group at once, where its parameters allow (on the
@@ -128,6 +147,9 @@ class Adam(Optimizer):
         for p, (start, stop) in zip(params, flat.bounds):
             add_to(p, change[start:stop].reshape(p.data.shape))
         return True
+
+
+_CAPTURABLE_DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]
 
 
 class _Moments:
@@ -234,8 +256,11 @@ class AdamW(Adam):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, *, maximize=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused,
                          decoupled_weight_decay=True)
 
     def load_state_dict(self, state_dict):

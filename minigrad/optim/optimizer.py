@@ -15,6 +15,16 @@ once per group, and apply the result to the parameter with ``add_to`` and ``scal
 in-place change that ``p.add_`` and ``p.mul_`` make under ``no_grad``, without the checks
 that an update made from the parameter's own gradient cannot fail. Each bumps the
 parameter's version, so a graph saved before the step refuses to backpropagate through it.
+
+PyTorch's implementation keywords (``foreach``, ``fused``, ``capturable``, and
+``differentiable``) are accepted with PyTorch's defaults and kept in ``defaults`` and in
+every param group, so that state dicts have PyTorch's keys; they choose how PyTorch
+computes a step, not what it computes, and minigrad's step is the same arithmetic whatever
+they say. The combinations PyTorch refuses raise the same exceptions
+(``check_implementation`` at construction, ``Optimizer._check_step`` at the step). With
+``differentiable=True`` PyTorch records its step for autograd, so it refuses to update a
+parameter that requires grad (a leaf) in place, and so does minigrad; minigrad never
+records a step, so the non-leaf parameters that PyTorch then accepts stay refused here.
 """
 import copy
 import warnings
@@ -129,6 +139,32 @@ class Optimizer:
         """Update every parameter that has a gradient; returns ``closure()``'s loss if given."""
         raise NotImplementedError
 
+    def _check_step(self, group):
+        """PyTorch's refusals, at the step, of its implementation keywords: ``fused`` needs
+        floating-point parameters (RuntimeError); ``differentiable`` (of the defaults, as
+        PyTorch reads it) runs PyTorch's step with grad recording on, so that its in-place
+        update of a leaf that requires grad raises RuntimeError. Checked before anything
+        changes (PyTorch may have written some state by then)."""
+        if not (group.get("fused") or group.get("capturable") or group.get("differentiable")
+                or self.defaults.get("differentiable")):
+            return  # the usual case: nothing to refuse
+        params = [p for p in group["params"] if p.grad is not None]
+        if group.get("fused"):
+            for p in params:
+                if not p.is_floating_point():
+                    raise RuntimeError(
+                        "`fused=True` requires all the params to be floating point Tensors of "
+                        f"supported devices: {_FUSED_DEVICES} but {p.dtype} and "
+                        f"{p.device.type}")
+            return
+        self._check_unfused_step(group, params)
+        if self.defaults.get("differentiable") and any(p.requires_grad for p in params):
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+
+    def _check_unfused_step(self, group, params):
+        """Refusals of a subclass's step without ``fused`` (Adam's ``capturable``)."""
+
     @staticmethod
     def _closure_loss(closure):
         if closure is None:
@@ -211,6 +247,19 @@ def _cast(value, param, key, where):
     arr = backend.to_device(value.data, param.device)
     dtype = param.dtype if param.is_floating_point() else arr.dtype
     return Tensor(arr.astype(dtype, copy=True))
+
+
+_FUSED_DEVICES = ["mps", "cuda", "xpu", "hpu", "cpu", "mtia", "privateuseone"]
+
+
+def check_implementation(defaults):
+    """PyTorch's refusals, at construction, of its implementation keywords together:
+    ``fused`` with ``differentiable`` or with ``foreach``, RuntimeError."""
+    if defaults.get("fused"):
+        if defaults.get("differentiable"):
+            raise RuntimeError("`fused` does not support `differentiable`")
+        if defaults.get("foreach"):
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
 
 # --- the in-place changes of a step ----------------------------------------------------------

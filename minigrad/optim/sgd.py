@@ -2,7 +2,7 @@
 from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
-from .optimizer import Optimizer, add_to
+from .optimizer import Optimizer, add_to, check_implementation
 from ..compile.recorder import replayed_as_call
 
 
@@ -28,10 +28,15 @@ class SGD(Optimizer):
         weight_decay (float): L2 penalty added to the gradient. Default: 0.
         nesterov (bool): Nesterov momentum (needs momentum > 0 and no dampening).
         maximize (bool): ascend the objective instead of descending it.
+        foreach (bool or None), differentiable (bool), fused (bool or None): PyTorch's
+            choices of implementation, kept in the param groups as PyTorch keeps them; they
+            do not change the arithmetic here (see ``Optimizer``). fused with foreach or
+            with differentiable raises RuntimeError, as in PyTorch.
     """
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
-                 nesterov=False, *, maximize=False):
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
+                 fused=None):
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
@@ -41,14 +46,17 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
-                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                        foreach=foreach, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
+        check_implementation(defaults)
 
     @replayed_as_call  # mg.compile replays the whole call
     @no_grad()
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
+            self._check_step(group)
             lr, momentum = float(group["lr"]), float(group["momentum"])
             dampening, weight_decay = float(group["dampening"]), float(group["weight_decay"])
             maximize, nesterov = group["maximize"], group["nesterov"]
