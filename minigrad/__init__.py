@@ -12,8 +12,8 @@ from .backend import (Device, DeviceError, cuda_is_available, get_rng_state,  # 
                       manual_seed, set_rng_state)
 from .autograd.function import ShapeError  # noqa: F401
 from .creation import (arange, empty, empty_like, eye, from_numpy, full, full_like,  # noqa
-                       linspace, ones, ones_like, rand, rand_like, randint, randn, randn_like,
-                       randperm, tensor, zeros, zeros_like)
+                       linspace, ones, ones_like, rand, rand_like, randint, randint_like, randn,
+                       randn_like, randperm, tensor, zeros, zeros_like)
 from .dtypes import (bool, double, float, float16, float32, float64, get_default_dtype,  # noqa
                      half, int, int8, int16, int32, int64, long, set_default_dtype, short,
                      uint8)
@@ -40,6 +40,11 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name
+# ... except those that take a number first, as in PyTorch: mg.add(2, x) is 2 + x, and
+# mg.add(2, 3) a tensor (so is mg.pow(2, x), but mg.pow(2, 3) is a TypeError)
+from .tensor import _number_first  # noqa: E402
+add, sub, mul, div, pow = (_number_first(_n) for _n in  # noqa: A001
+                           ("add", "sub", "mul", "div", "pow"))
 
 
 def is_tensor(obj):

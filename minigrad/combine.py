@@ -1,11 +1,15 @@
 """Functions over several tensors: ``cat``, ``stack`` and ``where``."""
 import functools
 
-from . import dtypes
+import numpy as np
+
+from . import backend, dtypes
 from .arguments import _dim
 from .autograd.function import ShapeError
 from .ops import Cat, Where
 from .tensor import Tensor, as_array, as_tensor, _operands
+
+_MISSING = object()  # an argument not given (where(condition) alone)
 
 
 def cat(tensors, dim=0):
@@ -32,8 +36,15 @@ def stack(tensors, dim=0):
     return Cat.apply(*[t.unsqueeze(d) for t in tensors], dim=d)
 
 
-def where(condition, input, other):
-    """``input`` where ``condition`` holds, else ``other`` (either may be a scalar)."""
+def where(condition, input=_MISSING, other=_MISSING):
+    """``input`` where ``condition`` holds, else ``other`` (either may be a scalar). With
+    ``condition`` alone: the indices of its nonzero elements, one int64 tensor per dim (a
+    0-d condition counts as one dim of size 1), as PyTorch's ``where(condition)``."""
+    if input is _MISSING and other is _MISSING:
+        return _nonzero_indices(condition)
+    if input is _MISSING or other is _MISSING:
+        raise TypeError("where() takes the condition alone, or the condition, input and "
+                        "other: got input or other without the other one")
     if isinstance(input, Tensor):
         input, other = _operands(input, other)
     elif isinstance(other, Tensor):
@@ -46,6 +57,15 @@ def where(condition, input, other):
         raise RuntimeError(f"where: expected condition to be a bool tensor, got {condition.dtype} "
                            f"(shape {tuple(condition.shape)})")
     return Where.apply(condition, input, other)
+
+
+def _nonzero_indices(condition):
+    if not isinstance(condition, Tensor):
+        raise TypeError(f"where(): argument 'condition' must be Tensor, not "
+                        f"{type(condition).__name__}")
+    data = condition.data.reshape(1) if condition.ndim == 0 else condition.data
+    xp = backend.xp_of(data)
+    return tuple(Tensor._make(i.astype(np.int64, copy=False)) for i in xp.nonzero(data))
 
 
 def _promote_all(tensors, op):

@@ -25,7 +25,7 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, Co
                   Sigmoid, Sign, Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice,
                   Where, replay_view)
 from .fused import Gelu, GeluTanh
-from .autograd.function import on_arrays, read_on_host
+from .autograd.function import Primitive, on_arrays, read_on_host
 
 # NumPy ufunc -> the Tensor method that computes ``array <op> tensor``
 _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
@@ -76,7 +76,7 @@ class Tensor(TensorBase):
         t = _new(Tensor)
         t.data = data
         if requires_grad:
-            t.requires_grad = True
+            t._requires_grad = True
             t.grad_fn = grad_fn
             if out_idx:
                 t._out_idx = out_idx
@@ -90,6 +90,25 @@ class Tensor(TensorBase):
     is_cuda = property(lambda self: type(self.data) is not np.ndarray)
     T = property(lambda self: self.permute(*reversed(range(self.ndim))))
     mT = property(lambda self: self.transpose(-2, -1))
+
+    @property
+    def requires_grad(self):
+        """Whether operations on this tensor are recorded for backward. Only a leaf's may be
+        set to False (a computed tensor's: ``detach()``), only a float's to True."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if value is True:
+            if self.data.dtype.kind not in "fc":
+                raise RuntimeError(f"only floating point tensors can require gradients, got "
+                                   f"dtype {self.dtype}")
+        elif value is not False:
+            raise RuntimeError(f"requires_grad must be a bool, got {type(value).__name__}")
+        elif self.grad_fn is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables: use "
+                               "detach() for a computed tensor that needs no gradient")
+        self._requires_grad = value
 
     @property
     def grad(self):
@@ -176,6 +195,14 @@ class Tensor(TensorBase):
         read_on_host("Tensor.__int__()")
         return builtins.int(self.item())
 
+    def __index__(self):
+        """An integer tensor of one element as a Python int (``[10, 20][t]``, ``range(t)``)."""
+        if self.data.dtype.kind not in "biu" or self.data.size != 1:
+            raise TypeError(f"only integer tensors of a single element can be converted to an "
+                            f"index, got a {self.dtype} tensor of shape {tuple(self.shape)}")
+        read_on_host("Tensor.__index__()")
+        return builtins.int(self.data.item())
+
     def __format__(self, spec):
         read_on_host("Tensor.__format__()")
         return format(self.item(), spec) if self.data.ndim == 0 else repr(self)
@@ -234,6 +261,13 @@ class Tensor(TensorBase):
     long = lambda self: self.to(dtypes.int64)  # noqa: E731
     int = lambda self: self.to(dtypes.int32)  # noqa: E731
     bool = lambda self: self.to(dtypes.bool)  # noqa: E731
+    short = lambda self: self.to(dtypes.int16)  # noqa: E731
+    byte = lambda self: self.to(dtypes.uint8)  # noqa: E731
+    char = lambda self: self.to(dtypes.int8)  # noqa: E731
+
+    def type_as(self, other):
+        """This tensor in ``other``'s dtype (itself when it has it already)."""
+        return self.to(_tensor_arg("type_as", other).dtype)
 
     def clone(self):
         """A differentiable copy with its own memory."""
@@ -264,7 +298,7 @@ class Tensor(TensorBase):
                                f"got dtype {self.dtype}")
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use detach()")
-        self.requires_grad = builtins.bool(requires_grad)
+        self._requires_grad = builtins.bool(requires_grad)
         return self
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -380,10 +414,27 @@ class Tensor(TensorBase):
         base = Tensor._make(backend.xp_of(x.data).asarray(base, dtype=x.dtype))
         return Pow.apply(*_no_bool_power(base, x))
 
-    add = __add__
-    sub = __sub__
+    def add(self, other, *, alpha=1):
+        """``self + alpha * other``; with an ``alpha``, rounded once, as PyTorch's fused
+        multiply-add (see ``_alpha_sum``)."""
+        if type(alpha) is builtins.int and alpha == 1:
+            return self.__add__(other)
+        return _alpha_sum("add", self, other, alpha)
+
+    def sub(self, other, *, alpha=1):
+        """``self - alpha * other`` (rounded as ``add``'s)."""
+        if type(alpha) is builtins.int and alpha == 1:
+            return self.__sub__(other)
+        return _alpha_sum("sub", self, other, alpha)
+
+    def div(self, other, *, rounding_mode=None):
+        """``self / other``; ``rounding_mode`` "trunc" rounds the quotient toward zero,
+        "floor" down. Rounded quotients of integers stay integers, and their gradient is 0."""
+        if rounding_mode is None:
+            return self.__truediv__(other)
+        return _rounded_division(self, other, rounding_mode)
+
     mul = __mul__
-    div = __truediv__
     pow = __pow__
     neg = __neg__
 
@@ -450,14 +501,16 @@ class Tensor(TensorBase):
     def isfinite(self): return NonDiff.apply(self, fn="isfinite")
 
     def all(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        """True where every element (over dim) is nonzero; a bool tensor."""
-        out = NonDiff.apply(self, fn="all", axis=_dims(self, dim, axis),
+        """True where every element (over dim) is nonzero; a bool tensor. ``dim=()``
+        reduces over no dim (each element's truth), as PyTorch."""
+        out = NonDiff.apply(self, fn="all", axis=_logical_dims(self, dim, axis),
                             keepdims=_kd(keepdim, keepdims))
         return out.to(dtypes.uint8) if self.dtype == dtypes.uint8 else out  # as PyTorch
 
     def any(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        """True where some element (over dim) is nonzero; a bool tensor."""
-        out = NonDiff.apply(self, fn="any", axis=_dims(self, dim, axis),
+        """True where some element (over dim) is nonzero; a bool tensor (``dim=()``: see
+        ``all``)."""
+        out = NonDiff.apply(self, fn="any", axis=_logical_dims(self, dim, axis),
                             keepdims=_kd(keepdim, keepdims))
         return out.to(dtypes.uint8) if self.dtype == dtypes.uint8 else out  # as PyTorch
 
@@ -616,8 +669,8 @@ class Tensor(TensorBase):
             return a.amax(dims, keepdim)
         if p == float("-inf"):
             return a.amin(dims, keepdim)
-        if p == 0:  # not differentiable: a count, as PyTorch's (no gradient reaches x)
-            return (x != 0).to(x.dtype).sum(dims, keepdim).detach()
+        if p == 0:  # a count: in the graph, but no gradient reaches x, as in PyTorch
+            return _CountNonzero.apply(x, dims=dims, keepdim=builtins.bool(keepdim))
         if p == 1:
             return a.sum(dims, keepdim)
         # (sum |x|^p)^(1/p) through ``where``s that keep every branch finite, so an infinite
@@ -742,7 +795,8 @@ class Tensor(TensorBase):
         if s > e:
             raise RuntimeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
                                f"(shape {tuple(self.shape)})")
-        return self.reshape(self.shape[:s] + (-1,) + self.shape[e + 1:])
+        return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) +
+                            self.shape[e + 1:])  # (not -1: a size 0 leaves -1 undecided)
 
     def expand(self, *sizes):
         sizes = _shape_arg(sizes)
@@ -993,25 +1047,30 @@ class Tensor(TensorBase):
     # in PyTorch. Every write counts one version, shared with the tensor's views: backward
     # refuses a saved tensor whose version changed.
 
-    def add_(self, other, alpha=1):
+    def add_(self, other, *, alpha=1):
+        if type(alpha) is not builtins.int or alpha != 1:  # (rounded once, as add's)
+            return self._update("add_", lambda t: t.add(other, alpha=alpha), other)
         if _recording(self, other) or forward_ad.LEVELS:
-            return self._update("add_", lambda t: t + other if alpha == 1 else
-                                t + other * alpha, other)
-        return _arithmetic_(self, "add_", "add", other, alpha)
+            return self._update("add_", lambda t: t + other, other)
+        return _arithmetic_(self, "add_", "add", other)
 
-    def sub_(self, other, alpha=1):
+    def sub_(self, other, *, alpha=1):
         _no_bool("sub_", self, other)
+        if type(alpha) is not builtins.int or alpha != 1:
+            return self._update("sub_", lambda t: t.sub(other, alpha=alpha), other)
         if _recording(self, other) or forward_ad.LEVELS:
-            return self._update("sub_", lambda t: t - other if alpha == 1 else
-                                t - other * alpha, other)
-        return _arithmetic_(self, "sub_", "subtract", other, alpha)
+            return self._update("sub_", lambda t: t - other, other)
+        return _arithmetic_(self, "sub_", "subtract", other)
 
     def mul_(self, other):
         if _recording(self, other) or forward_ad.LEVELS:
             return self._update("mul_", lambda t: t * other, other)
         return _arithmetic_(self, "mul_", "multiply", other)
 
-    def div_(self, other):
+    def div_(self, other, *, rounding_mode=None):
+        if rounding_mode is not None:
+            return self._update("div_", lambda t: t.div(other, rounding_mode=rounding_mode),
+                                other)
         if _recording(self, other) or forward_ad.LEVELS:
             return self._update("div_", lambda t: t / other, other)
         return _arithmetic_(self, "div_", "true_divide", other)
@@ -1309,6 +1368,132 @@ def _int_division(fn, x, y, reflected=False):
     return (FloorDivide if fn == "floor_divide" else Remainder).apply(x, y)
 
 
+def _alpha_sum(op, x, other, alpha, reflected=False):
+    """``x + alpha * other`` (op "add") or ``x - alpha * other`` ("sub"); ``reflected``:
+    ``other`` comes first (``mg.add(2, x, alpha=3)`` is ``2 + 3 * x``). PyTorch's rules for
+    alpha: a number (or a 0-d tensor), no float for an integer result, a bool only for a
+    bool one, and in float32 (and float16) one rounding, of the exact ``x + alpha * other``.
+    In float64 the product and the sum are rounded apart (PyTorch: once, a fused
+    multiply-add), a difference of at most an ulp."""
+    if isinstance(alpha, Tensor) and alpha.ndim == 0:
+        alpha = alpha.item()
+    alpha = _py_scalar(alpha)
+    if isinstance(alpha, builtins.complex):
+        raise RuntimeError(f"{op}: for non-complex input tensors, argument alpha must not be a "
+                           f"complex number, got {alpha!r}")
+    if type(alpha) not in _PY_SCALARS:
+        raise TypeError(f"{op}(): argument 'alpha' must be Number, not {type(alpha).__name__}")
+    if op == "sub":
+        _no_bool("sub", x, other)
+    first, second = _operands(x, other, reflected)
+    dtype = (first if isinstance(first, Tensor) else second).dtype
+    kind = dtype.kind
+    if type(alpha) is builtins.bool and kind != "b":
+        raise RuntimeError(f"{op}: a bool alpha is only supported for bool results, got alpha="
+                           f"{alpha} for a result of dtype {dtype}")
+    if type(alpha) is builtins.float and kind in "biu":
+        raise RuntimeError(f"{op}: for integral input tensors, argument alpha must not be a "
+                           f"floating point number, got alpha={alpha} for dtype {dtype}")
+    if kind == "b":  # x or (alpha and other)
+        return NonDiff.apply(first, second if alpha else False, fn="logical_or")
+    if kind in "iu":
+        alpha = _wrapped(alpha, dtype, op)
+    elif np.isfinite(alpha) and abs(alpha) > np.finfo(np.float32 if dtype.itemsize <= 4
+                                                      else dtype).max:
+        raise RuntimeError(f"{op}: value alpha={alpha} cannot be converted to {dtype} without "
+                           f"overflow")
+    scaled = second * alpha if isinstance(second, Tensor) else _wrapped(second * alpha, dtype)
+    out = first + scaled if op == "add" else first - scaled
+    if isinstance(out, Tensor) and dtype.kind == "f" and dtype.itemsize <= 4:
+        raw = [v.data if isinstance(v, Tensor) else v for v in (first, second)]
+        on_arrays(backend.add_scaled, out.data, raw[0], raw[1],
+                  alpha if op == "add" else -alpha)
+    return out
+
+
+def _number_first(name):
+    """``mg.<name>`` (add, sub, mul, div, pow): the Tensor method, which also takes a number
+    as its first argument, as PyTorch's functions do (a number and a tensor: the tensor's
+    reflected op; two numbers: the first as a tensor, except for pow)."""
+    method = getattr(Tensor, name)
+
+    def function(input, other, **kwargs):
+        if isinstance(input, Tensor):
+            return method(input, other, **kwargs)
+        if type(input) not in _PY_SCALARS and not isinstance(input, np.generic) or \
+                name == "pow" and not isinstance(other, Tensor):
+            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(input).__name__}")
+        if not isinstance(other, Tensor):
+            return method(Tensor(input), other, **kwargs)
+        if name in ("add", "sub"):
+            alpha = kwargs.pop("alpha", 1)
+            _no_keywords(name, kwargs)
+            return _alpha_sum(name, other, input, alpha, reflected=True)
+        if name == "div":
+            mode = kwargs.pop("rounding_mode", None)
+            _no_keywords(name, kwargs)
+            if mode is None:  # (a true division: the operator's reciprocal(x) * number
+                return Div.apply(*_float_operands(other, input, True))  # is `/` only)
+            return _rounded_division(other, input, mode, reflected=True)
+        _no_keywords(name, kwargs)
+        return getattr(other, "__rmul__" if name == "mul" else "__rpow__")(input)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = method.__doc__
+    return function
+
+
+def _no_keywords(name, kwargs):
+    if kwargs:
+        raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kwargs))}'")
+
+
+def _rounded_division(x, other, mode, reflected=False):
+    """``div(x, other, rounding_mode=mode)`` (``other / x`` when ``reflected``): the quotient
+    rounded toward zero ("trunc") or down ("floor"), in the promoted dtype (integers stay
+    integers; float16 is divided in float32 and rounded once). As in PyTorch, recorded in
+    the graph with a zero gradient for both operands."""
+    if not isinstance(mode, str):
+        raise TypeError(f"div(): argument 'rounding_mode' must be str or None, not "
+                        f"{type(mode).__name__}")
+    if mode not in ("trunc", "floor"):
+        raise RuntimeError(f"div: expected rounding_mode to be one of None, 'trunc', or "
+                           f"'floor' but found {mode!r}")
+    a, b = _operands(x, other, reflected)
+    if all(isinstance(t, builtins.bool) or isinstance(t, Tensor) and t.data.dtype.kind == "b"
+           for t in (a, b)):
+        raise NotImplementedError(f"div: rounding_mode={mode!r} is not implemented for bool "
+                                  f"tensors (got {_described(a)} and {_described(b)})")
+    dtype = (a if isinstance(a, Tensor) else b).dtype
+    if dtype.kind in "iu":
+        divisor = b.data if isinstance(b, Tensor) else b
+        if builtins.bool(divisor == 0) if isinstance(divisor, _PY_SCALARS) else \
+                builtins.bool((divisor == 0).any()):
+            raise RuntimeError(f"div: ZeroDivisionError (integer division by zero, "
+                               f"rounding_mode={mode!r})")
+        if mode == "floor":
+            return NonDiff.apply(a, b, fn="floor_divide")
+        raw = [t.data if isinstance(t, Tensor) else t for t in (a, b)]
+        return Tensor._make(on_arrays(_trunc_divide, raw[0], raw[1]))
+    if dtype == dtypes.float16:
+        a, b = (t.float() if isinstance(t, Tensor) else t for t in (a, b))
+    if mode == "floor":
+        out = NonDiff.apply(a, b, fn="floor_divide")
+    else:
+        out = NonDiff.apply(NonDiff.apply(a, b, fn="true_divide"), fn="trunc")
+    return out.half() if dtype == dtypes.float16 else out
+
+
+def _trunc_divide(x, y):
+    """Integer division rounded toward zero (C's ``/``): the floor, plus one where the
+    remainder is nonzero and the operands' signs differ."""
+    xp = backend.xp_of(x if _is_array(x) else y)
+    q = xp.floor_divide(x, y)
+    fix = (xp.remainder(x, y) != 0) & ((xp.asarray(x) < 0) != (xp.asarray(y) < 0))
+    return q + fix.astype(q.dtype)
+
+
 def _index_tensor(op, index, like, dim, allowed):
     """``index`` for ``gather``/``index_select``: an integer tensor of a dtype in ``allowed``
     on ``like``'s device, every entry within [0, size of ``dim``) (an IndexError otherwise,
@@ -1343,7 +1528,7 @@ def _recording(t, *others):
         isinstance(o, Tensor) and o.requires_grad for o in others))
 
 
-def _arithmetic_(t, op, ufunc, other, alpha=1):
+def _arithmetic_(t, op, ufunc, other):
     """``t <op>= other`` with no graph to record (an optimiser's step, a manual update):
     the ufunc writes into t's memory, after PyTorch's checks of shape and dtype."""
     _check_writable(t, op)
@@ -1351,8 +1536,6 @@ def _arithmetic_(t, op, ufunc, other, alpha=1):
     raw = other.data if isinstance(other, Tensor) else other
     if type(raw) is not np.ndarray or type(data) is not np.ndarray:  # (two host arrays: as is)
         raw = _operand_array(t, op, other, raw)
-    if alpha != 1:
-        raw = on_arrays(_scaled, raw, alpha) if _is_array(raw) else raw * alpha
     if hasattr(raw, "dtype") and getattr(raw, "ndim", 0) > 0 or isinstance(other, Tensor):
         result = dtypes.promote_types(data.dtype, raw.dtype)  # PyTorch's promotion
     elif isinstance(raw, builtins.float) and data.dtype.kind in "biu":
@@ -1375,11 +1558,6 @@ def _arithmetic_(t, op, ufunc, other, alpha=1):
 
 # The raw array work of the in-place ops, one function each (``on_arrays``: mg.compile
 # records each call as one instruction of a step's program, named after the function).
-
-def _scaled(raw, alpha):
-    """``raw * alpha``: the operand of ``add_(other, alpha=...)`` and ``sub_``."""
-    return raw * alpha
-
 
 def _ufunc_into(data, raw, ufunc):
     """``data <ufunc>= raw``, written into ``data`` (an in-place op with no graph)."""
@@ -1491,7 +1669,9 @@ def _rebase(t, new, written=None):
     When ``t`` is a view, its base changed too: the base's new node is ``CopySlices``
     (base with the view's region replaced) and ``t`` becomes that view of the new base."""
     if t._view_of is None:
+        old = t.grad_fn, t._out_idx
         t.requires_grad, t.grad_fn, t._out_idx = True, new.grad_fn, new._out_idx
+        _move_retained(t, *old)
         return
     chain = []
     root = t
@@ -1502,10 +1682,24 @@ def _rebase(t, new, written=None):
     chain.reverse()
     before = Tensor._make(root.data, root.requires_grad, root.grad_fn, root._out_idx)
     after = CopySlices.apply(before, new if written is None else written, chain=tuple(chain))
+    old = root.grad_fn, root._out_idx
     root.requires_grad, root.grad_fn, root._out_idx = True, after.grad_fn, 0
+    _move_retained(root, *old)
     view = replay_view(root, chain)
+    old = t.grad_fn, t._out_idx
     t.requires_grad, t.grad_fn, t._out_idx = True, view.grad_fn, view._out_idx
+    _move_retained(t, *old)
     t._view_version = t._vc[0]
+
+
+def _move_retained(t, node, idx):
+    """After an in-place op gave ``t`` a new grad_fn: a ``retain_grad()`` made on the old one
+    moves to the new one, so ``t.grad`` is the gradient of t's new value, as in PyTorch."""
+    retained = None if node is None else node._retained
+    if not retained or idx not in retained or retained[idx]() is not t:
+        return
+    del retained[idx]
+    t.retain_grad()
 
 
 def _no_bool_input(t, op, error):
@@ -1590,17 +1784,47 @@ def _normalisable(t, op, dtype):
 
 def _arg_reduce(t, dim, keepdim, op):
     name = op._arg  # argmax or argmin
+    if dim is not None and not _is_int(dim):
+        raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
     if t.data.dtype.kind == "b":
         raise RuntimeError(f"{name}(): does not support bool input (shape {tuple(t.shape)})")
     if dim is None and t.data.size == 0:
         raise IndexError(f"{name}(): Expected reduction dim to be specified for an empty "
                          f"input (shape {tuple(t.shape)})")
-    if dim is None:
-        return op.apply(t.reshape(-1), dim=0, keepdim=False)[1]
+    if dim is None:  # over every dim; keepdim keeps each as a dim of size 1
+        index = op.apply(t.reshape(-1), dim=0, keepdim=False)[1]
+        return index.reshape((1,) * t.ndim) if keepdim else index
     d = _reducible(t, name, dim)[0] if t.ndim else _dim(t, dim)
     if t.ndim == 0:  # a 0-d tensor has one dim to reduce, of size 1: index 0
         return op.apply(t.reshape(1), dim=0, keepdim=False)[1]
     return op.apply(t, dim=d, keepdim=keepdim)[1]
+
+
+def _logical_dims(t, dim, axis):
+    """The axes of ``any``/``all``: as ``_dims``, except that an empty tuple or list of
+    dims reduces over none (PyTorch's rule for these two, unlike ``sum``'s)."""
+    given = axis if dim is None else dim
+    if isinstance(given, (tuple, list)) and len(given) == 0:
+        return ()
+    return _dims(t, dim, axis)
+
+
+class _CountNonzero(Primitive):
+    """out = the number of nonzero elements over ``dims`` (``norm(0)``), in x's dtype;
+    dx = None: in the graph, as PyTorch's, but no gradient reaches x (its .grad stays None)."""
+    node_name = "LinalgVectorNormBackward0"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        return (x != 0).sum(axis=dims, keepdims=keepdim).astype(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (None,)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return None
 
 
 def _is_int(v):

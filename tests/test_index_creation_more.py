@@ -199,8 +199,7 @@ def test_keyword_creation(call):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 @pytest.mark.parametrize("args", [(5,), (2, 5)])
 def test_randint_like(dtype, args):
-    from minigrad.creation import randint_like
-    got = randint_like(mg.zeros(3, 4, dtype=getattr(mg, dtype)), *args)
+    got = mg.randint_like(mg.zeros(3, 4, dtype=getattr(mg, dtype)), *args)
     want = torch.randint_like(torch.zeros(3, 4, dtype=getattr(torch, dtype)), *args)
     assert got.shape == tuple(want.shape) and str(got.dtype) == dtype == str(want.dtype)[6:]
     low, high = (0, args[0]) if len(args) == 1 else args

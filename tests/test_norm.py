@@ -58,9 +58,13 @@ def test_zero_norm_has_torchs_zero_gradient(device):
 def test_order_zero_counts_nonzeros_and_takes_no_gradient(device):
     from tests.torch_ref import torch
     a = np.array([[0.0, 2.0, -1.0], [0.0, 0.0, 3.0]])
-    ours = mg.tensor(a, requires_grad=True, device=device).norm(0, dim=1)
-    np.testing.assert_array_equal(ours.numpy(), torch.tensor(a).norm(0, dim=1).numpy())
-    assert not ours.requires_grad
+    x, xt = mg.tensor(a, requires_grad=True, device=device), torch.tensor(a, requires_grad=True)
+    ours, theirs = x.norm(0, dim=1), xt.norm(0, dim=1)
+    np.testing.assert_array_equal(ours.numpy(), theirs.detach().numpy())
+    assert ours.requires_grad and theirs.requires_grad  # recorded, with no gradient:
+    ours.sum().backward()
+    theirs.sum().backward()
+    assert x.grad is None and xt.grad is None
 
 
 def test_function_form_and_dtype(device):

@@ -167,19 +167,18 @@ def _reference_step(opt):
 
 def _reference_sgd(p, state, group):
     lr, momentum = float(group["lr"]), float(group["momentum"])
-    g = -p.grad.data if group["maximize"] else p.grad.data
+    g = -p.grad if group["maximize"] else p.grad  # torch's _single_tensor_sgd, op for op
     if group["weight_decay"] != 0:
-        g = g + float(group["weight_decay"]) * p.data
+        g = g.add(p, alpha=float(group["weight_decay"]))
     if momentum != 0:
         if "momentum_buffer" not in state:
-            state["momentum_buffer"] = mg.Tensor(g.copy())
+            state["momentum_buffer"] = mg.Tensor(g.numpy().copy(), device=g.device)
         else:
-            buf = state["momentum_buffer"].data
-            buf *= momentum
-            buf += (1.0 - float(group["dampening"])) * g
-        buf = state["momentum_buffer"].data
-        g = g + momentum * buf if group["nesterov"] else buf
-    p.add_(mg.Tensor(g), alpha=-lr)
+            state["momentum_buffer"].mul_(momentum).add_(
+                g, alpha=1.0 - float(group["dampening"]))
+        buf = state["momentum_buffer"]
+        g = g.add(buf, alpha=momentum) if group["nesterov"] else buf
+    p.add_(g, alpha=-lr)
 
 
 def _reference_adam(p, state, group, backend, lerp_):
@@ -249,6 +248,26 @@ def test_step_equals_the_plain_step_bit_for_bit(device, case, dtype):
             same = value == ref.state[q][key] if key == "step" else \
                 np.array_equal(value.numpy(), ref.state[q][key].numpy())
             assert same, key
+
+
+@needs_torch
+@pytest.mark.parametrize("case", _sgd_cases(), ids=_case_id)
+def test_sgd_matches_torch_bit_for_bit_in_float32(case):
+    """torch's ``add_(alpha=)`` rounds once (a fused multiply-add): so do SGD's steps."""
+    _, kw, grouped = case
+    init = _init(np.float32)
+    ours = _mg_params(init, "cpu")
+    theirs = [torch.tensor(a, requires_grad=True) for a in init]
+    opt = optim.SGD(_groups(ours, grouped), **kw)
+    ref = torch.optim.SGD(_groups(theirs, grouped), **kw)
+    for k, grads in enumerate(_grads(np.float32, 6)):
+        _set_grads(ours, grads, "cpu")
+        for t, g in zip(theirs, grads):
+            t.grad = None if g is None else torch.tensor(g)
+        opt.step()
+        ref.step()
+        for i, (p, t) in enumerate(zip(ours, theirs)):
+            assert np.array_equal(p.numpy(), t.detach().numpy()), f"step {k}, parameter {i}"
 
 
 # --- state_dict ------------------------------------------------------------------------------

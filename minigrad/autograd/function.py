@@ -136,7 +136,7 @@ class Function(Node):
                 elif type(d) is not _ndarray or type(first_data) is not _ndarray:
                     backend.check_same_device(cls.__name__, [first_data, d])
                 arrays.append(d)
-                if a.requires_grad:
+                if a._requires_grad:
                     any_grad = True
                     if grad_mode:
                         target = a.grad_fn
@@ -195,7 +195,7 @@ class Function(Node):
             d = result.data
             node.output_meta = ((d.shape, d.dtype),)
             if d.dtype.kind in "fc":
-                result.requires_grad = True
+                result._requires_grad = True
                 result.grad_fn = node
             if node._to_save is not None:
                 node._saved = _save(node._to_save, args, arrays, (out,), (result,), first._make)
@@ -224,7 +224,7 @@ class Function(Node):
             for i, r in enumerate(results):
                 d = r.data
                 if d.dtype.kind in "fc" and (non_diff is None or id(raw[i]) not in non_diff):
-                    r.requires_grad = True
+                    r._requires_grad = True
                     r.grad_fn = self
                     r._out_idx = i
             self.output_meta = tuple((r.data.shape, r.data.dtype) for r in results)
@@ -300,7 +300,7 @@ def _link_views(cls, params, source, results):
     counter = source._vc
     if counter is None:
         counter = source._vc = [0]
-    without_grad = source.requires_grad and not STATE.grad_enabled
+    without_grad = source._requires_grad and not STATE.grad_enabled
     i = 0
     for r in results:
         r._vc = counter
@@ -318,7 +318,7 @@ def _refresh_view(view):
     view._view_version = view._vc[0]
     out = cls.apply(source, **params)  # refreshes ``source`` first if it is a view too
     out = out[i] if type(out) is tuple else out
-    view.requires_grad, view.grad_fn, view._out_idx = out.requires_grad, out.grad_fn, \
+    view._requires_grad, view.grad_fn, view._out_idx = out._requires_grad, out.grad_fn, \
         out._out_idx
 
 

@@ -228,7 +228,7 @@ class TensorBase:
 
     Class-level defaults, shared until a tensor sets its own (most never do)."""
     data = None
-    requires_grad = False
+    _requires_grad = False  # (``requires_grad`` reads it; Tensor's setter checks the value)
     grad_fn = None     # the node that made this tensor (None: a leaf)
     _out_idx = 0       # which output of grad_fn this tensor is
     _vc = None         # version counter: a one-element list once needed, shared with views
@@ -238,6 +238,15 @@ class TensorBase:
     _accumulator = None  # a leaf's AccumulateGrad, once an op has recorded an edge to it
     _hooks = None      # gradient hooks of a leaf
     _output_class = None  # the class of the tensors that ops make from this one
+
+    @property
+    def requires_grad(self):
+        """Whether operations on this tensor are recorded for backward."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self._requires_grad = value
 
     @property
     def _version(self):

@@ -166,6 +166,30 @@ def dropout(x, keep, scale):
     return out
 
 
+def add_scaled(out, x, y, alpha):
+    """``x + alpha * y`` written into ``out``, as PyTorch's ``add(x, y, alpha=alpha)``:
+    ``x``, ``y`` (arrays or numbers) and ``alpha`` rounded to out's dtype first, then, for
+    float32 and float16, one rounding of the exact result (its fused multiply-add; float16
+    from the float32 result, as its float16 arithmetic runs in float32). The product is
+    exact in float64, and the float64 sum is rounded to odd (its last bit set where
+    inexact), which makes the float32 rounding of it that of the exact sum. In float64 the
+    product and the sum are rounded apart (at most an ulp from PyTorch's)."""
+    xp = xp_of(out)
+    if out.dtype.itemsize > 4:
+        out[...] = xp.asarray(y, dtype=out.dtype) * out.dtype.type(alpha) + x
+        return out
+    x, y = (xp.asarray(v, dtype=out.dtype).astype(np.float64) for v in (x, y))
+    p = y * np.float64(out.dtype.type(alpha))
+    s = x + p
+    back = s - x  # (Knuth's two-sum: s + err is exactly x + p)
+    err = (x - (s - back)) + (p - back)
+    even = (s.view(np.int64) & 1) == 0
+    s = xp.where((err != 0) & even & xp.isfinite(s),
+                 xp.nextafter(s, xp.where(err > 0, np.inf, -np.inf)), s)
+    out[...] = s.astype(np.float32)
+    return out
+
+
 def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=False):
     """Adam's step on raw arrays: the moments ``m`` and ``v`` updated in place (m lerps to
     g by 1 - beta1, as torch's lerp_; v = beta2 v + (1 - beta2) g^2) and the parameter's

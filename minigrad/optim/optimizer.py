@@ -276,6 +276,14 @@ def add_to(p, update):
     p._shared_counter()[0] += 1
 
 
+def add_scaled_to(p, update, alpha):
+    """``p.add_(update, alpha=alpha)`` under ``no_grad``, for an array ``update`` of p's shape
+    and dtype: rounded once, as PyTorch's (``backend.add_scaled``), one more version of p."""
+    _check_writable(p, "add_")
+    backend.add_scaled(p.data, p.data, update, alpha)
+    p._shared_counter()[0] += 1
+
+
 def scale(p, factor):
     """``p.mul_(factor)`` under ``no_grad``, for a Python float ``factor``."""
     _check_writable(p, "mul_")

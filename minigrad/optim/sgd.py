@@ -2,7 +2,7 @@
 from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
-from .optimizer import Optimizer, add_to, check_implementation
+from .optimizer import Optimizer, add_scaled_to, check_implementation
 from ..compile.recorder import replayed_as_call
 
 
@@ -68,11 +68,11 @@ class SGD(Optimizer):
                     g = grad.data
                     if maximize:
                         g = -g
-                    if weight_decay != 0:
-                        g = g + weight_decay * p.data
+                    if weight_decay != 0:  # g.add(p, alpha=weight_decay)
+                        g = _scaled_sum(g, p.data, weight_decay)
                     if momentum != 0:
                         g = self._momentum(self.state[p], g, momentum, dampening, nesterov)
-                    add_to(p, g * -lr)  # p.add_(g, alpha=-lr)
+                    add_scaled_to(p, g, -lr)  # p.add_(g, alpha=-lr)
         return loss
 
     @staticmethod
@@ -82,6 +82,12 @@ class SGD(Optimizer):
         if buf is None:
             buf = state["momentum_buffer"] = Tensor(g.copy())  # torch: grad.clone()
         else:
-            buf.data *= momentum
-            buf.data += (1.0 - dampening) * g
-        return g + momentum * buf.data if nesterov else buf.data
+            buf.data *= momentum  # buf.mul_(momentum).add_(g, alpha=1 - dampening)
+            backend.add_scaled(buf.data, buf.data, g, 1.0 - dampening)
+        return _scaled_sum(g, buf.data, momentum) if nesterov else buf.data
+
+
+def _scaled_sum(x, y, alpha):
+    """x + alpha * y in a new array, rounded as PyTorch's ``add(alpha=)`` (once, in float32:
+    see ``backend.add_scaled``)."""
+    return backend.add_scaled(backend.xp_of(x).empty_like(x), x, y, alpha)
