@@ -1,10 +1,13 @@
 """nn: layers, losses and functional ops built on minigrad Tensors, with PyTorch's names."""
 from . import functional, init, utils  # noqa: F401
-from .activation import GELU, Dropout, ReLU  # noqa: F401
+from .activation import (GELU, Dropout, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax,  # noqa: F401
+                         Tanh)
 from .attention import KVCache, MultiheadAttention  # noqa: F401
 from .ffn import FeedForward  # noqa: F401
 from .hyper import HyperConnection  # noqa: F401
-from .linear import Embedding, Identity, Linear  # noqa: F401
+from .linear import Embedding, Flatten, Identity, Linear  # noqa: F401
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # noqa: F401
+                   KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from .module import (IncompatibleKeys, Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
                      Sequential)
 from .norm import LayerNorm  # noqa: F401

@@ -1,13 +1,24 @@
-"""Activations and dropout as modules."""
+"""Activations, normalisations over a dim, and dropout as modules."""
 from . import functional as F
 from .module import Module
 
 
 class ReLU(Module):
-    """max(x, 0) elementwise (gradient 0 at 0, as PyTorch)."""
+    """max(x, 0) elementwise (gradient 0 at 0, as PyTorch).
+
+    Args:
+        inplace: overwrite the input and return it (default False).
+    """
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
 
     def forward(self, x):
-        return F.relu(x)
+        return F.relu(x, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -30,22 +41,94 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
+class SiLU(Module):
+    """x * sigmoid(x) elementwise (the swish).
+
+    Args:
+        inplace: overwrite the input and return it (default False).
+    """
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x):
+        return F.silu(x, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Sigmoid(Module):
+    """1 / (1 + exp(-x)) elementwise."""
+
+    def forward(self, x):
+        return x.sigmoid()
+
+
+class Tanh(Module):
+    """tanh(x) elementwise."""
+
+    def forward(self, x):
+        return x.tanh()
+
+
+class Softmax(Module):
+    """exp(x_i) / sum_j exp(x_j) along ``dim``: each slice along it becomes a probability
+    distribution.
+
+    Args:
+        dim: the dim to normalise; None is PyTorch's deprecated implicit choice (dim 0 for
+            0-, 1- and 3-d inputs, else 1), with its warning.
+    """
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return F.softmax(x, self.dim, _stacklevel=5)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """x_i - log(sum_j exp(x_j)) along ``dim`` (the log of Softmax, computed stably).
+
+    Args:
+        dim: as Softmax's.
+    """
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return F.log_softmax(x, self.dim, _stacklevel=5)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
 class Dropout(Module):
     """Zero elements with probability p in training, scaling the rest by 1 / (1 - p);
     the identity in eval mode.
 
     Args:
         p: probability of an element to be zeroed (default 0.5).
+        inplace: write the result into the input and return it (default False).
     """
 
-    def __init__(self, p=0.5):
+    def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must be between 0 and 1, got {p}")
         self.p = p
+        self.inplace = inplace
 
     def forward(self, x):
-        return F.dropout(x, self.p, self.training)
+        return F.dropout(x, self.p, self.training, self.inplace)
 
     def extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"

@@ -1,7 +1,8 @@
 """nn.functional: the layers' math as functions of Tensors (PyTorch's names and semantics).
 
 Everything here is written with Tensor ops, so gradients come from the engine's primitives;
-no function defines a backward of its own.
+no function defines a backward of its own but binary_cross_entropy, whose PyTorch gradient is
+not the derivative of its value (see BinaryCrossEntropy).
 """
 import math
 import warnings
@@ -9,7 +10,7 @@ import warnings
 import numpy as np
 
 import minigrad as mg
-from minigrad import backend
+from minigrad import backend, dtypes
 from minigrad.arguments import _dim
 from minigrad.fused import Attention, CrossEntropy, Dropout, LayerNorm, Linear
 from minigrad.fused.attention import blocks as attention_blocks
@@ -35,40 +36,81 @@ def linear(input, weight, bias=None):
     return Linear.apply(input, weight, bias)
 
 
-def relu(input):
-    return input.relu()
+def relu(input, inplace=False):
+    """max(x, 0) elementwise; with ``inplace`` the input itself is overwritten and returned
+    (Tensor.relu_, recorded in the graph as PyTorch's)."""
+    return input.relu_() if inplace else input.relu()
+
+
+def silu(input, inplace=False):
+    """x * sigmoid(x) elementwise (the swish of Ramachandran et al., 2017); with ``inplace``
+    the input itself is overwritten and returned."""
+    if input.dtype.kind != "f":
+        raise DTypeError(f"silu: not implemented for {input.dtype} tensors (shape "
+                         f"{input.shape}); call .float() first")
+    if inplace:
+        return input._update("silu_", silu)
+    return input * input.sigmoid()
 
 
 def gelu(input, approximate="none"):
     return input.gelu(approximate)
 
 
-def softmax(input, dim):
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """exp(x_i) / sum_j exp(x_j) along ``dim``, computed in ``dtype`` when given (the input
+    is cast first). Without ``dim``, PyTorch's deprecated implicit choice, with its warning:
+    dim 0 for 0-, 1- and 3-d inputs, dim 1 otherwise."""
+    if dim is None:
+        dim = _implicit_softmax_dim("softmax", input.ndim, _stacklevel)
     if input.numel() == 0:  # nothing to normalise: the empty result, as PyTorch's
-        return _empty_like(input, dim)
-    return input.softmax(dim)
+        return _empty_like(input, dim, dtype)
+    return input.softmax(dim, dtype=dtype)
 
 
-def log_softmax(input, dim):
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """x_i - log(sum_j exp(x_j)) along ``dim`` (never the log of a softmax, which underflows),
+    in ``dtype`` when given; ``dim`` omitted as in ``softmax``."""
+    if dim is None:
+        dim = _implicit_softmax_dim("log_softmax", input.ndim, _stacklevel)
     if input.numel() == 0:
-        return _empty_like(input, dim)
-    return input.log_softmax(dim)
+        return _empty_like(input, dim, dtype)
+    return input.log_softmax(dim, dtype=dtype)
 
 
-def _empty_like(input, dim):
-    """The (empty) result of a normalisation over ``dim`` of an empty ``input``."""
+def _implicit_softmax_dim(op, ndim, stacklevel):
+    """The dim PyTorch picks when none is given (0 for 0-, 1- and 3-d inputs, else 1), with
+    its deprecation warning pointing at the caller."""
+    warnings.warn(f"Implicit dimension choice for {op} has been deprecated. Change the call "
+                  "to include dim=X as an argument.", UserWarning, stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _empty_like(input, dim, dtype=None):
+    """The (empty) result of a normalisation over ``dim`` of an empty ``input``, in
+    ``dtype`` if given (with nothing to compute, PyTorch refuses no dtype here)."""
     _dim(input, dim)
-    return input.clone()
+    return (input if dtype is None else input.to(dtype)).clone()
 
 
-def dropout(input, p=0.5, training=True):
+def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability p and scale the rest by 1 / (1 - p) (training
     only). The mask comes from minigrad's one generator, so a seed fixes it on any device
-    (one fused op, see minigrad.fused.Dropout)."""
+    (one fused op, see minigrad.fused.Dropout).
+
+    As PyTorch's, the input itself is returned when nothing is dropped (eval mode, p = 0);
+    with ``inplace`` the result is written into the input, which is returned (recorded in
+    the graph as any in-place op: a leaf that requires grad refuses it).
+    """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be between 0 and 1, got {p}")
     if not training or p == 0.0:
         return input
+    if input.dtype.kind != "f":
+        raise DTypeError(f"dropout: the input must be floating point to be scaled by "
+                         f"1 / (1 - p), got {input.dtype} (shape {input.shape})")
+    if inplace:
+        return input._update("dropout_", lambda t: dropout(t, p))
     if p == 1.0:
         return input * 0.0
     return Dropout.apply(input, p=p)
@@ -147,8 +189,8 @@ def _first_out_of_range(ids, n, ignore_index=None):
     return int(value) if found else None
 
 
-def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
-                  label_smoothing=0.0):
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                  reduce=None, reduction="mean", label_smoothing=0.0):
     """Cross-entropy of logits ``input`` (N, C) or (N, C, d1, ...) (or (C,)) against class
     indices or class probabilities ``target``, as torch.nn.functional.cross_entropy.
 
@@ -158,8 +200,10 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
 
     Arguments are checked first, as PyTorch's: class-index targets are int64 (or uint8) in
     [0, C) or ``ignore_index``; ``weight`` has C entries; label_smoothing is at most 1 (as
-    PyTorch, a negative or NaN label_smoothing means none).
+    PyTorch, a negative or NaN label_smoothing means none). ``size_average`` and ``reduce``
+    are PyTorch's deprecated spelling of ``reduction``.
     """
+    reduction = _reduction("cross_entropy", reduction, size_average, reduce)
     label_smoothing = _check_cross_entropy(input, target, weight, ignore_index, reduction,
                                            label_smoothing)
     class_dim = 0 if input.ndim == 1 else 1
@@ -237,31 +281,410 @@ def _check_class_target(input, target, weight, ignore_index, n_classes):
                          f"classes (expected [0, {n_classes}) or ignore_index {ignore_index})")
 
 
-def _check_reduction(op, reduction):
-    if reduction not in ("mean", "sum", "none"):
+# --- more losses ------------------------------------------------------------------------------
+# Each loss below is written with differentiable Tensor ops (its gradients are the engine's but
+# binary_cross_entropy's), checks its arguments as PyTorch does, with PyTorch's exception
+# types, and ends in the reduction:
+# "mean" (the mean of the elementwise losses, or their weighted mean where it says so), "sum"
+# or "none" (the elementwise losses). ``size_average`` and ``reduce`` are PyTorch's deprecated
+# spelling of ``reduction``, read as PyTorch reads them.
+
+def _check_reduction(op, reduction, allowed=("mean", "sum", "none")):
+    if reduction not in allowed:
+        names = ", ".join(repr(r) for r in allowed[:-1]) + f" or {allowed[-1]!r}"
         raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction "
-                         "(expected 'mean', 'sum' or 'none')")
+                         f"(expected {names})")
 
 
-def mse_loss(input, target, reduction="mean"):
-    """Mean (or sum, or none) of the squared differences. As PyTorch, targets of another
-    shape broadcast with a warning, and shapes that do not broadcast are an error."""
-    _check_reduction("mse_loss", reduction)
-    if target.shape != input.shape:
-        try:
-            np.broadcast_shapes(input.shape, target.shape)
-        except ValueError:
-            raise ArgumentError(f"mse_loss: target of shape {target.shape} does not broadcast "
-                                f"with input of shape {input.shape}") from None
-        warnings.warn(f"mse_loss: Using a target size {target.shape} that is different to "
-                      f"the input size {input.shape}. This will likely lead to incorrect "
-                      "results due to broadcasting. Please ensure they have the same size.",
-                      UserWarning, stacklevel=2)
-    diff = input - target
-    loss = diff * diff
+def legacy_reduction(size_average, reduce, stacklevel=3):
+    """The reduction that PyTorch's deprecated ``size_average`` and ``reduce`` flags stand
+    for (None counts as True): "mean" if both hold, "sum" if only ``reduce`` does, else
+    "none"; with PyTorch's deprecation warning."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    reduction = "mean" if size_average and reduce else "sum" if reduce else "none"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use "
+                  f"reduction='{reduction}' instead.", UserWarning, stacklevel=stacklevel)
+    return reduction
+
+
+def _reduction(op, reduction, size_average=None, reduce=None, allowed=("mean", "sum", "none")):
+    """``reduction`` checked, or the one the legacy flags give; the deprecated
+    "elementwise_mean" is "mean", with PyTorch's warning."""
+    if size_average is not None or reduce is not None:
+        return legacy_reduction(size_average, reduce, stacklevel=4)
+    if reduction == "elementwise_mean":
+        warnings.warn("reduction='elementwise_mean' is deprecated. Please use reduction='mean' "
+                      "instead.", UserWarning, stacklevel=3)
+        return "mean"
+    _check_reduction(op, reduction, allowed)
+    return reduction
+
+
+def _reduce(loss, reduction):
     if reduction == "mean":
         return loss.mean()
     return loss.sum() if reduction == "sum" else loss
+
+
+def _weighted_reduce(op, loss, reduction, weight, input, mean_by_weight=True):
+    """``loss * weight`` reduced; ``weight`` has the input's shape (a ValueError otherwise,
+    as PyTorch's), and the mean divides by sum(weight) (``mean_by_weight``) or counts the
+    elements."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    if weight.shape != input.shape:
+        raise ValueError(f"{op}: weight of shape {weight.shape} must have the input's shape "
+                         f"{input.shape}")
+    loss = loss * weight
+    if reduction == "mean" and mean_by_weight:
+        return loss.sum() / weight.sum()
+    return _reduce(loss, reduction)
+
+
+def _check_pair(op, input, target):
+    """``target`` broadcast against ``input``: shapes that differ give PyTorch's warning, and
+    shapes that do not broadcast an error."""
+    if target.shape == input.shape:
+        return
+    try:
+        np.broadcast_shapes(input.shape, target.shape)
+    except ValueError:
+        raise ArgumentError(f"{op}: target of shape {target.shape} does not broadcast with "
+                            f"input of shape {input.shape}") from None
+    warnings.warn(f"{op}: Using a target size {target.shape} that is different to the input "
+                  f"size {input.shape}. This will likely lead to incorrect results due to "
+                  "broadcasting. Please ensure they have the same size.", UserWarning,
+                  stacklevel=3)
+
+
+def _check_floating(op, *tensors):
+    """DTypeError unless one of ``tensors`` is floating point (the result type of the op)."""
+    if not any(t.dtype.kind == "f" for t in tensors):
+        dtypes_ = " and ".join(str(t.dtype) for t in tensors)
+        raise DTypeError(f"{op}: not implemented for {dtypes_} tensors (expected floating "
+                         "point)")
+
+
+def _check_not_differentiable(op, name, tensor):
+    """PyTorch's refusal of a class weight that requires grad while grad mode is on: the loss
+    has no derivative for it."""
+    if tensor is not None and tensor.requires_grad and mg.is_grad_enabled():
+        raise RuntimeError(f"{op}: the loss is not differentiable with respect to {name}, "
+                           f"which cannot have requires_grad=True")
+
+
+def _check_broadcasts_to(op, name, tensor, shape):
+    """ArgumentError unless ``tensor`` broadcasts to ``shape`` (the loss is scaled in place
+    by it in PyTorch, so it may not widen the result)."""
+    try:
+        fits = np.broadcast_shapes(tensor.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ArgumentError(f"{op}: {name} of shape {tensor.shape} does not broadcast to the "
+                            f"input's shape {tuple(shape)}")
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """(x - y)^2 elementwise, then reduced; with ``weight`` (the input's shape) the terms
+    are w * (x - y)^2 and the mean divides by sum(w). As PyTorch, targets of another shape
+    broadcast with a warning, and shapes that do not broadcast are an error."""
+    reduction = _reduction("mse_loss", reduction, size_average, reduce)
+    _check_pair("mse_loss", input, target)
+    _check_floating("mse_loss", input, target)
+    diff = input - target
+    return _weighted_reduce("mse_loss", diff * diff, reduction, weight, input)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """|x - y| elementwise, then reduced (gradient 0 where x = y, as PyTorch); with
+    ``weight`` (the input's shape) the terms are w * |x - y| and the mean divides by
+    sum(w). Targets of another shape broadcast with a warning."""
+    reduction = _reduction("l1_loss", reduction, size_average, reduce)
+    _check_pair("l1_loss", input, target)
+    return _weighted_reduce("l1_loss", (input - target).abs(), reduction, weight, input)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """With z = |x - y|: 0.5 * z^2 / beta where z < beta, z - 0.5 * beta elsewhere, then
+    reduced (Girshick's Fast R-CNN loss). ``beta`` = 0 is the L1 loss; a negative beta is
+    an error."""
+    reduction = _reduction("smooth_l1_loss", reduction, size_average, reduce)
+    _check_pair("smooth_l1_loss", input, target)
+    if beta < 0:
+        raise RuntimeError(f"smooth_l1_loss: beta must not be negative, got {beta}")
+    if beta == 0.0:
+        return _reduce((input - target).abs(), reduction)
+    _check_floating("smooth_l1_loss", input, target)
+    z = (input - target).abs()
+    return _reduce(mg.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """With z = |x - y|: 0.5 * z^2 where z < delta, delta * (z - 0.5 * delta) elsewhere,
+    then reduced; equal to delta * smooth_l1_loss with beta = delta. The result has the
+    input's dtype, as PyTorch's. With ``weight`` (the input's shape) the terms are scaled
+    by it and the mean counts the elements."""
+    reduction = _reduction("huber_loss", reduction)
+    _check_pair("huber_loss", input, target)
+    if not delta > 0:
+        raise RuntimeError(f"huber_loss: delta must be positive, got {delta}")
+    if input.dtype.kind != "f":
+        raise DTypeError(f"huber_loss: the input must be floating point, got {input.dtype}")
+    z = (input - target).abs()
+    loss = mg.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta))
+    if loss.dtype != input.dtype:
+        loss = loss.to(input.dtype)
+    return _weighted_reduce("huber_loss", loss, reduction, weight, input, mean_by_weight=False)
+
+
+def _log1p(z):
+    """log(1 + z) to about an ulp for z >= -1, without a log1p primitive: u = 1 + z is
+    rounded, and log(u) - ((u - 1) - z) / u removes that rounding's error (to first order;
+    for |z| below half an ulp of 1 it gives z itself). The correction's derivative is
+    exactly 0, so d/dz = 1 / u up to rounding."""
+    u = 1 + z
+    error = (u - 1) - z
+    return u.log() - error / mg.where(u == 0, 1.0, u)  # (at z = -1: log 0 = -inf)
+
+
+def _log_sigmoid(x):
+    """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), finite for every finite x, with the
+    gradient sigmoid(-x) everywhere (the kinks of min and |x| at 0 cancel; ``where`` picks
+    one side so that neither leaks a one-sided derivative)."""
+    nonneg = x >= 0
+    neg_abs = mg.where(nonneg, -x, x)
+    return mg.where(nonneg, 0.0, x) - _log1p(neg_abs.exp())
+
+
+class BinaryCrossEntropy(mg.autograd.Function):
+    """l = (y - 1) * max(log(1 - x), -100) - y * max(log(x), -100) elementwise, with
+    PyTorch's gradients, which are not the derivatives of the clamped logs:
+    dl/dx = (x - y) / max(x * (1 - x), eps) with eps = 1e-12, and dl/dy = -logit(x) =
+    log((1 - x) / x). Near x = 0 and x = 1 they differ from the derivatives of l (dl/dx is
+    capped at about 1e12, dl/dy is infinite where the loss is 100): the one function here
+    with a backward of its own, for that reason. Backward and jvp are Tensor ops, so they
+    differentiate again."""
+    node_name = "BinaryCrossEntropyBackward0"
+    EPS = float(np.float32(1e-12))  # PyTorch's cap, a float32 constant (not quite 1e-12)
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        ctx.save_for_forward(x, y)
+        return (y - 1) * _log1p(-x).clamp(min=-100.0) - y * x.log().clamp(min=-100.0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        dx = dy = None
+        if ctx.needs_input_grad[0]:
+            dx = grad * (x - y) / ((1 - x) * x).clamp(min=BinaryCrossEntropy.EPS)
+        if ctx.needs_input_grad[1]:
+            dy = -(x / (1 - x)).log() * grad
+        return dx, dy
+
+    @staticmethod
+    def jvp(ctx, dx, dy):
+        x, y = ctx.saved_tensors
+        eps = BinaryCrossEntropy.EPS
+        return dx * (x - y) / ((1 - x) * x).clamp(min=eps) - (x / (1 - x)).log() * dy
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """-w * (y * log(x) + (1 - y) * log(1 - x)) elementwise for probabilities x and targets y
+    in [0, 1], then reduced; each log is clamped at -100, as PyTorch's, so x = 0 or 1 gives a
+    finite loss. ``input`` and ``target`` have one shape and one dtype; ``weight`` broadcasts
+    to that shape."""
+    reduction = _reduction("binary_cross_entropy", reduction, size_average, reduce)
+    op = "binary_cross_entropy"
+    if target.shape != input.shape:
+        raise ValueError(f"{op}: Using a target size {target.shape} that is different to the "
+                         f"input size {input.shape} is deprecated. Please ensure they have "
+                         "the same size.")
+    if input.dtype.kind != "f" or target.dtype != input.dtype:
+        raise DTypeError(f"{op}: input and target must have one floating point dtype, got "
+                         f"{input.dtype} and {target.dtype}")
+    if weight is not None:
+        _check_not_differentiable(op, "weight", weight)
+        _check_broadcasts_to(op, "weight", weight, input.shape)
+    for name, t in (("input", input), ("target", target)):
+        if not _all_between_0_and_1(t):
+            raise RuntimeError(f"{op}: all elements of {name} should be between 0 and 1")
+    loss = BinaryCrossEntropy.apply(input, target)
+    if weight is not None:
+        loss = loss * weight.to(loss.dtype)
+    return _reduce(loss, reduction)
+
+
+def _all_between_0_and_1(t):
+    """Whether every element of ``t`` lies in [0, 1] (NaN does not); one read-back on a GPU."""
+    d = t.data
+    return bool(((d >= 0) & (d <= 1)).all())
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+                                     reduce=None, reduction="mean", pos_weight=None):
+    """binary_cross_entropy of sigmoid(x), computed from the logits x without forming the
+    sigmoid: (1 - y) * x - l * log(sigmoid(x)), with l = 1 + (pos_weight - 1) * y (1 without
+    ``pos_weight``), times ``weight``, then reduced. Stable for any finite logit;
+    ``pos_weight`` (one weight per class, along the last dim) and ``weight`` broadcast to the
+    input's shape."""
+    reduction = _reduction("binary_cross_entropy_with_logits", reduction, size_average, reduce)
+    op = "binary_cross_entropy_with_logits"
+    if target.shape != input.shape:
+        raise ValueError(f"{op}: Target size {target.shape} must be the same as input size "
+                         f"{input.shape}")
+    if input.dtype.kind != "f" or target.dtype.kind != "f":
+        raise DTypeError(f"{op}: input and target must be floating point, got {input.dtype} "
+                         f"and {target.dtype}")
+    for name, w in (("weight", weight), ("pos_weight", pos_weight)):
+        if w is not None:
+            _check_not_differentiable(op, name, w)
+            _check_broadcasts_to(op, name, w, input.shape)
+    dtype = dtypes.promote(input, target)  # the loss's; the weights do not widen it
+    log_sigmoid = _log_sigmoid(input)
+    if pos_weight is not None:
+        log_sigmoid = log_sigmoid * ((pos_weight.to(dtype) - 1) * target + 1)
+    loss = (1 - target) * input - log_sigmoid
+    if weight is not None:
+        loss = loss * weight.to(dtype)
+    return _reduce(loss, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """The pointwise Kullback-Leibler divergence of log-probabilities ``input`` (log q) from
+    ``target`` p: p * (log p - log q), with 0 * log 0 = 0 (or exp(t) * (t - log q) for a
+    log-probability target t, ``log_target``), then reduced. "batchmean" divides the sum by
+    the batch size (the first dim), the mean of the KL divergences of the samples; "mean"
+    divides by the number of elements, with PyTorch's warning."""
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce)
+    else:
+        if reduction == "mean":
+            warnings.warn("reduction: 'mean' divides the total loss by both the batch size and "
+                          "the support size.'batchmean' divides only by the batch size, and "
+                          "aligns with the KL div math definition.'mean' will be changed to "
+                          "behave the same as 'batchmean' in the next major release.",
+                          UserWarning, stacklevel=2)
+        reduction = _reduction("kl_div", reduction, allowed=("mean", "batchmean", "sum", "none"))
+    if input.dtype.kind != "f" or target.dtype.kind != "f":
+        raise DTypeError(f"kl_div: integral inputs are not supported, got {input.dtype} and "
+                         f"{target.dtype}")
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:  # p log p (0 where p = 0, NaN where p < 0), as torch.xlogy(p, p)
+        loss = mg.where(target == 0, 0.0, target * target.log()) - target * input
+    if reduction == "batchmean":
+        total = loss.sum()
+        return total / input.shape[0] if input.ndim else total
+    return _reduce(loss, reduction)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """The negative log-likelihood of log-probabilities ``input`` (N, C), (N, C, d1, ...) or
+    (C,) at the class indices ``target`` (N,), (N, d1, ...) or () (int64; uint8 too for
+    (N, C) and (C,) inputs): -w[y] * input[..., y, ...] for each target y, 0 where y is
+    ``ignore_index``. The mean
+    divides the sum by the summed weights w[y] of the targets not ignored (NaN when there
+    are none, as PyTorch's); ``weight`` has one entry per class (default 1)."""
+    reduction = _reduction("nll_loss", reduction, size_average, reduce)
+    _check_nll_loss(input, target, weight, ignore_index)
+    n_classes = input.shape[0 if input.ndim == 1 else 1]
+    if input.ndim == 1:  # one sample: (C,) with a 0-d (or one-element) target
+        rows, targets = input.reshape(1, n_classes), target.reshape(1)
+    else:  # (N, C, d1, ...) -> rows (N * d1 * ..., C)
+        moved = input if input.ndim == 2 else input.permute(0, *range(2, input.ndim), 1)
+        rows, targets = moved.reshape(-1, n_classes), target.reshape(-1)
+    targets = targets.long()
+    keep = targets != ignore_index
+    safe = mg.where(keep, targets, 0)  # ignored positions read class 0, then count for nothing
+    picked = rows.gather(1, safe.unsqueeze(1)).squeeze(1)
+    w = keep.to(input.dtype) if weight is None else mg.where(keep, weight[safe], 0.0)
+    loss = mg.where(keep, -picked * w, 0.0)
+    if reduction == "none":
+        return loss.reshape(() if input.ndim == 1 else target.shape)
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / w.sum()
+
+
+def _check_nll_loss(input, target, weight, ignore_index):
+    """nll_loss's arguments checked as PyTorch checks them, with its exception types."""
+    op = "nll_loss"
+    if input.ndim < 1:
+        raise ArgumentError(f"{op}: input must have 1 or more dimensions, got a 0-d tensor")
+    if input.ndim == 1:
+        if target.ndim > 1 or target.numel() != 1:
+            raise ArgumentError(f"{op}: a 1-D input (C,) takes a 0-d (or one-element) target, "
+                                f"got target of shape {target.shape}")
+    else:
+        batch = target.shape[0] if target.ndim else 0
+        if batch != input.shape[0]:
+            raise ArgumentError(f"{op}: Expected input batch_size ({input.shape[0]}) to match "
+                                f"target batch_size ({batch}) (input {input.shape}, target "
+                                f"{target.shape})")
+        expected = input.shape[:1] + input.shape[2:]
+        if target.shape != expected:
+            raise ArgumentError(f"{op}: target of shape {target.shape} does not fit input of "
+                                f"shape {input.shape} (expected {expected})")
+    if input.dtype.kind != "f":
+        raise DTypeError(f"{op}: input must be floating point log-probabilities, got "
+                         f"{input.dtype}")
+    if target.dtype != mg.int64 and not (target.dtype == mg.uint8 and input.ndim <= 2):
+        raise DTypeError(f"{op}: target must be int64 class indices (or uint8 for a (N, C) or "
+                         f"(C,) input), got {target.dtype} for input of shape {input.shape}")
+    n_classes = input.shape[0 if input.ndim == 1 else 1]
+    if weight is not None:
+        if weight.shape != (n_classes,):
+            raise ArgumentError(f"{op}: weight of shape {weight.shape} should be ({n_classes},), "
+                                f"one weight for each of the {n_classes} classes")
+        if weight.dtype != input.dtype:
+            raise DTypeError(f"{op}: weight of dtype {weight.dtype} should have the input's "
+                             f"dtype {input.dtype}")
+        _check_not_differentiable(op, "weight", weight)
+    bad = _first_out_of_range(target, n_classes, ignore_index)
+    if bad is not None:
+        raise IndexError(f"{op}: Target {bad} is out of bounds for {n_classes} classes "
+                         f"(expected [0, {n_classes}) or ignore_index {ignore_index})")
+
+
+def one_hot(tensor, num_classes=-1):
+    """An int64 tensor of shape (*tensor.shape, num_classes), 1 at each index of the int64
+    ``tensor`` and 0 elsewhere. num_classes = -1 takes one more than the largest index;
+    negative indices, indices >= num_classes and an empty tensor without num_classes are
+    errors, as in PyTorch."""
+    if not isinstance(num_classes, (int, np.integer)) or isinstance(num_classes, bool):
+        raise TypeError(f"one_hot: num_classes must be an int, got "
+                        f"{type(num_classes).__name__}")
+    if tensor.dtype != mg.int64:
+        raise DTypeError(f"one_hot: the index tensor must be int64, got {tensor.dtype}")
+    if tensor.numel() == 0:
+        if num_classes <= 0:
+            raise RuntimeError(f"one_hot: cannot infer the number of classes from an empty "
+                               f"tensor (shape {tensor.shape}); pass num_classes")
+        return mg.zeros(tensor.shape + (num_classes,), dtype=mg.int64, device=tensor.device)
+    flat = tensor.data.reshape(-1)
+    low, high = (int(v) for v in backend.to_host(backend.xp_of(flat).stack((flat.min(),
+                                                                           flat.max()))))
+    if low < 0:
+        raise RuntimeError(f"one_hot: class values must be non-negative, got {low}")
+    if num_classes == -1:
+        num_classes = high + 1
+    elif num_classes <= high:
+        raise RuntimeError(f"one_hot: class values must be smaller than num_classes "
+                           f"({num_classes}), got {high}")
+    classes = mg.arange(num_classes, device=tensor.device)
+    return (tensor.unsqueeze(-1) == classes).to(mg.int64)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """x / max(||x||_p, eps) along ``dim`` (each slice scaled to unit p-norm; a slice whose
+    norm is below eps is divided by eps, so zeros stay zeros)."""
+    return input / input.norm(p, dim, keepdim=True).clamp(min=eps)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,

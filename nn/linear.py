@@ -1,7 +1,9 @@
-"""Linear and Embedding: the two layers that are a weight matrix."""
+"""Linear and Embedding, the two layers that are a weight matrix; Identity and Flatten,
+which have none."""
 import math
 
 import minigrad as mg
+from minigrad.arguments import _dim
 
 from . import functional as F
 from . import init
@@ -51,17 +53,38 @@ class Embedding(Module):
             counted from the end; it must lie in [-num_embeddings, num_embeddings)).
     Shape:
         input (*) int64 or int32 ids in [0, num_embeddings) -> output (*, embedding_dim)
+
+    ``Embedding.from_pretrained(embeddings)`` makes one whose weight is a given table.
     """
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None,
-                 dtype=None):
+                 dtype=None, _weight=None, _freeze=False):
         super().__init__()
         padding_idx = F.padding_index("Embedding", padding_idx, num_embeddings)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_idx
-        self.weight = Parameter(mg.empty(num_embeddings, embedding_dim, device=device,
-                                         dtype=dtype))
-        self.reset_parameters()
+        if _weight is None:
+            self.weight = Parameter(mg.empty(num_embeddings, embedding_dim, device=device,
+                                             dtype=dtype), requires_grad=not _freeze)
+            self.reset_parameters()
+        else:
+            if _weight.shape != (num_embeddings, embedding_dim):
+                raise F.ArgumentError(f"Embedding: _weight of shape {_weight.shape} does not "
+                                      f"match ({num_embeddings}, {embedding_dim})")
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None):
+        """An Embedding whose weight is the 2-D tensor ``embeddings`` (num_embeddings,
+        embedding_dim), sharing its memory, as PyTorch's. ``freeze`` (default True) keeps it
+        out of training (requires_grad False); the ``padding_idx`` row keeps its values (it is
+        not zeroed) and gets no gradient."""
+        if embeddings.ndim != 2:
+            raise F.ArgumentError(f"Embedding.from_pretrained: embeddings must be 2-D "
+                                  f"(num_embeddings, embedding_dim), got shape "
+                                  f"{embeddings.shape}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx=padding_idx, _weight=embeddings, _freeze=freeze)
 
     def reset_parameters(self):
         init.normal_(self.weight)
@@ -78,7 +101,33 @@ class Embedding(Module):
 
 
 class Identity(Module):
-    """Returns its input unchanged (a placeholder, as torch.nn.Identity)."""
+    """Returns its input unchanged (a placeholder, as torch.nn.Identity); any arguments are
+    accepted and ignored, so it can stand in for a layer that takes some."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
 
     def forward(self, x):
         return x
+
+
+class Flatten(Module):
+    """Flattens the dims start_dim..end_dim (inclusive; negative counts from the end) into
+    one: (N, C, H, W) -> (N, C * H * W) with the defaults, which keep the batch dim.
+
+    Args:
+        start_dim: first dim to flatten (default 1).
+        end_dim: last dim to flatten (default -1).
+    """
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        for d in (self.start_dim, self.end_dim):  # (a 0-d input has one dim: 0 or -1)
+            _dim(x, d)
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
