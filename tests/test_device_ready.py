@@ -54,8 +54,11 @@ RANGES = [(0.1, 10, 0.3), (-1, 1, 0.3), (10, 0, -1.5), (0, 1, 0.1), (1, 1.3, 0.1
           (-3.7, 12.2, 0.7), (2, 50, 3), (5, -7, -2), (0, 0, 1), (0.5, 3, 1)]
 
 
-@pytest.mark.parametrize("start, end, step", RANGES)
-@pytest.mark.parametrize("dtype", [None, mg.float64, mg.float32, mg.int64])
+# (an integer dtype with fractional bounds follows PyTorch's own rule, not NumPy's: see
+# tests/test_index_creation_more.py)
+@pytest.mark.parametrize("start, end, step, dtype", [
+    (*r, dtype) for r in RANGES for dtype in (None, mg.float64, mg.float32, mg.int64)
+    if dtype is not mg.int64 or all(isinstance(v, int) for v in r)])
 def test_arange_gives_numpys_values_on_the_device(device, start, end, step, dtype):
     x = mg.arange(start, end, step, dtype=dtype, device=device)
     integral = all(isinstance(v, int) for v in (start, end, step))
