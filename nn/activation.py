@@ -3,22 +3,26 @@ from . import functional as F
 from .module import Module
 
 
-class ReLU(Module):
+class _Elementwise(Module):
+    """An activation that may overwrite its input (``inplace=True``) and return it."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class ReLU(_Elementwise):
     """max(x, 0) elementwise (gradient 0 at 0, as PyTorch).
 
     Args:
         inplace: overwrite the input and return it (default False).
     """
 
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
     def forward(self, x):
         return F.relu(x, inplace=self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -41,22 +45,15 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class SiLU(Module):
+class SiLU(_Elementwise):
     """x * sigmoid(x) elementwise (the swish).
 
     Args:
         inplace: overwrite the input and return it (default False).
     """
 
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
     def forward(self, x):
         return F.silu(x, inplace=self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
 
 
 class Sigmoid(Module):

@@ -284,25 +284,25 @@ class Module:
 
     def get_parameter(self, target):
         """The Parameter at the dotted path ``target`` (``"encoder.0.weight"``)."""
-        module_path, _, name = target.rpartition(".")
-        module = self.get_submodule(module_path)
-        if not hasattr(module, name):
-            raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
-        param = getattr(module, name)
-        if not isinstance(param, Parameter):
+        module, name = self._owner_of(target)
+        if not isinstance(getattr(module, name), Parameter):
             raise AttributeError(f"`{name}` is not an nn.Parameter")
-        return param
+        return getattr(module, name)
 
     def get_buffer(self, target):
         """The buffer at the dotted path ``target`` (None for an empty buffer slot)."""
+        module, name = self._owner_of(target)
+        if name not in module._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return getattr(module, name)
+
+    def _owner_of(self, target):
+        """(the submodule holding the attribute at the dotted path ``target``, its name)."""
         module_path, _, name = target.rpartition(".")
         module = self.get_submodule(module_path)
         if not hasattr(module, name):
             raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
-        buffer = getattr(module, name)
-        if name not in module._buffers:
-            raise AttributeError(f"`{name}` is not a buffer")
-        return buffer
+        return module, name
 
     # --- state ----------------------------------------------------------------------------------
     def state_dict(self, destination=None, prefix="", keep_vars=False):
@@ -516,7 +516,21 @@ def _without_digit_names(names):
     return [name for name in names if not name.isdigit()]
 
 
-class Sequential(Module):
+class _Numbered(Module):
+    """A container whose modules are named "0", "1", ...: its length, its modules in order,
+    and ``dir()`` without the numbers (Sequential, ModuleList)."""
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __dir__(self):
+        return _without_digit_names(super().__dir__())
+
+
+class Sequential(_Numbered):
     """Modules called one after the other: ``Sequential(a, b, c)(x) == c(b(a(x)))``.
 
     Built from modules (named "0", "1", ...) or from one OrderedDict of named modules.
@@ -549,15 +563,6 @@ class Sequential(Module):
         for key in keys:
             delattr(self, key)
         _renumber(self)
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def __dir__(self):
-        return _without_digit_names(super().__dir__())
 
     def __add__(self, other):
         if not isinstance(other, Sequential):
@@ -629,7 +634,7 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_Numbered):
     """A list of modules, registered under the names "0", "1", ...
 
     Indexing, ``del`` (of an index or a slice), ``pop``, ``insert``, ``+`` and ``+=`` behave
@@ -659,15 +664,6 @@ class ModuleList(Module):
         else:
             delattr(self, self._key(idx))
         _renumber(self)
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def __dir__(self):
-        return _without_digit_names(super().__dir__())
 
     def __iadd__(self, modules):
         return self.extend(modules)
