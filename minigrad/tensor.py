@@ -789,7 +789,11 @@ class Tensor(TensorBase):
         return self.reshape(shape)
 
     def flatten(self, start_dim=0, end_dim=-1):
-        if self.ndim == 0:
+        if self.ndim == 0:  # (a 0-d tensor's dims are -1 and 0, as a 1-d one's)
+            for d in (start_dim, end_dim):
+                if d not in (-1, 0):
+                    raise IndexError(f"flatten: dimension out of range (expected to be in "
+                                     f"range of [-1, 0], but got {d}) for a 0-d tensor")
             return self.reshape(1)
         s, e = _dim(self, start_dim), _dim(self, end_dim)
         if s > e:
@@ -1091,6 +1095,9 @@ class Tensor(TensorBase):
         src = as_tensor(src, like=self)
         if src.device != self.device:
             src = src.to(self.device)
+        if src.ndim > self.ndim:
+            raise RuntimeError(f"copy_: a source of shape {tuple(src.shape)} does not broadcast "
+                               f"to the tensor's shape {tuple(self.shape)}")
         return self._update("copy_", lambda t: _overwrite(t, src), src, cast=True, written=src)
 
     def fill_(self, value):
@@ -1126,6 +1133,8 @@ class Tensor(TensorBase):
             value = Tensor._make(backend.to_device(value, self.device))
         if isinstance(value, Tensor) and value.dtype != self.dtype:
             value = value.to(self.dtype)
+        if isinstance(value, Tensor) and value.ndim and value.shape[0] == 1:
+            value = _without_leading_ones(value)  # as PyTorch reads a value: (1, 4) fits (4,)
         recording = _recording(self, value)
         if recording and advanced is None and not _has_arrays(basic):
             self[index].copy_(value)
@@ -1366,6 +1375,14 @@ def _int_division(fn, x, y, reflected=False):
         if zero:
             raise RuntimeError(f"{fn}: ZeroDivisionError (integer division by zero)")
     return (FloorDivide if fn == "floor_divide" else Remainder).apply(x, y)
+
+
+def _without_leading_ones(value):
+    """``value`` reshaped without its leading dims of size 1 (a view)."""
+    k = 0
+    while k < value.ndim and value.shape[k] == 1:
+        k += 1
+    return value.reshape(value.shape[k:])
 
 
 def _alpha_sum(op, x, other, alpha, reflected=False):

@@ -273,3 +273,54 @@ def test_arange_fractional_arguments_with_integer_dtype(dtype, args):
 ])
 def test_runtime_errors(program, device):
     raises_as_torch(program, RuntimeError, device)
+
+
+# --- a value's leading size-1 dims, copy_'s broadcast, flatten of a 0-d tensor -------------
+
+@pytest.mark.parametrize("value_shape, index", [
+    ((1, 1, 4), 1), ((1, 4), "mask"), ((1, 1, 4), "mask"), ((1, 1), ...), ((1, 3, 4), ...),
+    ((1, 2, 4), slice(0, 2))])
+@pytest.mark.parametrize("grad", [False, True])
+def test_setitem_reads_a_value_without_its_leading_ones_as_torch(value_shape, index, grad):
+    results = []
+    for M in (torch, mg):
+        target = M.zeros(3, 4)
+        if index == "mask":
+            where = M.zeros(3, 4, dtype=M.bool)
+            where[0] = True
+        else:
+            where = index
+        value = M.ones(*value_shape) * 1.5
+        if grad:
+            value.requires_grad_(True)
+        target[where] = value * 2 if grad else value
+        if grad:
+            (target * M.arange(12.0).reshape(3, 4)).sum().backward()
+            results.append((target.detach().numpy(), value.grad.numpy()))
+        else:
+            results.append((target.numpy(),))
+    for ours, theirs in zip(results[1], results[0]):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def _same_result_or_error(program, kind):
+    """``program(M)`` raises ``kind`` in both libraries, or gives the same values."""
+    try:
+        theirs = program(torch).numpy()
+    except kind:
+        raises_as_torch(program, kind, "cpu")
+        return
+    np.testing.assert_array_equal(program(mg).numpy(), theirs)
+
+
+@pytest.mark.parametrize("shape, src", [((3, 4), (1, 1, 3, 4)), ((4,), (1, 4)), ((), (1,)),
+                                        ((3, 4), (4,)), ((2, 3, 4), (3, 1)), ((3, 4), (2, 4))])
+def test_copy_broadcasts_the_source_only_to_the_target_shape_as_torch(shape, src):
+    _same_result_or_error(
+        lambda M: M.zeros(shape).copy_(M.arange(float(np.prod(src))).reshape(src)),
+        RuntimeError)
+
+
+@pytest.mark.parametrize("dims", [(0, -1), (-1, 0), (0, 0), (1, -1), (0, 1), (-2, -1)])
+def test_flatten_of_a_0d_tensor_takes_dims_0_and_minus_1_as_torch(dims):
+    _same_result_or_error(lambda M: M.tensor(2.0).flatten(*dims), IndexError)
