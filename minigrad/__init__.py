@@ -36,7 +36,7 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     logsumexp softmax log_softmax argmax argmin reshape transpose permute unsqueeze squeeze
     flatten expand split chunk masked_fill isnan isinf isfinite logical_and logical_or
     logical_not clone detach all any norm tril triu mm bmm gather index_select unbind isclose
-    allclose equal flip roll cumsum sort argsort topk multinomial""".split()
+    allclose equal flip roll cumsum sort argsort topk multinomial nonzero""".split()
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name

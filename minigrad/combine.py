@@ -1,9 +1,7 @@
 """Functions over several tensors: ``cat``, ``stack`` and ``where``."""
 import functools
 
-import numpy as np
-
-from . import backend, dtypes
+from . import dtypes
 from .arguments import _dim
 from .autograd.function import ShapeError
 from .ops import Cat, Where
@@ -41,7 +39,10 @@ def where(condition, input=_MISSING, other=_MISSING):
     ``condition`` alone: the indices of its nonzero elements, one int64 tensor per dim (a
     0-d condition counts as one dim of size 1), as PyTorch's ``where(condition)``."""
     if input is _MISSING and other is _MISSING:
-        return _nonzero_indices(condition)
+        if not isinstance(condition, Tensor):
+            raise TypeError(f"where(): argument 'condition' must be Tensor, not "
+                            f"{type(condition).__name__}")
+        return condition.nonzero(as_tuple=True)
     if input is _MISSING or other is _MISSING:
         raise TypeError("where() takes the condition alone, or the condition, input and "
                         "other: got input or other without the other one")
@@ -57,15 +58,6 @@ def where(condition, input=_MISSING, other=_MISSING):
         raise RuntimeError(f"where: expected condition to be a bool tensor, got {condition.dtype} "
                            f"(shape {tuple(condition.shape)})")
     return Where.apply(condition, input, other)
-
-
-def _nonzero_indices(condition):
-    if not isinstance(condition, Tensor):
-        raise TypeError(f"where(): argument 'condition' must be Tensor, not "
-                        f"{type(condition).__name__}")
-    data = condition.data.reshape(1) if condition.ndim == 0 else condition.data
-    xp = backend.xp_of(data)
-    return tuple(Tensor._make(i.astype(np.int64, copy=False)) for i in xp.nonzero(data))
 
 
 def _promote_all(tensors, op):

@@ -1013,6 +1013,17 @@ class Tensor(TensorBase):
             return self.reshape(1).gather(0, indices.reshape(1)).reshape(())
         return self.gather(dim, indices)
 
+    def nonzero(self, *, as_tuple=False):
+        """The indices of the nonzero elements, in row-major order: an (n, ndim) int64 tensor,
+        or with ``as_tuple`` one int64 tensor per dim (a 0-d tensor then counts as one dim
+        of size 1), as PyTorch. Not differentiable."""
+        data = self.data
+        xp = backend.xp_of(data)
+        if as_tuple:
+            indices = xp.nonzero(data.reshape(1) if data.ndim == 0 else data)
+            return tuple(Tensor._make(i.astype(np.int64, copy=False)) for i in indices)
+        return Tensor._make(xp.argwhere(data).astype(np.int64, copy=False))
+
     def multinomial(self, num_samples, replacement=False):
         """Indices of categories (the last dim) drawn with probabilities proportional to
         their weights: this tensor's non-negative, finite values, a vector (one

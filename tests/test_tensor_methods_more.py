@@ -517,3 +517,22 @@ def test_retain_grad_after_inplace(program):
         else:
             np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), rtol=1e-14)
     np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 0, 3), (2, 3, 4)])
+@pytest.mark.parametrize("fill", ["random", "zeros", "ones"])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+def test_nonzero_and_where_of_a_condition_alone_match_torch(shape, fill, dtype):
+    rng = np.random.default_rng(len(shape))
+    values = {"random": rng.integers(0, 2, shape), "zeros": np.zeros(shape),
+              "ones": np.ones(shape)}[fill].astype(dtype)
+    ours, theirs = mg.tensor(values), torch.tensor(values)
+    got, want = ours.nonzero(), theirs.nonzero()
+    assert got.dtype == np.int64 and got.shape == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    for got, want in ((mg.nonzero(ours, as_tuple=True), theirs.nonzero(as_tuple=True)),
+                      (mg.where(ours), torch.where(theirs))):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.dtype == np.int64
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
