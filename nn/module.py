@@ -518,7 +518,7 @@ def _without_digit_names(names):
 
 class _Numbered(Module):
     """A container whose modules are named "0", "1", ...: its length, its modules in order,
-    and ``dir()`` without the numbers (Sequential, ModuleList)."""
+    ``dir()`` without the numbers, ``append`` and ``pop`` (Sequential, ModuleList)."""
 
     def __len__(self):
         return len(self._modules)
@@ -528,6 +528,15 @@ class _Numbered(Module):
 
     def __dir__(self):
         return _without_digit_names(super().__dir__())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
 
 
 class Sequential(_Numbered):
@@ -605,15 +614,6 @@ class Sequential(_Numbered):
             self.add_module(str(i), self._modules[str(i % n)])
         return self
 
-    def pop(self, key):
-        module = self[key]
-        del self[key]
-        return module
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
     def insert(self, index, module):
         if not isinstance(module, Module):
             raise AssertionError(f"module should be of type: {Module}")
@@ -680,15 +680,6 @@ class ModuleList(_Numbered):
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{_typename(module)} is not a Module subclass")
         _shift_in(self, index, module)
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def pop(self, key):
-        module = self[key]
-        del self[key]
-        return module
 
     def extend(self, modules):
         if not isinstance(modules, Iterable):

@@ -178,6 +178,8 @@ def add_scaled(out, x, y, alpha):
     if out.dtype.itemsize > 4:
         out[...] = xp.asarray(y, dtype=out.dtype) * out.dtype.type(alpha) + x
         return out
+    if alpha == 1 and getattr(x, "dtype", None) == getattr(y, "dtype", None) == out.dtype:
+        return xp.add(x, y, out=out)  # (a plain sum is rounded once already)
     x, y = (xp.asarray(v, dtype=out.dtype).astype(np.float64) for v in (x, y))
     p = y * np.float64(out.dtype.type(alpha))
     s = x + p
