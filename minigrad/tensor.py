@@ -1697,9 +1697,7 @@ def _rebase(t, new, written=None):
     When ``t`` is a view, its base changed too: the base's new node is ``CopySlices``
     (base with the view's region replaced) and ``t`` becomes that view of the new base."""
     if t._view_of is None:
-        old = t.grad_fn, t._out_idx
-        t.requires_grad, t.grad_fn, t._out_idx = True, new.grad_fn, new._out_idx
-        _move_retained(t, *old)
+        _new_history(t, new.grad_fn, new._out_idx)
         return
     chain = []
     root = t
@@ -1710,19 +1708,18 @@ def _rebase(t, new, written=None):
     chain.reverse()
     before = Tensor._make(root.data, root.requires_grad, root.grad_fn, root._out_idx)
     after = CopySlices.apply(before, new if written is None else written, chain=tuple(chain))
-    old = root.grad_fn, root._out_idx
-    root.requires_grad, root.grad_fn, root._out_idx = True, after.grad_fn, 0
-    _move_retained(root, *old)
+    _new_history(root, after.grad_fn, 0)
     view = replay_view(root, chain)
-    old = t.grad_fn, t._out_idx
-    t.requires_grad, t.grad_fn, t._out_idx = True, view.grad_fn, view._out_idx
-    _move_retained(t, *old)
+    _new_history(t, view.grad_fn, view._out_idx)
     t._view_version = t._vc[0]
 
 
-def _move_retained(t, node, idx):
-    """After an in-place op gave ``t`` a new grad_fn: a ``retain_grad()`` made on the old one
-    moves to the new one, so ``t.grad`` is the gradient of t's new value, as in PyTorch."""
+def _new_history(t, grad_fn, out_idx):
+    """Make ``t`` output ``out_idx`` of ``grad_fn`` (after an in-place op). A
+    ``retain_grad()`` made on its old node moves to the new one, so ``t.grad`` is the
+    gradient of t's new value, as in PyTorch."""
+    node, idx = t.grad_fn, t._out_idx
+    t._requires_grad, t.grad_fn, t._out_idx = True, grad_fn, out_idx
     retained = None if node is None else node._retained
     if not retained or idx not in retained or retained[idx]() is not t:
         return
