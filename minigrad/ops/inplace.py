@@ -12,8 +12,6 @@ class SetItem(Primitive):
     dvalue = grad[index][then]"""
     @staticmethod
     def forward(ctx, x, value, index, then):
-        ctx.value_shape = _shape(value)
-        value = _drop_leading_ones(value)
         out = x.copy()
         if then is None:
             out[index] = value
@@ -36,7 +34,6 @@ class SetItem(Primitive):
             dvalue = GetItem.apply(grad, index=index)
             if then is not None:
                 dvalue = GetItem.apply(dvalue, index=then)
-            dvalue = _with_leading_ones(dvalue, ctx.value_shape)
         return dx, dvalue
 
     @staticmethod
@@ -55,7 +52,6 @@ class Overwrite(Primitive):
 
     @staticmethod
     def forward(ctx, x, value):
-        ctx.value_shape = _shape(value)
         out = ctx.xp.empty_like(x)
         out[...] = value
         return out
@@ -63,8 +59,7 @@ class Overwrite(Primitive):
     @staticmethod
     def backward(ctx, grad):
         dx = grad.new_zeros(grad.shape) if ctx.needs_input_grad[0] else None
-        dvalue = _with_leading_ones(grad, ctx.value_shape) if ctx.needs_input_grad[1] else None
-        return dx, dvalue
+        return dx, grad if ctx.needs_input_grad[1] else None
 
     @staticmethod
     def jvp(ctx, dx, dvalue):  # value's tangent, broadcast to x's shape
@@ -79,7 +74,6 @@ class CopySlices(Primitive):
     dvalue = view(grad)"""
     @staticmethod
     def forward(ctx, base, value, chain):
-        ctx.value_shape = _shape(value)
         return base
 
     @staticmethod
@@ -91,7 +85,7 @@ class CopySlices(Primitive):
             replay_view(inside, chain).data[...] = True
             dbase = grad.masked_fill(inside, 0.0)
         if ctx.needs_input_grad[1]:
-            dvalue = _with_leading_ones(replay_view(grad, chain), ctx.value_shape)
+            dvalue = replay_view(grad, chain)
         return dbase, dvalue
 
     @staticmethod
@@ -111,24 +105,3 @@ def replay_view(t, chain):
         out = op.apply(t, **params)
         t = out[i] if type(out) is tuple else out
     return t
-
-
-def _shape(value):
-    return tuple(getattr(value, "shape", ()))
-
-
-def _drop_leading_ones(value):
-    """``value`` without its leading dims of size 1, as PyTorch reads the value of
-    ``x[index] = value``: a (1, 4) value fits a (4,) slot, a (1, 1, 1) value a masked one."""
-    shape = _shape(value)
-    k = 0
-    while k < len(shape) and shape[k] == 1:
-        k += 1
-    return value.reshape(shape[k:]) if k else value
-
-
-def _with_leading_ones(dvalue, shape):
-    """The gradient for a value of ``shape`` that was written with fewer dims (its leading
-    size-1 dims dropped): those dims put back, so the engine can sum the broadcast ones."""
-    missing = len(shape) - dvalue.ndim
-    return dvalue.reshape((1,) * missing + tuple(dvalue.shape)) if missing > 0 else dvalue
