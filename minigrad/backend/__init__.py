@@ -18,6 +18,7 @@ which the rest of minigrad reaches as ``backend.<name>``:
   ``lead_sum``, sums over leading dims (both by BLAS on the CPU); and ``run_split``, which
   shares CPU work among cores.
 - ``cuda.py``: the CUDA source of those kernels, compiled by CuPy on first use.
+- ``host.py``: host memory kept for the next step (``keep_host_memory``, called on import).
 - ``random.py``: one seed behind every random op on every device: host draws for values,
   a counter-based device stream for dropout masks on the GPU (``manual_seed``,
   ``generator``, ``source``, ``keep_mask``, ``get_rng_state``, ``set_rng_state``).
@@ -34,6 +35,10 @@ from .kernels import (adam, add_scaled, attention, attention_backward,  # noqa: 
 from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa: F401
                      manual_seed, set_rng_state, source)
 from . import random as _random
+from .host import keep_host_memory, keeps_by_default  # noqa: F401
+
+if keeps_by_default():
+    keep_host_memory()
 
 
 def __getattr__(name):
