@@ -72,3 +72,29 @@ def test_it_does_nothing_without_glibc(monkeypatch):
 @needs_glibc
 def test_it_reports_that_it_took_effect():
     assert host.keep_host_memory() is True
+
+
+# --- OpenBLAS's idle threads: set before NumPy loads it, never over the user's setting ---
+
+def _timeout_after(code, setting=None):
+    env = dict(os.environ, PYTHONPATH=REPO)
+    env.pop("OPENBLAS_THREAD_TIMEOUT", None)
+    if setting is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = setting
+    code += "\nimport os; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_importing_minigrad_first_shortens_openblas_spin():
+    assert _timeout_after("import minigrad") == "16"
+
+
+def test_the_users_own_timeout_wins():
+    assert _timeout_after("import minigrad", setting="24") == "24"
+
+
+def test_after_numpy_nothing_is_set():
+    # OpenBLAS has read its settings when NumPy loaded it: setting it then would only mislead
+    assert _timeout_after("import numpy, minigrad") == "None"

@@ -16,6 +16,14 @@ held between steps, as a caching allocator holds it). It changes malloc for the 
 process (NumPy's arrays are malloc's), only where the C library is glibc. Set the
 environment variable ``MINIGRAD_KEEP_HOST_MEMORY=0`` before importing minigrad to keep
 glibc's defaults.
+
+The other half of the host's tuning is set in ``minigrad/__init__.py``, before NumPy loads
+OpenBLAS: ``OPENBLAS_THREAD_TIMEOUT=16``. OpenBLAS keeps the threads of a multi-threaded
+product spinning for 2^28 cycles (about a tenth of a second) once it is done, ready for the
+next one; meanwhile they hold cores that minigrad's threads (``kernels.run_split``: attention
+over groups of heads) and the next ops need. Spinning 2^16 cycles still catches products
+that follow one another (a linear layer's two gradients). The environment's own setting
+wins, and where NumPy was imported before minigrad, OpenBLAS has read it already.
 """
 import ctypes
 import os

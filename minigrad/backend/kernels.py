@@ -223,30 +223,86 @@ def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=False):
 
 # --- the CPU's cores for work that splits into independent pieces ------------------------
 
-_threadpools = None
+class _Workers:
+    """Threads that wait for pieces of work (``run_split``), started on first use and kept:
+    handing a piece to one costs a queue put and a wake-up (about 15 us), where starting a
+    thread pool for every call cost 200 us. ``lock`` lets one call at a time share them."""
+
+    def __init__(self):
+        import threading
+        from threadpoolctl import ThreadpoolController
+        self.blas = ThreadpoolController().select(user_api="blas").lib_controllers
+        self.lock = threading.Lock()
+        self.jobs, self.done = [], None
+
+    def cores(self):
+        """How many threads the BLAS libraries run products on (NumPy's share of the CPU)."""
+        return max([lib.num_threads for lib in self.blas] or [1])
+
+    def run(self, fn, bounds):
+        """fn(bounds[w], bounds[w + 1]) for every w: the first range in this thread, the
+        others in workers, every product single-threaded meanwhile; re-raises the first
+        exception of any range once all have finished."""
+        import queue
+        import threading
+        while len(self.jobs) < len(bounds) - 2:
+            self.done = self.done or queue.SimpleQueue()
+            self.jobs.append(queue.SimpleQueue())
+            threading.Thread(target=self._serve, args=(self.jobs[-1],), daemon=True,
+                             name="minigrad-split").start()
+        threads = [lib.num_threads for lib in self.blas]
+        for lib in self.blas:
+            lib.set_num_threads(1)
+        try:
+            for jobs, i0, i1 in zip(self.jobs, bounds[1:-1], bounds[2:]):
+                jobs.put((fn, i0, i1))
+            errors = [_call(fn, bounds[0], bounds[1])]
+            errors += [self.done.get() for _ in bounds[2:]]
+        finally:
+            for lib, n in zip(self.blas, threads):
+                lib.set_num_threads(n)
+        for error in errors:
+            if error is not None:
+                raise error
+
+    def _serve(self, jobs):
+        while True:
+            self.done.put(_call(*jobs.get()))
+
+
+def _call(fn, i0, i1):
+    """fn(i0, i1), and the exception it raised (None if none)."""
+    try:
+        fn(i0, i1)
+    except BaseException as error:  # handed to the caller of run_split, which re-raises it
+        return error
+    return None
+
+
+_workers = None
 
 
 def run_split(fn, n, xp):
     """fn(i0, i1) over contiguous ranges that cover 0..n. On NumPy there are as many ranges
-    as BLAS has threads, run in threads of their own with every product single-threaded:
-    NumPy releases the GIL in products and ufuncs, so the elementwise work, which would
-    otherwise keep one core busy while the others wait, is shared by the cores too. On CuPy
-    one range (the GPU is parallel already)."""
-    global _threadpools
-    workers = 1
-    if xp is np and n > 1:
-        from threadpoolctl import ThreadpoolController
-        _threadpools = _threadpools or ThreadpoolController()
-        blas = _threadpools.select(user_api="blas")
-        workers = min(n, max([i["num_threads"] for i in blas.info()] or [1]))
-    if workers < 2:
+    as BLAS has threads, one in the calling thread and the others in ``_Workers``, with every
+    product single-threaded: NumPy releases the GIL in products and ufuncs, so elementwise
+    work, which would otherwise keep one core busy while the others wait, is shared by the
+    cores too. One range, in the calling thread, on CuPy (the GPU is parallel already), for
+    n = 1, with one BLAS thread, and when another call is sharing the workers (a nested or
+    concurrent one)."""
+    global _workers
+    if xp is not np or n < 2:
         fn(0, n)
         return
-    from concurrent.futures import ThreadPoolExecutor
-    bounds = [n * w // workers for w in range(workers + 1)]
-    with blas.limit(limits=1), ThreadPoolExecutor(workers) as pool:
-        for _ in pool.map(fn, bounds[:-1], bounds[1:]):  # re-raises a worker's exception
-            pass
+    _workers = _workers or _Workers()
+    workers = min(n, _workers.cores())
+    if workers < 2 or not _workers.lock.acquire(blocking=False):
+        fn(0, n)
+        return
+    try:
+        _workers.run(fn, [n * w // workers for w in range(workers + 1)])
+    finally:
+        _workers.lock.release()
 
 
 # --- row-wise kernels: layer norm and softmax over the last axis ---------------------------

@@ -1,0 +1,103 @@
+"""backend.run_split: work shared among the CPU's cores by threads that wait for it."""
+import threading
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from minigrad.backend import kernels, run_split
+
+
+def _blas_threads():
+    return max([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] or [1])
+
+
+@pytest.fixture
+def two_cores():
+    """BLAS (and so run_split) on two threads, or a skip where BLAS will not run two."""
+    with threadpool_limits(2, user_api="blas"):
+        if _blas_threads() < 2:
+            pytest.skip("BLAS runs one thread here")
+        yield
+
+
+def _ranges(n):
+    seen, lock = [], threading.Lock()
+
+    def fn(i0, i1):
+        with lock:
+            seen.append((i0, i1, threading.get_ident(), _blas_threads()))
+    run_split(fn, n, np)
+    return seen
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 64])
+def test_the_ranges_cover_every_index_once(two_cores, n):
+    covered = sorted(i for i0, i1, _, _ in _ranges(n) for i in range(i0, i1))
+    assert covered == list(range(n))
+
+
+def test_one_range_runs_here_and_the_other_in_a_worker(two_cores):
+    seen = sorted(_ranges(10))
+    assert [(i0, i1) for i0, i1, _, _ in seen] == [(0, 5), (5, 10)]
+    assert seen[0][2] == threading.get_ident() != seen[1][2]
+
+
+def test_products_inside_are_single_threaded_and_blas_is_restored(two_cores):
+    assert {threads for *_, threads in _ranges(8)} == {1}
+    assert _blas_threads() == 2
+
+
+def test_one_blas_thread_means_one_range_here():
+    with threadpool_limits(1, user_api="blas"):
+        assert [(i0, i1, t) for i0, i1, t, _ in _ranges(8)] == [(0, 8, threading.get_ident())]
+
+
+def test_another_array_module_gets_one_range():
+    calls = []
+    run_split(lambda i0, i1: calls.append((i0, i1)), 5, object())  # not NumPy: a GPU's module
+    assert calls == [(0, 5)]
+
+
+def test_an_exception_in_a_worker_is_raised_here_after_every_range(two_cores):
+    finished = []
+
+    def fn(i0, i1):
+        if i0:
+            raise ValueError(f"range {i0}..{i1}")
+        finished.append(i0)
+    with pytest.raises(ValueError, match="range 2..4"):
+        run_split(fn, 4, np)
+    assert finished == [0]
+    assert sorted(r[:2] for r in _ranges(4)) == [(0, 2), (2, 4)]  # the workers still serve
+    assert _blas_threads() == 2
+
+
+def test_an_exception_here_waits_for_the_workers(two_cores):
+    done = threading.Event()
+
+    def fn(i0, i1):
+        if i0 == 0:
+            raise KeyError("here")
+        done.set()
+    with pytest.raises(KeyError):
+        run_split(fn, 2, np)
+    assert done.is_set()
+
+
+def test_a_nested_call_runs_in_its_own_thread(two_cores):
+    inner = []
+
+    def fn(i0, i1):
+        run_split(lambda j0, j1: inner.append((i0, j0, j1, threading.get_ident())), 4, np)
+    run_split(fn, 2, np)
+    assert sorted((i0, j0, j1) for i0, j0, j1, _ in inner) == [(0, 0, 4), (1, 0, 4)]
+
+
+def test_the_workers_are_started_once(two_cores):
+    _ranges(4)
+    workers = kernels._workers
+    before = threading.active_count()
+    for _ in range(5):
+        _ranges(4)
+    assert kernels._workers is workers and threading.active_count() == before
