@@ -101,3 +101,20 @@ def test_the_workers_are_started_once(two_cores):
     for _ in range(5):
         _ranges(4)
     assert kernels._workers is workers and threading.active_count() == before
+
+
+@pytest.mark.parametrize("scratch", [False, True])
+@pytest.mark.parametrize("beta1", [0.9, 0.3])  # both forms of torch's lerp_
+def test_adam_shared_among_the_cores_is_the_same_bits(two_cores, monkeypatch, scratch,
+                                                      beta1):
+    rng = np.random.default_rng(0)
+    g, m, v = (rng.standard_normal(kernels.ADAM_SPLIT + 1001).astype(np.float32) for _ in "gmv")
+    v = v * v
+    results = []
+    for split_from in (kernels.ADAM_SPLIT, 1 << 62):  # shared out, then in one piece
+        monkeypatch.setattr(kernels, "ADAM_SPLIT", split_from)
+        gi, mi, vi = g.copy(), m.copy(), v.copy()
+        update = kernels.adam(gi, mi, vi, beta1, 0.999, 1e-3, 0.3, 1e-8, scratch=scratch)
+        results.append((update, mi, vi, gi))
+    for shared, whole in zip(*results):
+        np.testing.assert_array_equal(shared, whole)

@@ -192,17 +192,35 @@ def add_scaled(out, x, y, alpha):
     return out
 
 
+ADAM_SPLIT = 1 << 16  # the fewest elements of a host Adam step that run_split shares out
+
+
 def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=False):
     """Adam's step on raw arrays: the moments ``m`` and ``v`` updated in place (m lerps to
     g by 1 - beta1, as torch's lerp_; v = beta2 v + (1 - beta2) g^2) and the parameter's
-    update -step_size * m / (sqrt(v) / bc2_sqrt + eps) returned. One kernel on the GPU.
+    update -step_size * m / (sqrt(v) / bc2_sqrt + eps) returned. One kernel on the GPU; on
+    the host, for ``ADAM_SPLIT`` elements or more (a param group's flat moments), stretches
+    of the arrays on the cores at once (``run_split``: the same operations on each element).
     ``scratch``: ``g`` is the caller's to overwrite (it then holds the denominator)."""
     w1 = 1.0 - beta1
     if not _on_host(g):
         update = cupy().empty_like(g)
         _kernel("adam")(g, w1, beta2, step_size, bc2_sqrt, eps, m, v, update)
         return update
-    t = g - m  # one scratch array for every intermediate (the same values, fewer allocations)
+    update = np.empty_like(g)
+    args = (w1, beta2, step_size, bc2_sqrt, eps, scratch)
+    if g.size < ADAM_SPLIT or not all(a.flags.c_contiguous for a in (g, m, v, update)):
+        _adam_host(g, m, v, update, *args)
+        return update
+    flat = [a.reshape(-1) for a in (g, m, v, update)]
+    run_split(lambda i0, i1: _adam_host(*(a[i0:i1] for a in flat), *args), g.size, np)
+    return update
+
+
+def _adam_host(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
+    """``adam`` on host arrays, the update written into ``t`` (also every intermediate's
+    scratch: the same values, fewer allocations)."""
+    np.subtract(g, m, out=t)
     if abs(w1) < 0.5:  # torch's lerp_, in its two forms (the second exact at weight 1)
         t *= w1
         m += t
@@ -218,7 +236,6 @@ def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=False):
     denom += eps
     np.multiply(m, -step_size, out=t)  # torch's addcdiv_: p + (value * m) / denom
     t /= denom
-    return t
 
 
 # --- the CPU's cores for work that splits into independent pieces ------------------------
