@@ -8,11 +8,11 @@ import warnings
 
 # NumPy's OpenBLAS keeps its idle threads spinning for about a tenth of a second after each
 # multi-threaded product, on the cores that minigrad's own threads (backend.run_split) and
-# the next ops need. A spin of 2^16 cycles (tens of microseconds) still joins products
-# that follow one another; set here, before NumPy loads OpenBLAS, where NumPy is not
+# the next ops need. A spin of 2^20 cycles (about 0.4 ms) still joins products that
+# follow one another; set here, before NumPy loads OpenBLAS, where NumPy is not
 # imported yet and the environment sets nothing else (see backend/host.py).
 if "numpy" not in sys.modules:
-    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
 from . import autograd, backend, dtypes  # noqa: F401
 from .autograd import (detect_anomaly, enable_grad, grad, is_grad_enabled,  # noqa: F401

@@ -18,12 +18,13 @@ environment variable ``MINIGRAD_KEEP_HOST_MEMORY=0`` before importing minigrad t
 glibc's defaults.
 
 The other half of the host's tuning is set in ``minigrad/__init__.py``, before NumPy loads
-OpenBLAS: ``OPENBLAS_THREAD_TIMEOUT=16``. OpenBLAS keeps the threads of a multi-threaded
+OpenBLAS: ``OPENBLAS_THREAD_TIMEOUT=20``. OpenBLAS keeps the threads of a multi-threaded
 product spinning for 2^28 cycles (about a tenth of a second) once it is done, ready for the
-next one; meanwhile they hold cores that minigrad's threads (``kernels.run_split``: attention
-over groups of heads) and the next ops need. Spinning 2^16 cycles still catches products
-that follow one another (a linear layer's two gradients). The environment's own setting
-wins, and where NumPy was imported before minigrad, OpenBLAS has read it already.
+next one; meanwhile they hold cores that minigrad's threads (``kernels.run_split``:
+attention over groups of heads, Adam) and the next ops need. Spinning 2^20 cycles (about
+0.4 ms) still catches products that follow one another (a linear layer's two gradients,
+the next layer's). The environment's own setting wins, and where NumPy was imported before
+minigrad, OpenBLAS has read it already.
 """
 import ctypes
 import os
