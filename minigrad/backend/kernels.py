@@ -6,6 +6,8 @@ and leading-dim sums go through BLAS on the CPU (``row_sum``, ``lead_sum``); and
 ``run_split`` shares splittable CPU work among the cores.
 """
 import math
+import queue
+import threading
 
 import numpy as np
 
@@ -209,7 +211,7 @@ def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=False):
         return update
     update = np.empty_like(g)
     args = (w1, beta2, step_size, bc2_sqrt, eps, scratch)
-    if g.size < ADAM_SPLIT or not all(a.flags.c_contiguous for a in (g, m, v, update)):
+    if g.size < ADAM_SPLIT or not all(a.flags.c_contiguous for a in (g, m, v)):
         _adam_host(g, m, v, update, *args)
         return update
     flat = [a.reshape(-1) for a in (g, m, v, update)]
@@ -246,11 +248,10 @@ class _Workers:
     thread pool for every call cost 200 us. ``lock`` lets one call at a time share them."""
 
     def __init__(self):
-        import threading
         from threadpoolctl import ThreadpoolController
         self.blas = ThreadpoolController().select(user_api="blas").lib_controllers
         self.lock = threading.Lock()
-        self.jobs, self.done = [], None
+        self.jobs, self.done = [], queue.SimpleQueue()  # a queue per worker; their results
 
     def cores(self):
         """How many threads the BLAS libraries run products on (NumPy's share of the CPU)."""
@@ -260,10 +261,7 @@ class _Workers:
         """fn(bounds[w], bounds[w + 1]) for every w: the first range in this thread, the
         others in workers, every product single-threaded meanwhile; re-raises the first
         exception of any range once all have finished."""
-        import queue
-        import threading
         while len(self.jobs) < len(bounds) - 2:
-            self.done = self.done or queue.SimpleQueue()
             self.jobs.append(queue.SimpleQueue())
             threading.Thread(target=self._serve, args=(self.jobs[-1],), daemon=True,
                              name="minigrad-split").start()
