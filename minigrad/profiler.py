@@ -229,12 +229,14 @@ class profile:
         event.overhead_mark = self._overhead_ns
 
     def op_end(self, node, out):
-        ended = _now()
+        if threading.get_ident() != self._thread:
+            return
+        _synchronize(node.xp)
+        ended = _now()  # the op's end: what follows is the profiler's own work
         event = self._pop(node)
         if event is None:
             return
-        _synchronize(node.xp)
-        event.end = _now()
+        event.end = ended
         event.inner_overhead = self._overhead_ns - event.overhead_mark
         outs = out if type(out) is tuple else (out,)
         event.out_bytes = _new_bytes(node, event._inputs, outs)
@@ -276,9 +278,8 @@ class profile:
             self._overhead_ns += event.start - entered
             event.overhead_mark = self._overhead_ns
             yield node
-            ended = _now()
             _synchronize(xp)
-            event.end = _now()
+            event.end = ended = _now()
             self._pop(node)
             event.inner_overhead = self._overhead_ns - event.overhead_mark
             forward = self._recorded.get(id(node))

@@ -105,6 +105,34 @@ def test_times_add_up_to_the_step(device):
     assert "profiler overhead" in str(table)
 
 
+def test_no_time_is_counted_twice(monkeypatch):
+    """On a clock that moves on at every reading, and a whole second whenever the profiler
+    takes an event off its stack (its own work, so overhead), a stretch counted both in an
+    event and in the overhead would take an event's self time below zero, or the accounted
+    time past the step's, by a second."""
+    from minigrad import profiler
+    clock = [0]
+
+    def now():
+        clock[0] += 1000
+        return clock[0]
+
+    def slow_pop(self, node):
+        clock[0] += 10 ** 9
+        return pop(self, node)
+    pop = profile._pop
+    monkeypatch.setattr(profiler, "_now", now)
+    monkeypatch.setattr(profile, "_pop", slow_pop)
+    step = _mlp_step("cpu")
+    with profile() as prof:
+        step()
+    assert any(e.depth > 0 for e in prof.events)  # (nested events, to be checked)
+    for e in prof.events:
+        assert e.self_s >= 0, e
+    top = sum(e.time_s for e in prof.events if e.depth == 0)
+    assert top + prof.overhead_s <= prof.step_s
+
+
 def test_backward_nodes_hold_the_ops_their_backward_runs(device):
     from minigrad.autograd.engine import topological_order
     x = mg.randn(8, 4, device=device)
