@@ -4,7 +4,6 @@ stopped by Ctrl-C and resumed ends bit-identical to one that never stopped, a mo
 another size is refused by name and shape (the command line: tests/demos/test_cli.py)."""
 import json
 from functools import partial
-import os
 import shutil
 import signal
 
@@ -122,13 +121,15 @@ def test_same_seed_same_metrics(tmp_path, device):
 
 
 def _interrupt_at(monkeypatch, call):
-    """Make the ``call``-th training step receive a real SIGINT (a Ctrl-C) mid-step."""
+    """Make the ``call``-th training step receive a real SIGINT (a Ctrl-C) mid-step. The tests
+    raise it in the main thread, where Python runs its handler at once: sent to the process, it
+    may go to another thread (NumPy's, minigrad's workers) and reach Python some time later."""
     real, calls = seq2seq.train_step, []
 
     def train_step(*args, **kwargs):
         calls.append(1)
         if len(calls) == call:
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
         return real(*args, **kwargs)
     monkeypatch.setattr(seq2seq, "train_step", train_step)
 
@@ -137,13 +138,13 @@ def test_a_ctrl_c_waits_for_the_step_and_a_second_one_does_not():
     done = []
     with pytest.raises(KeyboardInterrupt):
         with seq2seq._interrupt_deferred():
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
             done.append("rest of the step")
     assert done == ["rest of the step"]
     with pytest.raises(KeyboardInterrupt):
         with seq2seq._interrupt_deferred():
-            os.kill(os.getpid(), signal.SIGINT)
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
             done.append("never")
     assert done == ["rest of the step"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
