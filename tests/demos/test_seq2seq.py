@@ -120,6 +120,15 @@ def test_same_seed_same_metrics(tmp_path, device):
     assert a["final_train_loss"] != c["final_train_loss"]
 
 
+@pytest.fixture
+def ctrl_c_interrupts():
+    """Python's own Ctrl-C handler for the test: a process started in the background by a
+    shell without job control inherits SIGINT ignored, and Python then installs none."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _interrupt_at(monkeypatch, call):
     """Make the ``call``-th training step receive a real SIGINT (a Ctrl-C) mid-step. The tests
     raise it in the main thread, where Python runs its handler at once: sent to the process, it
@@ -134,7 +143,7 @@ def _interrupt_at(monkeypatch, call):
     monkeypatch.setattr(seq2seq, "train_step", train_step)
 
 
-def test_a_ctrl_c_waits_for_the_step_and_a_second_one_does_not():
+def test_a_ctrl_c_waits_for_the_step_and_a_second_one_does_not(ctrl_c_interrupts):
     done = []
     with pytest.raises(KeyboardInterrupt):
         with seq2seq._interrupt_deferred():
@@ -150,7 +159,8 @@ def test_a_ctrl_c_waits_for_the_step_and_a_second_one_does_not():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_ctrl_c_then_resume_is_bit_identical(tmp_path, monkeypatch, capsys, device):
+def test_ctrl_c_then_resume_is_bit_identical(tmp_path, monkeypatch, capsys, device,
+                                             ctrl_c_interrupts):
     argv = ["--task", "reverse", "--steps", "14", "--dropout", "0.1", "--eval-every", "5"]
     _, whole = run(tmp_path, "whole", *argv, device=device)
     _interrupt_at(monkeypatch, 9)
