@@ -15,7 +15,7 @@ from minigrad.arguments import _dim
 from minigrad.fused import Attention, CrossEntropy, Dropout, LayerNorm, Linear
 from minigrad.fused.attention import blocks as attention_blocks
 from minigrad.fused.attention import composite as attention_composite
-from minigrad.ops import GetItem
+from minigrad.ops import Embedding
 
 
 class ArgumentError(mg.ShapeError, AssertionError):
@@ -153,13 +153,10 @@ def embedding(input, weight, padding_idx=None):
         raise IndexError(f"embedding: index {bad} is out of range for {n} embeddings "
                          f"(expected ids in [0, {n}))")
     padding_idx = padding_index("embedding", padding_idx, n)
-    # the rows by the ids, as weight[input] (which would check the ids again: on a GPU, a
+    # the rows by the ids (one op; weight[input] would check the ids again: on a GPU, a
     # second read-back)
-    out = GetItem.apply(weight, index=backend.to_device(input.data, weight.device))
-    if padding_idx is not None:
-        # the same values, but the padding positions are cut from the graph
-        out = mg.where((input == padding_idx).unsqueeze(-1), out.detach(), out)
-    return out
+    return Embedding.apply(weight, index=backend.to_device(input.data, weight.device),
+                           padding_idx=padding_idx)
 
 
 def padding_index(op, padding_idx, num_embeddings):

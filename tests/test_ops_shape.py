@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, basic_indices, integer_array_indices
 
 import minigrad as mg
+from minigrad import backend, ops
 from tests.test_ops_elementwise import (DTYPES, MAX_SIZE, SEEDS, SETTINGS, assert_gradcheck,
                                         assert_parity, f64, lib, params, run_error,
                                         sample)
@@ -29,6 +30,17 @@ def ix(t, values):
     if lib(t) is torch:
         return torch.tensor(values)
     return mg.tensor(values, device=t.device)
+
+
+def _embedding_gradient(grad, padding_idx, ids=((0, 4, 4, 2), (2, 0, 1, 0), (4, 4, 4, 3))):
+    """The gradient of a (5, 2) embedding from ``grad`` (3, 4, 2) at ``ids``: an op of its
+    own, differentiated again under create_graph (PyTorch's embedding_dense_backward)."""
+    if lib(grad) is torch:
+        return torch.ops.aten.embedding_dense_backward(
+            grad, torch.tensor(ids), 5, -1 if padding_idx is None else padding_idx, False)
+    index = backend.to_device(np.array(ids), grad.device)
+    return ops.EmbeddingDenseBackward.apply(grad, index=index, shape=(5, 2),
+                                            padding_idx=padding_idx)
 
 
 MASK = np.array([[True, False, True, True, False]] * 3 + [[False] * 5])  # (4, 5)
@@ -141,6 +153,15 @@ CASES = [
     ("int_then_mask", [(3, 4, 5)], lambda t: t[0, ix(t, [True, False, True, True])]),
     ("mask_2d_of_3d", [(4, 5, 2)], lambda t: t[ix(t, MASK)]),
     ("mask_all_false", [(3, 4)], lambda t: t[ix(t, np.zeros((3, 4), bool))]),
+    # embedding: rows by id, repeats accumulating their gradients
+    ("embedding", [(5, 3)],
+     lambda w: lib(w).nn.functional.embedding(ix(w, [[0, 4, 4], [2, 0, 1]]), w)),
+    ("embedding_1d", [(4, 2)], lambda w: lib(w).nn.functional.embedding(ix(w, [3, 3, 3, 1]), w)),
+    ("embedding_0d", [(4, 2)], lambda w: lib(w).nn.functional.embedding(ix(w, 2), w)),
+    ("embedding_no_ids", [(4, 2)],
+     lambda w: lib(w).nn.functional.embedding(ix(w, np.zeros((2, 0), np.int64)), w)),
+    ("embedding_gradient", [(3, 4, 2)], lambda g: _embedding_gradient(g, None)),
+    ("embedding_gradient_padding", [(3, 4, 2)], lambda g: _embedding_gradient(g, 4)),
     # cat / stack
     ("cat", [(2, 3), (1, 3), (3, 3)], lambda a, b, c: lib(a).cat([a, b, c])),
     ("cat_dim1", [(2, 1), (2, 3)], lambda a, b: lib(a).cat([a, b], dim=1)),

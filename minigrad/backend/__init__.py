@@ -8,15 +8,15 @@ which the rest of minigrad reaches as ``backend.<name>``:
   ``cuda_is_available``), which array module holds an array or a device (``array_module``,
   ``xp_of``, ``device_of``), moving arrays (``to_device``, ``to_host``), device checks
   (``check_same_device``) and making an array's GPU current (``device_context``).
-- ``kernels.py``: array-level kernels shared by the ops: ``scatter_add``, ``erf``,
-  ``check_index_bounds`` (CuPy does not check index arrays), the fused ``gelu``,
-  ``gelu_backward``, ``dropout``, ``adam`` (the moments and the update), ``layer_norm``
-  (and its backward) and ``softmax`` (and log-softmax, and their backward), each one CUDA
-  kernel on the GPU and the same formula through the array module elsewhere; ``attention``
-  and its backward (FlashAttention kernels on the GPU, None where the tiled array code runs
-  instead); ``row_sum`` and ``row_mean``, the row reductions inside those kernels, and
-  ``lead_sum``, sums over leading dims (both by BLAS on the CPU); and ``run_split``, which
-  shares CPU work among cores.
+- ``kernels.py``: array-level kernels shared by the ops: ``scatter_add`` (and
+  ``embedding_backward``), ``erf``, ``check_index_bounds`` (CuPy does not check index
+  arrays), the fused ``gelu``, ``gelu_backward``, ``dropout``, ``adam`` (the moments and
+  the update), ``layer_norm`` (and its backward) and ``softmax`` (and log-softmax, and
+  their backward), each one CUDA kernel on the GPU and the same formula through the array
+  module elsewhere; ``attention`` and its backward (FlashAttention kernels on the GPU, None
+  where the tiled array code runs instead); ``row_sum`` and ``row_mean``, the row
+  reductions inside those kernels, and ``lead_sum``, sums over leading dims (both by BLAS
+  on the CPU); and ``run_split``, which shares CPU work among cores.
 - ``cuda.py``: the CUDA source of those kernels, compiled by CuPy on first use.
 - ``host.py``: host memory kept for the next step (``keep_host_memory``, called on import).
 - ``random.py``: one seed behind every random op on every device: host draws for values,
@@ -29,9 +29,9 @@ from .devices import (CPU, Device, DeviceError, _NULL_CONTEXT, _XP_BY_TYPE,  # n
                       array_module, check_same_device, cuda_is_available, cupy,
                       device_context, device_of, to_device, to_host, xp_of)
 from .kernels import (adam, add_scaled, attention, attention_backward,  # noqa: F401
-                      check_index_bounds, dropout, erf, gelu, gelu_backward, layer_norm,
-                      layer_norm_backward, lead_sum, row_mean, row_sum, run_split,
-                      scatter_add, softmax, softmax_backward)
+                      check_index_bounds, dropout, embedding_backward, erf, gelu,
+                      gelu_backward, layer_norm, layer_norm_backward, lead_sum, row_mean,
+                      row_sum, run_split, scatter_add, softmax, softmax_backward)
 from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa: F401
                      manual_seed, set_rng_state, source)
 from . import random as _random

@@ -1,6 +1,7 @@
 """Array-level kernels shared by the ops, where NumPy and CuPy differ.
 
-Scatter-add and the error function call each library's own routine; gelu, its gradient and
+Scatter-add (an embedding's gradient) and the error function call each library's own
+routine; gelu, its gradient and
 dropout are fused CUDA kernels on the GPU with the same formula in NumPy on the CPU; row
 and leading-dim sums go through BLAS on the CPU (``row_sum``, ``lead_sum``); and
 ``run_split`` shares splittable CPU work among the cores.
@@ -23,6 +24,20 @@ def scatter_add(target, index, values):
         return target
     xp_of(target).add.at(target, index, values)
     return target
+
+
+def embedding_backward(grad, index, shape, padding_idx):
+    """The gradient of an embedding's weight (of ``shape``) from ``grad`` (index.shape +
+    the row's shape): zeros with grad's rows added at their ids (repeats accumulate, in
+    order), those of ``padding_idx`` (None: none) left out."""
+    xp = xp_of(grad)
+    if padding_idx is not None:
+        kept = index != padding_idx
+        if type(grad) is np.ndarray:  # fewer rows to add
+            index, grad = index[kept], grad[kept]
+        else:  # no read-back of how many rows are kept: theirs are zeros
+            grad = xp.where(kept.reshape(kept.shape + (1,) * (grad.ndim - kept.ndim)), grad, 0)
+    return scatter_add(xp.zeros(shape, dtype=grad.dtype), index, grad)
 
 
 def _add_rows(target, rows, values, few=8, most=64):

@@ -4,7 +4,7 @@ its derivative rule in its docstring and its ``backward``:
     elementwise.py  arithmetic, exp/log/..., comparisons (no gradient), where, casts
     reduce.py       sum, max, cumsum, softmax and log_softmax
     linalg.py       matmul
-    shape.py        reshape, permute, expand, indexing, cat/split, flip, roll
+    shape.py        reshape, permute, expand, indexing, embedding, cat/split, flip, roll
     inplace.py      what an in-place op records: SetItem, Overwrite, CopySlices
 
 Every other differentiable method of Tensor is a few lines of these. The layers' hot
@@ -17,6 +17,6 @@ from .elementwise import (Abs, Add, Cast, Clamp, ClampTensor, Clone, Cos, Div, E
 from .linalg import MatMul  # noqa: F401
 from .reduce import (Amax, Amin, Cumsum, LogSoftmax, LogSumExp, MaxDim, MinDim,  # noqa
                      SafeSoftmax, Softmax, Sum)
-from .shape import (Cat, Expand, Flip, GetItem, IndexAdd, Permute, Reshape, Roll,  # noqa: F401
-                    Split)
+from .shape import (Cat, Embedding, EmbeddingDenseBackward, Expand, Flip, GetItem,  # noqa
+                    IndexAdd, Permute, Reshape, Roll, Split)
 from .inplace import CopySlices, Overwrite, SetItem, replay_view  # noqa: F401

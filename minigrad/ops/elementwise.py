@@ -470,6 +470,14 @@ def _sigmoid_grad(xp, grad, out):
     return _array(xp, grad * (1 - out) * out)
 
 
+def _relu_grad(xp, grad, out):
+    """Relu's gradient on raw arrays: grad times the mask out > 0, as 1 or 0 in grad's
+    dtype (the same values as the product of Tensor ops)."""
+    mask = _array(xp, out > 0).astype(grad.dtype)
+    mask *= grad
+    return mask
+
+
 class Relu(Primitive):
     """out = max(x, 0);  dx = grad where out > 0, else 0  (0 at x = 0)"""
     @staticmethod
@@ -483,7 +491,9 @@ class Relu(Primitive):
         (out,) = ctx.saved_tensors
         # a product with the mask, not a where: NumPy's where is several times slower on
         # random masks (branch mispredictions); they differ only for inf/NaN gradients
-        return grad * (out > 0)
+        if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again
+            return grad * (out > 0)
+        return grad._make(on_arrays(_relu_grad, ctx.xp, grad.data, out.data))  # two passes
 
     @staticmethod
     def jvp(ctx, dx):

@@ -1,4 +1,5 @@
-"""Shape primitives: reshape, permute, expand, indexing, cat and split, flip and roll.
+"""Shape primitives: reshape, permute, expand, indexing, embedding, cat and split, flip and
+roll.
 
 Each is linear, so its tangent (``jvp``, forward mode) is the op applied to the tangent.
 Everything else that moves data around (view, transpose, squeeze, unsqueeze, flatten,
@@ -129,6 +130,45 @@ class IndexAdd(Primitive):
     @staticmethod
     def jvp(ctx, dgrad):
         return IndexAdd.apply(dgrad, **ctx.params)
+
+
+class Embedding(Primitive):
+    """out = weight[index] (the rows of the ids in ``index``);  dweight = zeros of weight's
+    shape with grad's rows added at their ids (repeats accumulate), those of the id
+    ``padding_idx`` (None: none) left out, so that its row gets no gradient"""
+    @staticmethod
+    def forward(ctx, weight, index, padding_idx):
+        ctx.shape = weight.shape
+        return weight[index]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return EmbeddingDenseBackward.apply(grad, shape=ctx.shape, **ctx.params)
+
+    @staticmethod
+    def jvp(ctx, dweight):  # linear in weight, padding rows too (as PyTorch's)
+        return Embedding.apply(dweight, **ctx.params)
+
+
+class EmbeddingDenseBackward(Primitive):
+    """out = an embedding's weight gradient: zeros of ``shape`` with grad's rows added at
+    their ids, those of ``padding_idx`` left out;  dgrad = dout's rows by id, 0 at padding"""
+    @staticmethod
+    def forward(ctx, grad, index, shape, padding_idx):
+        return backend.embedding_backward(grad, index, shape, padding_idx)
+
+    @staticmethod
+    def backward(ctx, dout):
+        index, padding_idx = ctx.params["index"], ctx.params["padding_idx"]
+        rows = Embedding.apply(dout, index=index, padding_idx=None)
+        if padding_idx is None:
+            return rows
+        padding = (index == padding_idx).reshape(index.shape + (1,) * (rows.ndim - index.ndim))
+        return rows.masked_fill(rows._make(padding), 0)
+
+    @staticmethod
+    def jvp(ctx, dgrad):
+        return EmbeddingDenseBackward.apply(dgrad, **ctx.params)
 
 
 class Cat(Primitive):

@@ -228,6 +228,42 @@ def test_embedding_negative_padding_idx_matches_torch(device):
         torch.nn.Embedding(7, 2, padding_idx=-2).padding_idx
 
 
+PADDED_IDS = [[0, 4, 4, 2], [2, 0, 1, 0], [4, 4, 4, 3]]
+
+
+@needs_torch
+@pytest.mark.parametrize("padding_idx", [None, 0, 4, -1, 3])
+def test_embedding_backward_twice_and_forward_mode_match_torch(padding_idx, device):
+    """With and without padding: the gradient (the padding row gets none), its gradient
+    (create_graph), the node's name, and the tangent, which counts the padding row too
+    (padding_idx only keeps the row from the gradient, in PyTorch as here)."""
+    rng = np.random.default_rng(0)
+    w0, up0, dw0 = (rng.standard_normal(s) for s in ((5, 3), (3, 4, 3), (5, 3)))
+    w = mg.tensor(w0, device=device, requires_grad=True)
+    tw = torch.tensor(w0, requires_grad=True)
+    ids, tids = mg.tensor(PADDED_IDS, device=device), torch.tensor(PADDED_IDS)
+    out = F.embedding(ids, w, padding_idx=padding_idx)
+    ref = torch.nn.functional.embedding(tids, tw, padding_idx=padding_idx)
+    assert out.grad_fn.name() == ref.grad_fn.name() == "EmbeddingBackward0"
+    up, tup = mg.tensor(up0, device=device), torch.tensor(up0)
+    (g,) = mg.autograd.grad((out * out * up).sum(), w, create_graph=True)
+    (tg,) = torch.autograd.grad((ref * ref * tup).sum(), tw, create_graph=True)
+    np.testing.assert_allclose(g.numpy(), tg.detach().numpy(), rtol=1e-12)
+    assert g.grad_fn.name() == tg.grad_fn.name()
+    (g * g).sum().backward()
+    (tg * tg).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
+
+    def f(weight):
+        return F.embedding(ids, weight, padding_idx=padding_idx)
+    _, tangent = mg.func.jvp(f, (mg.tensor(w0, device=device),),
+                             (mg.tensor(dw0, device=device),))
+    _, ttangent = torch.func.jvp(
+        lambda weight: torch.nn.functional.embedding(tids, weight, padding_idx=padding_idx),
+        (torch.tensor(w0),), (torch.tensor(dw0),))
+    np.testing.assert_array_equal(tangent.numpy(), ttangent.numpy())
+
+
 def test_embedding_rejects_float_indices(device):
     emb = nn.Embedding(4, 2).to(device)
     with pytest.raises(TypeError):
