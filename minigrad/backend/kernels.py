@@ -454,15 +454,19 @@ def layer_norm_backward(grad, x, weight, n, eps):
     if not _rows_on_gpu(x, width):
         xp = xp_of(x)
         xhat = x - row_mean(x, n)                                            # centred
-        scratch = xhat * xhat  # one buffer for every full-size intermediate below
-        rstd = 1.0 / xp.sqrt(row_mean(scratch, n) + eps)
+        gxhat = xhat * xhat  # (a scratch buffer until it holds grad * xhat)
+        rstd = 1.0 / xp.sqrt(row_mean(gxhat, n) + eps)
         xhat *= rstd
-        g = grad if weight is None else grad * weight
-        xp.multiply(g, xhat, out=scratch)
-        dx = g - row_mean(g, n)
-        dx -= xp.multiply(xhat, row_mean(scratch, n), out=scratch)
+        xp.multiply(grad, xhat, out=gxhat)
+        # mean(g) and mean(g * xhat) with g = grad * weight: grad's and gxhat's rows times
+        # the weight, without making g * xhat
+        mean_g, mean_gxhat = _row_mean_times(grad, weight, n), _row_mean_times(gxhat, weight, n)
+        dx = grad.copy() if weight is None else grad * weight
+        dx -= mean_g
+        xhat *= mean_gxhat
+        dx -= xhat
         dx *= rstd
-        return dx, xp.multiply(grad, xhat, out=scratch)  # (the same values as out of place)
+        return dx, gxhat
     xp = cupy()
     grad, x, weight = _contiguous(xp, grad, x, weight)
     dx, gxhat = xp.empty_like(x), xp.empty_like(x)
@@ -470,6 +474,19 @@ def layer_norm_backward(grad, x, weight, n, eps):
         grad, x, x if weight is None else weight, dx, gxhat, np.int32(width),
         x.dtype.type(eps), np.int32(weight is not None), np.int32(1)))
     return dx, gxhat
+
+
+def _row_mean_times(x, weight, n):
+    """row_mean(x * weight, n) (weight None: row_mean(x, n)), on the host as one product of
+    the rows with the weight (BLAS), without making x * weight."""
+    if weight is None:
+        return row_mean(x, n)
+    if _ones_for(x, n) is None or weight.dtype != x.dtype:
+        return row_mean(x * weight, n)
+    total = _product(x.reshape(-1, weight.size), weight.reshape(-1),
+                     x.shape[:x.ndim - n] + (1,) * n)
+    total /= weight.size
+    return total
 
 
 def softmax(x, axis, log=False):

@@ -27,7 +27,7 @@ from ..ops.reduce import SafeSoftmax
 from .differentiate import composite_grads, saved_array, tangent_by
 
 TILE = 1 << 19  # the most scores (all batch and head dims together) one tile holds
-SHORT_ROWS = 16  # up to this many keys, a row maximum is taken keys-first (_row_max)
+SHORT_ROWS = 32  # up to this many keys, a row maximum is taken keys-first (_row_max)
 
 
 def blocks(lead, T, S, tile=None):
