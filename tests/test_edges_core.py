@@ -781,6 +781,38 @@ def test_integer_remainder_and_floor_division_need_no_gradient(op, device):
     np.testing.assert_array_equal(out.numpy(), out_t.numpy())
 
 
+# --- ReLU's gradient is PyTorch's threshold_backward: grad or 0, never grad * 0 ---------------
+
+RELU_INPUTS = [-1.0, 0.0, -0.0, 2.0, np.nan, 3.0, -2.0, np.inf, -np.inf, 1e-30]
+RELU_GRADS = [np.inf, np.nan, 1.0, -np.inf, 5.0, np.nan, -np.inf, 2.0, np.nan, -0.0]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("shape", [(10,), (2, 5), (5, 2, 1)], ids=str)
+def test_relu_gradient_with_inf_and_nan_is_torchs_bit_for_bit(dtype, shape, device):
+    """0 (+0.0) where the output is <= 0, whatever the gradient (an inf gradient times 0 would
+    give NaN); the gradient itself where the output is positive or NaN."""
+    torch = pytest.importorskip("torch")
+    x0 = np.array(RELU_INPUTS, dtype=dtype).reshape(shape)
+    g0 = np.array(RELU_GRADS, dtype=dtype).reshape(shape)
+    x = mg.tensor(x0, device=device, requires_grad=True)
+    tx = torch.tensor(x0, requires_grad=True)
+    out, ref = x.relu(), torch.relu(tx)
+    np.testing.assert_array_equal(out.numpy(), ref.detach().numpy())
+    out.backward(mg.tensor(g0, device=device))
+    ref.backward(torch.tensor(g0))
+    got, want = x.grad.numpy(), tx.grad.numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_relu_gradient_of_a_0d_tensor(device):
+    for value, expected in ((-3.0, 0.0), (3.0, 1.0), (0.0, 0.0)):
+        x = mg.tensor(value, device=device, requires_grad=True)
+        x.relu().backward()
+        assert x.grad.shape == () and x.grad.item() == expected
+
+
 # --- number / tensor: PyTorch computes reciprocal(x) * number -------------------------------
 # (rounded twice, so it differs from a true division in the last bit; its graph is
 # MulBackward0 over ReciprocalBackward0)

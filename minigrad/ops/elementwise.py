@@ -471,11 +471,14 @@ def _sigmoid_grad(xp, grad, out):
 
 
 def _relu_grad(xp, grad, out):
-    """Relu's gradient on raw arrays: grad times the mask out > 0, as 1 or 0 in grad's
-    dtype (the same values as the product of Tensor ops)."""
-    mask = _array(xp, out > 0).astype(grad.dtype)
-    mask *= grad
-    return mask
+    """Relu's gradient on raw arrays, PyTorch's threshold_backward: 0 where out <= 0, else
+    grad (an inf or NaN gradient too, and at a NaN input). Two passes without branches:
+    grad's bits ANDed with all ones where kept and with zeros where not."""
+    bits = xp.dtype(f"i{grad.dtype.itemsize}")
+    mask = _array(xp, out <= 0).astype(bits)
+    mask -= 1                                             # 0 where dropped, -1 (all ones) kept
+    xp.bitwise_and(mask, _array(xp, grad).view(bits), out=mask)
+    return mask.view(grad.dtype)
 
 
 class Relu(Primitive):
@@ -489,11 +492,10 @@ class Relu(Primitive):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
-        # a product with the mask, not a where: NumPy's where is several times slower on
-        # random masks (branch mispredictions); they differ only for inf/NaN gradients
-        if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again
+        if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again (a
+            # product with the mask: the same values but for inf or NaN gradients and inputs)
             return grad * (out > 0)
-        return grad._make(on_arrays(_relu_grad, ctx.xp, grad.data, out.data))  # two passes
+        return grad._make(on_arrays(_relu_grad, ctx.xp, grad.data, out.data))
 
     @staticmethod
     def jvp(ctx, dx):
