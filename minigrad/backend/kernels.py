@@ -1,10 +1,9 @@
 """Array-level kernels shared by the ops, where NumPy and CuPy differ.
 
 Scatter-add (an embedding's gradient) and the error function call each library's own
-routine; gelu, its gradient and
-dropout are fused CUDA kernels on the GPU with the same formula in NumPy on the CPU; row
-and leading-dim sums go through BLAS on the CPU (``row_sum``, ``lead_sum``); and
-``run_split`` shares splittable CPU work among the cores.
+routine; gelu, its gradient and dropout are fused CUDA kernels on the GPU with the same
+formula in NumPy on the CPU; row and leading-dim sums go through BLAS on the CPU
+(``row_sum``, ``lead_sum``); and ``run_split`` shares splittable CPU work among the cores.
 """
 import math
 import queue
@@ -36,7 +35,7 @@ def embedding_backward(grad, index, shape, padding_idx):
         if type(grad) is np.ndarray:  # fewer rows to add
             index, grad = index[kept], grad[kept]
         else:  # no read-back of how many rows are kept: theirs are zeros
-            grad = xp.where(kept.reshape(kept.shape + (1,) * (grad.ndim - kept.ndim)), grad, 0)
+            grad = xp.where(kept[..., None], grad, 0)
     return scatter_add(xp.zeros(shape, dtype=grad.dtype), index, grad)
 
 
@@ -356,7 +355,7 @@ def row_sum(x, n=1):
     ones = _ones_for(x, n)
     if ones is None:
         return x.sum(axis=tuple(range(x.ndim - n, x.ndim)), keepdims=True)
-    return _times_ones(x, n, ones)
+    return _rows_times(x, n, ones)
 
 
 def row_mean(x, n=1):
@@ -364,7 +363,7 @@ def row_mean(x, n=1):
     ones = _ones_for(x, n)
     if ones is None:
         return x.mean(axis=tuple(range(x.ndim - n, x.ndim)), keepdims=True)
-    total = _times_ones(x, n, ones)
+    total = _rows_times(x, n, ones)
     total /= ones.size
     return total
 
@@ -399,8 +398,10 @@ def _ones_for(x, n):
     return ones
 
 
-def _times_ones(x, n, ones):
-    return _product(x.reshape(-1, ones.size), ones, x.shape[:x.ndim - n] + (1,) * n)
+def _rows_times(x, n, vector):
+    """The rows of ``x``'s last ``n`` dims times ``vector`` (BLAS), shaped as a keepdims
+    reduction."""
+    return _product(x.reshape(-1, vector.size), vector, x.shape[:x.ndim - n] + (1,) * n)
 
 
 def _product(a, b, shape):
@@ -483,8 +484,7 @@ def _row_mean_times(x, weight, n):
         return row_mean(x, n)
     if _ones_for(x, n) is None or weight.dtype != x.dtype:
         return row_mean(x * weight, n)
-    total = _product(x.reshape(-1, weight.size), weight.reshape(-1),
-                     x.shape[:x.ndim - n] + (1,) * n)
+    total = _rows_times(x, n, weight.reshape(-1))
     total /= weight.size
     return total
 

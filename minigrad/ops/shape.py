@@ -163,8 +163,7 @@ class EmbeddingDenseBackward(Primitive):
         rows = Embedding.apply(dout, index=index, padding_idx=None)
         if padding_idx is None:
             return rows
-        padding = (index == padding_idx).reshape(index.shape + (1,) * (rows.ndim - index.ndim))
-        return rows.masked_fill(rows._make(padding), 0)
+        return rows.masked_fill(rows._make((index == padding_idx)[..., None]), 0)
 
     @staticmethod
     def jvp(ctx, dgrad):
