@@ -15,11 +15,15 @@ Memory is O(T + S) per head beyond one tile, instead of O(T S). When every score
 one tile (short sequences: ``blocks`` gives (T, S)) there is no loop and nothing to fold:
 forward is that one tile's softmax, for every head at once, and it keeps the tile's
 weights P and dropout mask (at most TILE scores), so that backward starts from them
-instead of making them again. Both passes work on raw arrays, in place where they can.
+instead of making them again. Both passes work on raw arrays, in place where they can. On
+the CPU, tiled work and a large one tile (without dropout) go to the cores a group of heads
+each.
 Second derivatives (backward under ``create_graph``) come from differentiating
 ``composite``, the same attention written with Tensor ops, with the forward's dropout
 masks: exact to any order, at the composite's O(T S) memory.
 """
+import math
+
 from .. import backend
 from ..autograd.function import Primitive, ShapeError
 from ..autograd.grad_mode import STATE
@@ -28,6 +32,7 @@ from .differentiate import composite_grads, saved_array, tangent_by
 
 TILE = 1 << 19  # the most scores (all batch and head dims together) one tile holds
 SHORT_ROWS = 32  # up to this many keys, a row maximum is taken keys-first (_row_max)
+SPLIT_SCORES = 1 << 17  # a tile of at least this many scores goes to the cores by heads
 
 
 def blocks(lead, T, S, tile=None):
@@ -63,12 +68,17 @@ class Attention(Primitive):
                 return out
         keep = _Dropout(dropout_p, q.dtype, xp)
         qs = q * xp.asarray(scale, dtype=q.dtype)  # the queries, scaled once
-        tile = []  # the one tile's weights and dropout mask, kept for backward
+        weights = kept = None  # the one tile's weights and dropout mask, kept for backward
         if _one_tile(block, T, S, causal):
-            out, lse = _rows(xp, qs, k, v, mask, causal, 0, T, S, keep, tile)
+            def one_tile(qs, k, v, mask):
+                tile = []
+                out, lse = _rows(xp, qs, k, v, mask, causal, 0, T, S, keep, tile)
+                return out, lse, *tile
+            shapes = ((T, v.shape[-1]), (T, 1), (T, S), None)  # no dropout mask if split
+            out, lse, weights, kept = _by_heads(xp, one_tile, (qs, k, v, mask), shapes, T * S,
+                                                keep.p)
         else:
             out, lse = _forward_tiles(xp, qs, k, v, mask, causal, block, lead, keep)
-        weights, kept = tile + [None] * (2 - len(tile))
         ctx.save_for_backward(q, k, v, mask, out, lse, keep.state, weights, kept)
         return out
 
@@ -91,8 +101,13 @@ class Attention(Primitive):
         scale = xp.asarray(scale, dtype=qa.dtype)
         qs = qa * scale
         if weights is not None:  # one tile, whose weights forward kept
-            dq, dk, dv = _weights_grads(xp, qs, g, _rowdot(g, o), weights.data, ka, va,
-                                        None if kept is None else keep.scaled(kept.data))
+            z = None if kept is None else keep.scaled(kept.data)
+
+            def one_tile(qs, g, o, w, k, v):
+                return _weights_grads(xp, qs, g, _rowdot(g, o), w, k, v, z)
+            shapes = (qa.shape[-2:], ka.shape[-2:], va.shape[-2:])
+            dq, dk, dv = _by_heads(xp, one_tile, (qs, g, o, weights.data, ka, va), shapes,
+                                   T * S, keep.p)
         elif _one_tile(block, T, S, causal):
             dq, dk, dv = _tile_grads(xp, qs, g, _rowdot(g, o), lse.data, ka, va, m, causal,
                                      (0, T), (0, S), keep)
@@ -299,6 +314,34 @@ def _over_heads(fn, lead, block, T, S, dropout_p, xp):
         backend.run_split(fn, H, xp)
     else:
         fn(0, H)
+
+
+def _by_heads(xp, fn, inputs, shapes, scores, dropout_p):
+    """fn(*inputs) -> arrays of the inputs' lead dims + ``shapes`` (None for a result that
+    is None), for the one tile of ``scores`` scores a head: at once, or, when the tile
+    holds at least SPLIT_SCORES scores, over groups of heads on the CPU's cores
+    (``backend.run_split``), each group's results written into arrays made beforehand. Not
+    with dropout (its masks are drawn in one order), nor where another input's lead dims
+    do not broadcast to the first's."""
+    lead = inputs[0].shape[:-2]
+    H = lead[-1] if lead else 1
+    if dropout_p or H < 2 or math.prod(lead) * scores < SPLIT_SCORES or any(
+            a is not None and not _broadcasts_to(a.shape[:-2], lead) for a in inputs[1:]):
+        return fn(*inputs)
+    outs = [None if shape is None else xp.empty(lead + shape, dtype=inputs[0].dtype)
+            for shape in shapes]
+    whole = []  # the results, when run_split runs every head at once (one core)
+
+    def heads(h0, h1):
+        parts = fn(*(_heads(a, h0, h1) for a in inputs))
+        if h1 - h0 == H:
+            whole.append(parts)
+            return
+        for out, part in zip(outs, parts):
+            if out is not None:
+                out[..., h0:h1, :, :] = part
+    backend.run_split(heads, H, xp)
+    return whole[0] if whole else outs
 
 
 def composite(q, k, v, mask=None, causal=None, scale=1.0, dropout=None):
