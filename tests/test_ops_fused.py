@@ -564,3 +564,28 @@ def test_zero_total_weight_with_smoothing_has_no_finite_nonzero_gradient(device)
     loss.backward()
     grad = x.grad.numpy()
     assert np.isnan(grad).all() or (grad == 0).all(), grad
+
+
+@needs_torch
+@pytest.mark.parametrize("x_shape, normalized_shape", [
+    ((3, 4), (4,)), ((5,), (5,)), ((2, 2, 3), (2, 3)), ((2, 1, 2, 3), (3,)), ((3, 1), (1,)),
+    ((0, 4), (4,))], ids=["2d", "1d", "last2", "4d", "size1", "no_rows"])
+def test_layer_norm_keeps_the_mean_and_rstd_of_torchs_native_layer_norm(
+        x_shape, normalized_shape):
+    """Forward keeps each row's mean and 1 / sqrt(var + eps), as aten's native_layer_norm
+    returns them, and backward from them gives what recomputing them from x gives, bit for
+    bit."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(x_shape) * 3 + 1
+    w, b = rng.standard_normal(normalized_shape), rng.standard_normal(normalized_shape)
+    y, mean, rstd = backend.layer_norm(x, w, b, len(normalized_shape), 1e-3)
+    ty, tmean, trstd = torch.ops.aten.native_layer_norm(
+        torch.tensor(x), list(normalized_shape), torch.tensor(w), torch.tensor(b), 1e-3)
+    for mine, theirs in ((y, ty), (mean, tmean), (rstd, trstd)):
+        assert mine.shape == tuple(theirs.shape)
+        np.testing.assert_allclose(mine, theirs.numpy(), rtol=1e-12, atol=1e-12)
+    grad = rng.standard_normal(x_shape)
+    kept = backend.layer_norm_backward(grad, x, w, len(normalized_shape), 1e-3, mean, rstd)
+    again = backend.layer_norm_backward(grad, x, w, len(normalized_shape), 1e-3)
+    for a, b_ in zip(kept, again):
+        np.testing.assert_array_equal(a, b_)

@@ -427,38 +427,46 @@ def _contiguous(xp, *arrays):
 
 
 def layer_norm(x, weight, bias, n, eps):
-    """(x - mean) / sqrt(var + eps) * weight + bias over the last ``n`` dims (biased
-    variance); ``weight`` and ``bias`` (of those dims' shape) may be None."""
+    """(y, mean, rstd): y = (x - mean) * rstd * weight + bias over the last ``n`` dims, with
+    rstd = 1 / sqrt(var + eps) (biased variance); ``weight`` and ``bias`` (of those dims'
+    shape) may be None. ``mean`` and ``rstd`` (..., 1), kept for ``layer_norm_backward``,
+    are None on the GPU, whose backward kernel makes them again."""
     width = math.prod(x.shape[x.ndim - n:])
     if not _rows_on_gpu(x, width):
-        centered = x - row_mean(x, n)
+        xp = xp_of(x)
+        mean = row_mean(x, n)
+        centered = x - mean
         var = row_mean(centered * centered, n)
-        centered *= 1.0 / xp_of(x).sqrt(var + eps)                           # xhat
+        rstd = xp.divide(1.0, xp.sqrt(var + eps))
+        centered *= rstd                                                     # xhat
         if weight is not None:
             centered *= weight
         if bias is not None:
             centered += bias
-        return centered
+        return centered, mean, rstd
     xp = cupy()
     x, weight, bias = _contiguous(xp, x, weight, bias)
     y = xp.empty_like(x)
     _launch_rows("layer_norm_forward", x, width, (
         x, x if weight is None else weight, x if bias is None else bias, y, np.int32(width),
         x.dtype.type(eps), np.int32(weight is not None), np.int32(bias is not None)))
-    return y
+    return y, None, None
 
 
-def layer_norm_backward(grad, x, weight, n, eps):
+def layer_norm_backward(grad, x, weight, n, eps, mean=None, rstd=None):
     """(dx, grad * xhat) of layer_norm, on raw arrays: dx = rstd * (g - mean(g) - xhat *
-    mean(g * xhat)) with g = grad * weight."""
+    mean(g * xhat)) with g = grad * weight; ``mean`` and ``rstd`` as layer_norm gave them
+    (None: made again from x)."""
     width = math.prod(x.shape[x.ndim - n:])
     if not _rows_on_gpu(x, width):
         xp = xp_of(x)
-        xhat = x - row_mean(x, n)                                            # centred
-        gxhat = xhat * xhat  # (a scratch buffer until it holds grad * xhat)
-        rstd = 1.0 / xp.sqrt(row_mean(gxhat, n) + eps)
+        if mean is None:
+            mean = row_mean(x, n)
+        xhat = x - mean                                                      # centred
+        if rstd is None:
+            rstd = xp.divide(1.0, xp.sqrt(row_mean(xhat * xhat, n) + eps))
         xhat *= rstd
-        xp.multiply(grad, xhat, out=gxhat)
+        gxhat = grad * xhat
         # mean(g) and mean(g * xhat) with g = grad * weight: grad's and gxhat's rows times
         # the weight, without making g * xhat
         mean_g, mean_gxhat = _row_mean_times(grad, weight, n), _row_mean_times(gxhat, weight, n)

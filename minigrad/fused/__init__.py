@@ -4,7 +4,7 @@ Each module holds a fused op beside the ``composite`` of plain Tensor ops that i
 equal (the tests check them against each other, and against PyTorch):
 
     linear.py         Linear          x @ W^T + b, rows flattened into one 2-D product
-    layer_norm.py     LayerNorm       four passes; backward recomputes from the input
+    layer_norm.py     LayerNorm       a few passes; backward reuses the rows' mean and rstd
     gelu.py           Gelu, GeluTanh  one pass each way
     dropout.py        Dropout         keeps its mask as bools
     cross_entropy.py  CrossEntropy    log_softmax, pick, smoothing, weights, reduction

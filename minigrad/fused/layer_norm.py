@@ -22,22 +22,26 @@ class LayerNorm(Primitive):
     dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = grad * w,
     dw = grad * xhat,  db = grad  (summed over the leading dims by the engine)
 
-    Forward saves only its inputs; backward recomputes xhat from x. On the GPU each
-    direction is one kernel (a block of threads per row); on the CPU a few NumPy passes.
+    Forward saves its inputs and, on the CPU, each row's mean and rstd (as PyTorch does);
+    backward makes xhat again from them. On the GPU each direction is one kernel (a block
+    of threads per row, backward's making mean and rstd again); on the CPU a few NumPy
+    passes.
     """
     @staticmethod
     def forward(ctx, x, weight, bias, n, eps):
-        ctx.save_for_backward(x, weight)
-        return backend.layer_norm(x, weight, bias, n, eps)
+        y, mean, rstd = backend.layer_norm(x, weight, bias, n, eps)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        return y
 
     @staticmethod
     def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
+        x, weight, mean, rstd = ctx.saved_tensors
         n, eps = ctx.params["n"], ctx.params["eps"]
         needs = ctx.needs_input_grad
         if not STATE.grad_enabled:  # one pass over raw arrays (one kernel on the GPU)
-            dx, gxhat = on_arrays(backend.layer_norm_backward, grad.data, x.data,
-                                  None if weight is None else weight.data, n, eps)
+            w, mean, rstd = (None if t is None else t.data for t in (weight, mean, rstd))
+            dx, gxhat = on_arrays(backend.layer_norm_backward, grad.data, x.data, w, n, eps,
+                                  mean, rstd)
             return (grad._make(dx) if needs[0] else None,
                     grad._make(gxhat) if needs[1] else None, grad if needs[2] else None)
         # create_graph: the same formula in Tensor ops, so it can be differentiated again
