@@ -30,7 +30,7 @@ from ..autograd.grad_mode import STATE
 from ..ops.reduce import SafeSoftmax
 from .differentiate import composite_grads, saved_array, tangent_by
 
-TILE = 1 << 19  # the most scores (all batch and head dims together) one tile holds
+TILE = 1 << 20  # the most scores (all batch and head dims together) one tile holds
 SHORT_ROWS = 32  # up to this many keys, a row maximum is taken keys-first (_row_max)
 SPLIT_SCORES = 1 << 17  # a tile of at least this many scores goes to the cores by heads
 
