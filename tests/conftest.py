@@ -1,9 +1,12 @@
 """Shared fixtures: ``device`` runs a test on the device chosen with ``--device`` (cpu by
-default; ``--device cuda`` runs the whole suite through CuPy and skips without a GPU)."""
+default; ``--device cuda`` runs the whole suite through CuPy and skips without a GPU);
+``two_cores`` runs it with BLAS (and so ``backend.run_split``) on two threads."""
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 import minigrad as mg
+from minigrad.backend import kernels
 
 
 def pytest_addoption(parser):
@@ -28,3 +31,20 @@ def _seed():
     """Every test starts from the same random state."""
     mg.manual_seed(0)
     np.random.seed(0)
+
+
+def blas_threads():
+    """The most threads of a BLAS library that run_split manages (those loaded when it was
+    first used; a library loaded later, such as PyTorch's by another test, is not NumPy's)."""
+    if kernels._workers is not None:
+        return max([lib.num_threads for lib in kernels._workers.blas] or [1])
+    return max([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] or [1])
+
+
+@pytest.fixture
+def two_cores():
+    """BLAS (and so run_split) on two threads, or a skip where BLAS will not run two."""
+    with threadpool_limits(2, user_api="blas"):
+        if blas_threads() < 2:
+            pytest.skip("BLAS runs one thread here")
+        yield

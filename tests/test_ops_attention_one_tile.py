@@ -190,18 +190,13 @@ def test_row_max_is_numpys_for_short_and_long_rows(device, S):
     np.testing.assert_array_equal(got, s.max(axis=-1, keepdims=True))
 
 
-def _blas_threads():
-    from threadpoolctl import threadpool_info
-    return max([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] or [1])
-
-
 @pytest.mark.parametrize("shape_k, mask_kind, causal", [
     ((2, 4, 9, 4), None, None), ((2, 4, 9, 4), "keys", None), ((2, 4, 9, 4), "rows", 0),
     ((2, 1, 9, 4), "keys", None), ((4, 9, 4), None, -2)],
     ids=["plain", "key-mask", "row-mask-causal", "one-key-head", "key-without-batch"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 def test_one_tile_over_groups_of_heads_on_two_cores_is_bit_for_bit(
-        monkeypatch, shape_k, mask_kind, causal, dtype):
+        two_cores, monkeypatch, shape_k, mask_kind, causal, dtype):
     """A large one tile (here: any, SPLIT_SCORES lowered) goes to the cores a group of heads
     each, forward and backward: the same bits as all heads at once, broadcast heads and
     masks included; with dropout it stays in one piece (its masks are drawn in order)."""
@@ -218,12 +213,9 @@ def test_one_tile_over_groups_of_heads_on_two_cores_is_bit_for_bit(
         monkeypatch.setattr(attention, "SPLIT_SCORES", least)
         for p in (0.0, 0.3):
             splits.clear()
-            with threadpool_limits(2, user_api="blas"):
-                if _blas_threads() < 2:
-                    pytest.skip("BLAS runs one thread here")
-                run = _seeded(lambda q, k, v: fused(q, k, v, mask, causal, 0.4, (7, 9),
-                                                    dropout_p=p))
-                runs[name, p] = values_and_grads(run, [q, k, v])
+            run = _seeded(lambda q, k, v: fused(q, k, v, mask, causal, 0.4, (7, 9),
+                                                dropout_p=p))
+            runs[name, p] = values_and_grads(run, [q, k, v])
             assert splits == ([4, 4] if name == "split" and p == 0 else []), (name, p)
     for p in (0.0, 0.3):
         for what, a, b in zip(("out", "dq", "dk", "dv"), runs["at once", p], runs["split", p]):

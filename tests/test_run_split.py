@@ -3,26 +3,10 @@ import threading
 
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_limits
 
 from minigrad.backend import kernels, run_split
-
-
-def _blas_threads():
-    """The most threads of a BLAS library that run_split manages (those loaded when it was
-    first used; a library loaded later, such as PyTorch's by another test, is not NumPy's)."""
-    if kernels._workers is not None:
-        return max([lib.num_threads for lib in kernels._workers.blas] or [1])
-    return max([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] or [1])
-
-
-@pytest.fixture
-def two_cores():
-    """BLAS (and so run_split) on two threads, or a skip where BLAS will not run two."""
-    with threadpool_limits(2, user_api="blas"):
-        if _blas_threads() < 2:
-            pytest.skip("BLAS runs one thread here")
-        yield
+from tests.conftest import blas_threads
 
 
 def _ranges(n):
@@ -30,7 +14,7 @@ def _ranges(n):
 
     def fn(i0, i1):
         with lock:
-            seen.append((i0, i1, threading.get_ident(), _blas_threads()))
+            seen.append((i0, i1, threading.get_ident(), blas_threads()))
     run_split(fn, n, np)
     return seen
 
@@ -49,7 +33,7 @@ def test_one_range_runs_here_and_the_other_in_a_worker(two_cores):
 
 def test_products_inside_are_single_threaded_and_blas_is_restored(two_cores):
     assert {threads for *_, threads in _ranges(8)} == {1}
-    assert _blas_threads() == 2
+    assert blas_threads() == 2
 
 
 def test_one_blas_thread_means_one_range_here():
@@ -74,7 +58,7 @@ def test_an_exception_in_a_worker_is_raised_here_after_every_range(two_cores):
         run_split(fn, 4, np)
     assert finished == [0]
     assert sorted(r[:2] for r in _ranges(4)) == [(0, 2), (2, 4)]  # the workers still serve
-    assert _blas_threads() == 2
+    assert blas_threads() == 2
 
 
 def test_an_exception_here_waits_for_the_workers(two_cores):

@@ -433,11 +433,9 @@ def layer_norm(x, weight, bias, n, eps):
     are None on the GPU, whose backward kernel makes them again."""
     width = math.prod(x.shape[x.ndim - n:])
     if not _rows_on_gpu(x, width):
-        xp = xp_of(x)
         mean = row_mean(x, n)
         centered = x - mean
-        var = row_mean(centered * centered, n)
-        rstd = xp.divide(1.0, xp.sqrt(var + eps))
+        rstd = _row_rstd(centered, n, eps)
         centered *= rstd                                                     # xhat
         if weight is not None:
             centered *= weight
@@ -459,12 +457,11 @@ def layer_norm_backward(grad, x, weight, n, eps, mean=None, rstd=None):
     (None: made again from x)."""
     width = math.prod(x.shape[x.ndim - n:])
     if not _rows_on_gpu(x, width):
-        xp = xp_of(x)
         if mean is None:
             mean = row_mean(x, n)
         xhat = x - mean                                                      # centred
         if rstd is None:
-            rstd = xp.divide(1.0, xp.sqrt(row_mean(xhat * xhat, n) + eps))
+            rstd = _row_rstd(xhat, n, eps)
         xhat *= rstd
         gxhat = grad * xhat
         # mean(g) and mean(g * xhat) with g = grad * weight: grad's and gxhat's rows times
@@ -483,6 +480,12 @@ def layer_norm_backward(grad, x, weight, n, eps, mean=None, rstd=None):
         grad, x, x if weight is None else weight, dx, gxhat, np.int32(width),
         x.dtype.type(eps), np.int32(weight is not None), np.int32(1)))
     return dx, gxhat
+
+
+def _row_rstd(centered, n, eps):
+    """1 / sqrt(var + eps) of each row of the last ``n`` dims, from the centred rows."""
+    xp = xp_of(centered)
+    return xp.divide(1.0, xp.sqrt(row_mean(centered * centered, n) + eps))
 
 
 def _row_mean_times(x, weight, n):

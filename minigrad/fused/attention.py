@@ -303,14 +303,21 @@ def _heads(a, h0, h1):
     return a[..., h0:h1, :, :]
 
 
-def _over_heads(fn, lead, block, T, S, dropout_p, xp):
-    """fn(0, H) at once, or over groups of the H heads on the CPU's cores (see
-    backend.run_split) when the work is tiled: then each tile is too large for the
-    interpreter's overhead to matter, and its elementwise work is worth sharing. Not with
+def _splits(lead, tiled, scores, dropout_p):
+    """Whether the work over the heads (the last of the ``lead`` dims) goes to the CPU's
+    cores in groups (backend.run_split): when it is tiled, or one tile of at least
+    SPLIT_SCORES scores (``scores`` a head): then the interpreter's overhead and the
+    hand-over to another thread are small beside the elementwise work shared. Not with
     dropout, whose masks must be drawn in one order."""
     H = lead[-1] if lead else 1
-    tiled = block[0] < T or block[1] < S
-    if tiled and dropout_p == 0 and H > 1:
+    return (dropout_p == 0 and H > 1
+            and (tiled or math.prod(lead) * scores >= SPLIT_SCORES))
+
+
+def _over_heads(fn, lead, block, T, S, dropout_p, xp):
+    """fn(0, H) at once, or over groups of the H heads on the CPU's cores (``_splits``)."""
+    H = lead[-1] if lead else 1
+    if _splits(lead, block[0] < T or block[1] < S, T * S, dropout_p):
         backend.run_split(fn, H, xp)
     else:
         fn(0, H)
@@ -318,14 +325,13 @@ def _over_heads(fn, lead, block, T, S, dropout_p, xp):
 
 def _by_heads(xp, fn, inputs, shapes, scores, dropout_p):
     """fn(*inputs) -> arrays of the inputs' lead dims + ``shapes`` (None for a result that
-    is None), for the one tile of ``scores`` scores a head: at once, or, when the tile
-    holds at least SPLIT_SCORES scores, over groups of heads on the CPU's cores
-    (``backend.run_split``), each group's results written into arrays made beforehand. Not
-    with dropout (its masks are drawn in one order), nor where another input's lead dims
-    do not broadcast to the first's."""
+    is None), for the one tile of ``scores`` scores a head: at once, or over groups of heads
+    on the CPU's cores where ``_splits`` says so, each group's results written into arrays
+    made beforehand. At once where another input's lead dims do not broadcast to the
+    first's."""
     lead = inputs[0].shape[:-2]
     H = lead[-1] if lead else 1
-    if dropout_p or H < 2 or math.prod(lead) * scores < SPLIT_SCORES or any(
+    if not _splits(lead, False, scores, dropout_p) or any(
             a is not None and not _broadcasts_to(a.shape[:-2], lead) for a in inputs[1:]):
         return fn(*inputs)
     outs = [None if shape is None else xp.empty(lead + shape, dtype=inputs[0].dtype)
