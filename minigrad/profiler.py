@@ -244,7 +244,7 @@ class profile:
             event.flops = FORWARD_FLOPS[event.name](event._inputs, outs[0])
             if event.name in BACKWARD_FLOPS:
                 event.backward_flops = BACKWARD_FLOPS[event.name](event._inputs, outs[0])
-            event._inputs = None
+        event._inputs = None  # held no longer: the profile must not keep the step's arrays
         event.node_ref = None
         if any(node.__dict__.get("needs_input_grad", ())):  # recorded: a node of the graph
             key = id(node)

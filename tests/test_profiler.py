@@ -208,6 +208,32 @@ def test_views_allocate_no_bytes(device):
     assert v.data.nbytes == t.data.nbytes == c.data.nbytes == 96
 
 
+@pytest.mark.parametrize("op", ["reshape", "transpose", "view", "getitem", "exp", "matmul"])
+def test_the_profile_keeps_no_array_of_the_step(op):
+    """The step's arrays are freed as without a profile (held ones would make the next
+    op's memory new pages, and its time the profiler's): once the step's tensors are gone,
+    nothing of them is alive while the profile is."""
+    import gc
+    import weakref
+    run = {"reshape": lambda x: x.reshape(12, 2), "transpose": lambda x: x.T,
+           "view": lambda x: x.view(2, 12), "getitem": lambda x: x[1:],
+           "exp": lambda x: x.exp(), "matmul": lambda x: x @ x.T}[op]
+    with profile() as prof:
+        x = mg.randn(4, 6, requires_grad=True)
+        out = run(x * 2)
+        out.sum().backward()
+        alive = [weakref.ref(a) for a in (x.data, out.data, _base_of(out.data))]
+        del x, out
+    gc.collect()
+    assert prof.events and [r() for r in alive] == [None] * len(alive)
+
+
+def _base_of(arr):
+    while arr.base is not None:
+        arr = arr.base
+    return arr
+
+
 def test_retained_graph_keeps_its_bytes(device):
     x = mg.randn(5, 5, device=device, requires_grad=True)
     with profile() as prof:
