@@ -30,9 +30,10 @@ class MultiheadAttention(Module):
         attn_mask (T, S) or (B*H, T, S), key_padding_mask (B, S): where bool, True means
         "may not attend"; where float, added to the scores (masks of other dtypes are an
         error). is_causal=True masks the keys after each query (and is combined with
-        attn_mask when both are given). Unbatched, as PyTorch: query (T, E), key (S, kdim),
-        value (S, vdim), key_padding_mask (S,), attn_mask (T, S) or (H, T, S) -> output
-        (T, E) and weights (T, S) or (H, T, S).
+        attn_mask when both are given). A query whose every key is masked gives zeros, or
+        NaN output and weights with need_weights=True (as PyTorch's). Unbatched, as
+        PyTorch: query (T, E), key (S, kdim), value (S, vdim), key_padding_mask (S,),
+        attn_mask (T, S) or (H, T, S) -> output (T, E) and weights (T, S) or (H, T, S).
         With a ``cache`` (a KVCache, for incremental decoding), query and key hold only the
         new positions; S counts the cached keys too, and masks are given for all S.
     """

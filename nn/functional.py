@@ -131,6 +131,12 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         if param is not None and param.shape != normalized_shape:
             raise mg.ShapeError(f"layer_norm: {name} of shape {param.shape} should have the "
                                 f"shape of normalized_shape {normalized_shape}")
+    kinds = {p.dtype for p in (weight, bias) if p is not None}
+    if kinds - {input.dtype} and not (input.dtype == mg.float16 and kinds == {mg.float32}):
+        given = ", ".join(f"{name} {p.dtype}" for name, p in (("weight", weight),
+                                                              ("bias", bias)) if p is not None)
+        raise DTypeError(f"layer_norm: weight and bias must have the input's dtype "
+                         f"{input.dtype} (float16 input: or both float32), got {given}")
     if input.dtype == mg.float16:  # statistics in float32, one rounding, as PyTorch's CPU
         weight, bias = (None if p is None else p.float() for p in (weight, bias))
         return LayerNorm.apply(input.float(), weight, bias, n=n, eps=eps).half()
@@ -264,6 +270,7 @@ def _check_class_target(input, target, weight, ignore_index, n_classes):
     if target.dtype not in (mg.int64, mg.uint8):
         raise DTypeError(f"cross_entropy: class-index targets must be int64 (or uint8), got "
                          f"{target.dtype} (class probabilities are floating point)")
+    _check_not_differentiable("cross_entropy", "weight", weight)
     if weight is not None and weight.dtype != input.dtype:
         raise DTypeError(f"cross_entropy: weight of dtype {weight.dtype} should have the "
                          f"input's dtype {input.dtype}")
@@ -698,7 +705,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     ``nn.attention.sdpa_kernel(SDPBackend.MATH)`` asks for the composite of Tensor ops, or
     a float mask requires grad (only the composite differentiates the mask).
     """
-    _check_sdpa(query, key, value, attn_mask, dropout_p)
+    _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     mask = None
     if attn_mask is not None:
@@ -707,8 +714,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return out
 
 
-def _check_sdpa(query, key, value, attn_mask, dropout_p):
+def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal):
     op = "scaled_dot_product_attention"
+    if is_causal and attn_mask is not None:
+        raise ArgumentError(f"{op}: attn_mask must be None when is_causal=True (the causal "
+                            f"mask is the mask), got attn_mask of shape {attn_mask.shape}")
     if min(query.ndim, key.ndim, value.ndim) < 2:
         raise ArgumentError(f"{op}: query, key and value must be at least 2-D (..., L, E), got "
                             f"shapes {query.shape}, {key.shape} and {value.shape}")
@@ -728,7 +738,9 @@ def attend(q, k, v, mask=None, causal=None, dropout_p=0.0, scale=None, need_weig
     """Attention with an additive float ``mask`` (broadcastable to (..., T, S)) and an
     optional causal offset c (query i sees keys j <= i + c); what scaled_dot_product_attention
     and MultiheadAttention share. Returns (output, weights), the weights (..., T, S) after
-    dropout only when ``need_weights`` (which needs the composite path).
+    dropout only when ``need_weights`` (which needs the composite path). A row whose every
+    key is masked gives zeros, but NaN when the weights are wanted (PyTorch's
+    MultiheadAttention computes them with a plain softmax).
     """
     check_mask_dtype("attend", "mask", mask, allow_bool=False)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -740,7 +752,7 @@ def attend(q, k, v, mask=None, causal=None, dropout_p=0.0, scale=None, need_weig
         return Attention.apply(q, k, v, mask, scale=scale, causal=causal,
                                dropout_p=dropout_p, block=block), None
     drop = (lambda w: dropout(w, dropout_p)) if dropout_p > 0.0 else None
-    out, weights = attention_composite(q, k, v, mask, causal, scale, drop)
+    out, weights = attention_composite(q, k, v, mask, causal, scale, drop, safe=not need_weights)
     return out, (weights if need_weights else None)
 
 

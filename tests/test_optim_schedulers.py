@@ -654,3 +654,28 @@ def test_clipping_accepts_foreach_as_torch(device, foreach, norm_type):
     np.testing.assert_allclose(results[0][0], total.numpy(), rtol=1e-6)
     for a, p in zip(results[0][1], theirs):
         np.testing.assert_allclose(a, p.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@needs_torch
+@pytest.mark.parametrize("order", ["scheduler first", "optimizer first"])
+def test_stepping_the_scheduler_before_the_optimizer_warns_as_torch(order):
+    """PyTorch warns once, at the first scheduler step, if no optimizer step came before it
+    (the first value of the schedule is then skipped); in the right order, nothing."""
+    def run(lib, optim, sched):
+        p = lib.zeros(2, requires_grad=True)
+        opt = optim.SGD([p], lr=0.1)
+        s = sched.LambdaLR(opt, lambda k: 0.5 ** k)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                (p * p).sum().backward()
+                if order == "scheduler first":
+                    s.step()
+                    opt.step()
+                else:
+                    opt.step()
+                    s.step()
+        return [str(w.message) for w in caught if "before `optimizer.step()`" in str(w.message)]
+    ours = run(mg, mg.optim, lr_scheduler)
+    theirs = run(torch, torch.optim, torch.optim.lr_scheduler)
+    assert len(ours) == len(theirs) == (1 if order == "scheduler first" else 0)

@@ -350,11 +350,13 @@ def _by_heads(xp, fn, inputs, shapes, scores, dropout_p):
     return whole[0] if whole else outs
 
 
-def composite(q, k, v, mask=None, causal=None, scale=1.0, dropout=None):
+def composite(q, k, v, mask=None, causal=None, scale=1.0, dropout=None, safe=True):
     """The same attention as Tensor ops, every score kept: (output, weights). What
     nn.functional runs for SDPBackend.MATH or when the weights are wanted, and what
     Attention differentiates for second derivatives. ``dropout`` maps the weights.
-    Without keys (S = 0) the weights are empty and the output zeros, as PyTorch's."""
+    Without keys (S = 0) the weights are empty and the output zeros, as PyTorch's.
+    ``safe=False``: a row whose every key is masked gives NaN (a plain softmax), as the
+    weights of PyTorch's MultiheadAttention do, instead of zeros."""
     xp = backend.xp_of(q.data)
     T, S = q.shape[-2], k.shape[-2]
     scores = (q @ k.transpose(-2, -1)) * scale                               # (..., T, S)
@@ -365,8 +367,10 @@ def composite(q, k, v, mask=None, causal=None, scale=1.0, dropout=None):
         scores = scores + mask
     if S == 0:  # no key to normalise over: the (empty) scores are the weights
         weights = scores
-    else:       # all keys masked: zeros
+    elif safe:  # all keys masked: zeros
         weights = SafeSoftmax.apply(scores, dim=scores.ndim - 1)
+    else:
+        weights = scores.softmax(-1)
     if dropout is not None:
         weights = dropout(weights)
     return weights @ v, weights

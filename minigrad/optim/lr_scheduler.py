@@ -134,6 +134,10 @@ class LRScheduler:
     def step(self, epoch=None):
         """Advance the schedule by one step (``epoch`` jumps to that step, deprecated in
         PyTorch: it uses the closed form where the scheduler has one)."""
+        if self._step_count == 1 and not self.optimizer._opt_called:
+            warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`: "
+                          "call `optimizer.step()` first, or the first value of the learning "
+                          "rate schedule is skipped", UserWarning, stacklevel=3)
         self._step_count += 1
         if epoch is not None:
             warnings.warn(_EPOCH_DEPRECATED, UserWarning, stacklevel=3)

@@ -27,6 +27,7 @@ parameter that requires grad (a leaf) in place, and so does minigrad; minigrad n
 records a step, so the non-leaf parameters that PyTorch then accepts stay refused here.
 """
 import copy
+import functools
 import warnings
 from collections import defaultdict
 
@@ -34,6 +35,15 @@ from .. import backend
 from ..autograd import enable_grad
 from ..tensor import Tensor, _check_writable, _is_array
 from ..compile.recorder import replayed_as_call
+
+
+def _noting_the_step(step):
+    """``step`` that first notes, on the optimiser, that a step was taken."""
+    @functools.wraps(step)
+    def noting(self, *args, **kwargs):
+        self._opt_called = True
+        return step(self, *args, **kwargs)
+    return noting
 
 
 class _RequiredParameter:
@@ -55,6 +65,13 @@ class Optimizer:
             ``defaults``.
         defaults (dict): the hyper-parameters of a group that does not set them.
     """
+
+    _opt_called = False  # set by the first step (a scheduler warns if it steps first)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = _noting_the_step(cls.__dict__["step"])
 
     def __init__(self, params, defaults):
         self.defaults = defaults

@@ -103,8 +103,9 @@ GRAD_CASES = [
     ("cross-attention, kdim and vdim", (3, 4, 5, 2), lambda B, H, T, S: {}, False),
     ("cross-attention with key_padding_mask", (2, 4, 5, 3),
      lambda B, H, T, S: {"key_padding_mask": padding(B, S)}, False),
-    ("fully masked row", (3, 3, None, None),
-     lambda B, H, T, S: {"attn_mask": np.array([[0, 0, 1], [1, 1, 1], [0, 1, 1]], bool)},
+    ("fully masked row", (3, 3, None, None),  # zeros without the weights (NaN with them)
+     lambda B, H, T, S: {"attn_mask": np.array([[0, 0, 1], [1, 1, 1], [0, 1, 1]], bool),
+                         "need_weights": False},
      False),
     ("rotary", (3, 3, None, None), lambda B, H, T, S: {}, True),
     ("rotary + is_causal", (3, 3, None, None), lambda B, H, T, S: {"is_causal": True}, True),
@@ -174,7 +175,10 @@ def test_averaged_weights_are_the_mean_over_heads(device):
 
 
 @pytest.mark.parametrize("mask_kind", ["attn_mask", "key_padding_mask", "float attn_mask"])
-def test_fully_masked_row_gives_zeros_and_no_nan_gradient(mask_kind, device):
+def test_fully_masked_row_gives_zeros_and_no_nan_gradient_without_the_weights(
+        mask_kind, device):
+    """Without the weights, as F.scaled_dot_product_attention; with them, NaN (PyTorch's
+    MultiheadAttention computes them with a plain softmax)."""
     B, T, E = 2, 3, 4
     m = make_mha(E, 2, device, bias=False)
     q, k, v = (rand(B, T, E, device=device) for _ in range(3))
@@ -191,13 +195,17 @@ def test_fully_masked_row_gives_zeros_and_no_nan_gradient(mask_kind, device):
         rows[1] = -np.inf
         kwargs = {"attn_mask": mg.tensor(rows, device=device)}
         dead = (slice(None), 1)
-    out, w = m(q, k, v, **kwargs)
-    assert (out.numpy()[dead] == 0.0).all() and (w.numpy()[dead] == 0.0).all()
-    assert np.isfinite(out.numpy()).all() and np.isfinite(w.numpy()).all()
-    (out.sum() + w.sum()).backward()
+    out, w = m(q, k, v, need_weights=False, **kwargs)
+    assert w is None and (out.numpy()[dead] == 0.0).all() and np.isfinite(out.numpy()).all()
+    out.sum().backward()
     for t in [q, k, v, *m.parameters()]:
         assert np.isfinite(t.grad.numpy()).all()
     assert (q.grad.numpy()[dead] == 0.0).all()
+    out, w = m(q, k, v, **kwargs)
+    assert np.isnan(out.numpy()[dead]).all() and np.isnan(w.numpy()[dead]).all()
+    alive = np.ones(w.shape, bool)
+    alive[dead] = False
+    assert np.isfinite(w.numpy()[alive]).all()
 
 
 def test_causal_mask_leaks_nothing(device):
@@ -409,9 +417,10 @@ def test_parity_with_torch(name, masks, kind, average, device):
 
 @needs_torch
 @pytest.mark.parametrize("mask_kind", ["attn_mask", "key_padding_mask"])
-def test_fully_masked_parity_with_torch_without_weights(mask_kind, device):
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_fully_masked_parity_with_torch(mask_kind, need_weights, device):
     """torch's MHA gives NaN for a fully masked row when it returns weights, and (through its
-    SDPA) zeros before out_proj when it does not; we give the zeros in both cases."""
+    SDPA) zeros before out_proj when it does not: so do we, gradients too."""
     B, T, E, H = 2, 3, 8, 2
     m = make_mha(E, H, device)
     t = torch_mha_like(m)
@@ -419,9 +428,13 @@ def test_fully_masked_parity_with_torch_without_weights(mask_kind, device):
     tq, tk, tv = (torch.tensor(x.numpy(), requires_grad=True) for x in (q, k, v))
     mask = np.array([[0, 0, 1], [1, 1, 1], [0, 1, 0]], bool) if mask_kind == "attn_mask" \
         else np.array([[0, 0, 1], [1, 1, 1]], bool)
-    out, _ = m(q, k, v, need_weights=False, **{mask_kind: mg.tensor(mask, device=device)})
-    t_out, _ = t(tq, tk, tv, need_weights=False, **{mask_kind: torch.tensor(mask)})
+    out, w = m(q, k, v, need_weights=need_weights,
+               **{mask_kind: mg.tensor(mask, device=device)})
+    t_out, t_w = t(tq, tk, tv, need_weights=need_weights, **{mask_kind: torch.tensor(mask)})
     np.testing.assert_allclose(out.numpy(), t_out.detach().numpy(), rtol=1e-10, atol=1e-12)
+    assert np.isnan(out.numpy()).any() == need_weights
+    if need_weights:
+        np.testing.assert_allclose(w.numpy(), t_w.detach().numpy(), rtol=1e-10, atol=1e-12)
     r = np.random.randn(*out.shape)
     (out * mg.tensor(r, device=device)).sum().backward()
     (t_out * torch.tensor(r)).sum().backward()

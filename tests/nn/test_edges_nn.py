@@ -787,3 +787,83 @@ def test_load_state_dict_result_reads_as_torchs():
     assert (partial.missing_keys, partial.unexpected_keys) == \
         (expected.missing_keys, expected.unexpected_keys) == (["bias"], [])
     assert "missing_keys=['bias']" in repr(partial)
+
+
+# --- refusals PyTorch makes of an argument's combination or dtype --------------------------------
+
+@needs_torch
+@pytest.mark.parametrize("mask_dtype", ["bool", "float"])
+def test_sdpa_refuses_a_mask_with_is_causal_as_torch(mask_dtype, device):
+    q = np.random.randn(1, 2, 3)
+    mask = np.ones((2, 2), bool) if mask_dtype == "bool" else np.zeros((2, 2))
+    (mq,), (tq,) = tensors([q], device, requires_grad=False)
+    assert_raises_like_torch(
+        lambda: F.scaled_dot_product_attention(mq, mq, mq, attn_mask=mg.tensor(mask, device=device),
+                                               is_causal=True),
+        lambda: torch.nn.functional.scaled_dot_product_attention(
+            tq, tq, tq, attn_mask=torch.tensor(mask), is_causal=True),
+        "scaled_dot_product_attention", "attn_mask", "is_causal", "(2, 2)")
+    out = F.scaled_dot_product_attention(mq, mq, mq, is_causal=True)        # either alone: fine
+    assert_close(out, torch.nn.functional.scaled_dot_product_attention(tq, tq, tq, is_causal=True),
+                 rtol=1e-6, atol=1e-7)
+
+
+@needs_torch
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy_refuses_a_class_weight_that_requires_grad_as_torch(smoothing, device):
+    (x,), (tx,) = tensors([np.random.randn(3, 4)], device)
+    target = np.array([0, 1, 2])
+    w = mg.ones(4, dtype=F64, device=device, requires_grad=True)
+    tw = torch.ones(4, dtype=torch.float64, requires_grad=True)
+    assert_raises_like_torch(
+        lambda: F.cross_entropy(x, mg.tensor(target, device=device), weight=w,
+                                label_smoothing=smoothing),
+        lambda: torch.nn.functional.cross_entropy(tx, torch.tensor(target), weight=tw,
+                                                  label_smoothing=smoothing),
+        "cross_entropy", "weight")
+    with mg.no_grad():  # nothing to differentiate: allowed, as in PyTorch
+        loss = F.cross_entropy(x, mg.tensor(target, device=device), weight=w,
+                               label_smoothing=smoothing)
+    with torch.no_grad():
+        t_loss = torch.nn.functional.cross_entropy(tx, torch.tensor(target), weight=tw,
+                                                   label_smoothing=smoothing)
+    assert_close(loss, t_loss)
+    probs = np.random.dirichlet(np.ones(4), size=3)  # class probabilities: weight has a grad
+    F.cross_entropy(x, mg.tensor(probs, device=device), weight=w).backward()
+    torch.nn.functional.cross_entropy(tx, torch.tensor(probs), weight=tw).backward()
+    assert_close(w.grad, tw.grad)
+
+
+LAYER_NORM_DTYPES = [  # (input, weight, bias); None: no such parameter
+    ("float64", "float32", "float32"), ("float32", "float64", "float64"),
+    ("float32", "float16", "float16"), ("float64", "float32", None), ("float32", None, "float64"),
+    ("float16", "float32", "float16"), ("float16", "float64", "float64"),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("dtypes", LAYER_NORM_DTYPES, ids=["-".join(map(str, d)) for d in
+                                                           LAYER_NORM_DTYPES])
+def test_layer_norm_refuses_parameters_of_another_dtype_as_torch(dtypes):
+    x_dtype, w_dtype, b_dtype = dtypes
+    x = np.random.randn(2, 3)
+    ours = [None if d is None else mg.tensor(a, dtype=d) for a, d in
+            ((x, x_dtype), (np.ones(3), w_dtype), (np.zeros(3), b_dtype))]
+    theirs = [None if d is None else torch.tensor(a, dtype=getattr(torch, d)) for a, d in
+              ((x, x_dtype), (np.ones(3), w_dtype), (np.zeros(3), b_dtype))]
+    assert_raises_like_torch(lambda: F.layer_norm(ours[0], (3,), *ours[1:]),
+                             lambda: torch.nn.functional.layer_norm(theirs[0], (3,), *theirs[1:]),
+                             "layer_norm", "dtype", x_dtype)
+
+
+@needs_torch
+@pytest.mark.parametrize("params", ["float32", "float16"])
+def test_layer_norm_of_float16_takes_float32_or_float16_parameters_as_torch(params):
+    x = np.random.randn(2, 3).astype(np.float16)
+    w, b = np.random.randn(3), np.random.randn(3)
+    ours = F.layer_norm(mg.tensor(x), (3,), mg.tensor(w, dtype=params), mg.tensor(b, dtype=params))
+    theirs = torch.nn.functional.layer_norm(
+        torch.tensor(x), (3,), torch.tensor(w, dtype=getattr(torch, params)),
+        torch.tensor(b, dtype=getattr(torch, params)))
+    assert ours.dtype == mg.float16
+    np.testing.assert_allclose(ours.numpy().astype(np.float32), theirs.float().numpy(), atol=2e-3)
