@@ -1325,6 +1325,10 @@ def _float_operands(x, y, reflected=False):
     """Operands of true division: integers are divided as floats (PyTorch's rule)."""
     if isinstance(y, (builtins.int, np.integer)) and x.data.dtype.kind in "biu":
         x = x.to(dtypes.get_default_dtype())  # (the divisor is not wrapped into x's dtype)
+    elif not (type(y) in _PY_SCALARS or isinstance(y, np.generic)):
+        y = as_tensor(y, like=x)
+        if x.data.dtype.kind in "biu" and y.data.dtype.kind in "biu":  # each straight to
+            x, y = x.to(dtypes.get_default_dtype()), y.to(dtypes.get_default_dtype())  # float
     x, y = _operands(x, y, reflected)
     if not any(isinstance(t, Tensor) and t.data.dtype.kind == "f" for t in (x, y)):
         x, y = (t.to(dtypes.get_default_dtype()) if isinstance(t, Tensor) else t for t in (x, y))

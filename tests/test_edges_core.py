@@ -1404,3 +1404,25 @@ def test_float16_times_a_number_replays_as_it_ran_eagerly():
     assert compiled.replays >= 2
     assert replayed == eager
     np.testing.assert_array_equal(w.grad.numpy(), grads_eager)
+
+
+# --- true division of integer tensors: each operand goes to float as it is ------------------
+
+INT_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64"]
+
+
+@pytest.mark.parametrize("left", INT_DTYPES)
+@pytest.mark.parametrize("right", INT_DTYPES)
+@pytest.mark.parametrize("shapes", [((), (2,)), ((2,), ()), ((2,), (2,))],
+                         ids=["0d-by-1d", "1d-by-0d", "1d-by-1d"])
+def test_true_division_of_integer_tensors_matches_torch(left, right, shapes, device):
+    """No wrap-around into the narrower operand's type first (-5 / uint8 9 is -0.556, not
+    251 / 9); both ways round, and as ``div``."""
+    values = {"bool": [True, True], "uint8": [9, 200]}
+    a = np.array(values.get(left, [-5, 100]))[:1 if shapes[0] == () else 2].reshape(shapes[0])
+    b = np.array(values.get(right, [9, -3]))[:1 if shapes[1] == () else 2].reshape(shapes[1])
+    ta, tb = torch.tensor(a).to(getattr(torch, left)), torch.tensor(b).to(getattr(torch, right))
+    ma, mb = (mg.tensor(t.numpy(), device=device) for t in (ta, tb))
+    for ours, theirs in ((ma / mb, ta / tb), (mb / ma, tb / ta), (ma.div(mb), ta.div(tb))):
+        assert str(ours.dtype) == str(theirs.dtype).replace("torch.", "")
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
