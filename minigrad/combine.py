@@ -4,7 +4,7 @@ import functools
 from . import dtypes
 from .arguments import _dim
 from .autograd.function import ShapeError
-from .ops import Cat, Where
+from .ops import Cat, Stack, Where
 from .tensor import Tensor, as_array, as_tensor, _operands
 
 _MISSING = object()  # an argument not given (where(condition) alone)
@@ -31,7 +31,7 @@ def stack(tensors, dim=0):
             raise ShapeError(f"stack: expects tensors of equal shape, got {tensors[0].shape} "
                              f"at entry 0 and {t.shape} at entry {i}")
     d = _dim(tensors[0], dim, tensors[0].ndim + 1)
-    return Cat.apply(*[t.unsqueeze(d) for t in tensors], dim=d)
+    return Stack.apply(*tensors, dim=d)
 
 
 def where(condition, input=_MISSING, other=_MISSING):

@@ -78,7 +78,7 @@ def _linear_backward_flops(arrays, out):
     return 2 * _product_flops(arrays, out)
 
 
-FORWARD_FLOPS = {"MatMul": _product_flops, "Linear": _product_flops,
+FORWARD_FLOPS = {"MatMul": _product_flops, "Mm": _product_flops, "Linear": _product_flops,
                  "Attention": _attention_flops}
 # ops whose backward computes on raw arrays, its products out of sight: (the estimate is
 # used when the backward ran no product op of its own, as under create_graph)

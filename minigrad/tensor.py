@@ -20,10 +20,11 @@ from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _one_dim, _req
                         _shape_arg, _split_index)
 from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, CopySlices,
                   Cumsum, Div, Erf, Exp, Expand, Flip, FloorDivide, GetItem, Log, LogSoftmax,
-                  LogSumExp, MatMul, Maximum, MaxDim, Minimum, MinDim, Mul, Neg, NonDiff,
-                  Overwrite, Permute, Pow, Reciprocal, Relu, Remainder, Reshape, Roll, SetItem,
-                  Sigmoid, Sign, Sin, Softmax, Split, Sqrt, StdSqrt, Sub, Sum, Tanh, ToDevice,
-                  Where, replay_view)
+                  LogSumExp, MatMul, MatrixTranspose, Max, Maximum, MaxDim, Mean, MeanAll, Min,
+                  Minimum, MinDim, Mm, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Reciprocal,
+                  Relu, Remainder, Reshape, Roll, SetItem, Sigmoid, Sign, Sin, Softmax, Split,
+                  Sqrt, Squeeze, SqueezeDim, SqueezeDims, StdSqrt, Sub, Sum, SumDim, Tanh,
+                  ToDevice, Transpose, Unsqueeze, Where, indexing_op, replay_view)
 from .fused import Gelu, GeluTanh
 from .autograd.function import Primitive, on_arrays, read_on_host
 
@@ -449,7 +450,7 @@ class Tensor(TensorBase):
             raise ShapeError(f"matmul: shapes {self.shape} and {other.shape} are not aligned")
         x = self.unsqueeze(0) if self.ndim == 1 else self
         y = other.unsqueeze(-1) if other.ndim == 1 else other
-        out = MatMul.apply(x, y)
+        out = (Mm if self.ndim == other.ndim == 2 else MatMul).apply(x, y)
         if other.ndim == 1:
             out = out.squeeze(-1)
         if self.ndim == 1:
@@ -602,7 +603,8 @@ class Tensor(TensorBase):
         x = self if dtype is None else self.to(dtype)
         if x.data.dtype == np.float16:
             return x.float().sum(dim, keepdim, axis=axis, keepdims=keepdims).half()
-        return Sum.apply(x, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
+        op = Sum if dim is None and axis is None else SumDim  # (PyTorch's two node names)
+        return op.apply(x, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
 
     def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
         """The mean over ``dim``, of a floating point tensor (or computed in ``dtype``)."""
@@ -612,8 +614,9 @@ class Tensor(TensorBase):
                                f"must be floating point, got {x.dtype} (shape {self.shape})")
         if x.data.dtype == np.float16:
             return x.float().mean(dim, keepdim, axis=axis, keepdims=keepdims).half()
+        op = MeanAll if dim is None and axis is None else Mean  # (PyTorch's two node names)
         dims = _dims(x, dim, axis)
-        return x.sum(dims, _kd(keepdim, keepdims)) / _count(x, dims)
+        return op.apply(x, dims=dims, keepdim=_kd(keepdim, keepdims), count=_count(x, dims))
 
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
             keepdims=None):
@@ -642,10 +645,10 @@ class Tensor(TensorBase):
     def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """Without dim: the largest value. With an int dim: (values, indices). With a
         Tensor: elementwise maximum, as torch.max(a, b)."""
-        return _extreme(self, dim, keepdim, axis, keepdims, Amax, MaxDim, Maximum)
+        return _extreme(self, dim, keepdim, axis, keepdims, Max, MaxDim, Maximum)
 
     def min(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        return _extreme(self, dim, keepdim, axis, keepdims, Amin, MinDim, Minimum)
+        return _extreme(self, dim, keepdim, axis, keepdims, Min, MinDim, Minimum)
 
     def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
         """The p-norm over ``dim`` (every dim by default), as ``torch.Tensor.norm``: "fro"
@@ -746,7 +749,7 @@ class Tensor(TensorBase):
         if self.ndim > 2:
             raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but it is "
                                f"{self.ndim}D (shape {tuple(self.shape)}); use transpose or mT")
-        return self.transpose(0, -1)
+        return MatrixTranspose.apply(self, dims=tuple(reversed(range(self.ndim))))
 
     def contiguous(self):
         """This tensor if its memory is in row-major order, else a copy that is (so that
@@ -777,16 +780,18 @@ class Tensor(TensorBase):
         if self.ndim == 0:
             return self
         dims[d0], dims[d1] = dims[d1], dims[d0]
-        return Permute.apply(self, dims=tuple(dims))
+        return Transpose.apply(self, dims=tuple(dims))
 
     def unsqueeze(self, dim):
         d = _dim(self, dim, self.ndim + 1)
-        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+        return Unsqueeze.apply(self, shape=self.shape[:d] + (1,) + self.shape[d:])
 
     def squeeze(self, dim=None):
         dims = range(self.ndim) if dim is None else _dims(self, dim, None)
         shape = tuple(n for i, n in enumerate(self.shape) if not (i in dims and n == 1))
-        return self.reshape(shape)
+        op = Squeeze if dim is None else SqueezeDim if isinstance(dim, _PY_SCALARS) \
+            else SqueezeDims  # (PyTorch's three node names)
+        return op.apply(self, shape=shape)
 
     def flatten(self, start_dim=0, end_dim=-1):
         if self.ndim == 0:  # (a 0-d tensor's dims are -1 and 0, as a 1-d one's)
@@ -878,7 +883,7 @@ class Tensor(TensorBase):
 
     def __getitem__(self, index):
         basic, advanced = _split_index(_index(index, self), self.ndim)
-        out = GetItem.apply(self, index=basic)
+        out = indexing_op(basic, self.shape).apply(self, index=basic)  # (named as PyTorch's)
         return out if advanced is None else GetItem.apply(out, index=advanced)
 
     # --- PyTorch's conveniences, each a few lines of the ops above ------------------------------
@@ -1747,7 +1752,7 @@ def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):
         return pair_op.apply(*_operands(t, dim))
     dim = axis if dim is None else dim
     keepdim = _kd(keepdim, keepdims)
-    name = full_op.__name__.lower()[1:]  # max or min
+    name = full_op.__name__.lower()  # max or min
     if isinstance(dim, _PY_SCALARS):
         _reducible(t, name, dim)
         if t.ndim == 0:  # a 0-d tensor has one dim to reduce, of size 1

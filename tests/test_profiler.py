@@ -143,13 +143,13 @@ def test_backward_nodes_hold_the_ops_their_backward_runs(device):
         loss.backward()
     nodes = [e for e in prof.events if e.kind == "node"]
     assert [e.name for e in nodes] == order  # every node the engine ran, in its order
-    matmul_bwd = [e for e in nodes if e.name == "MatmulBackward0"]
+    matmul_bwd = [e for e in nodes if e.name == "MmBackward0"]
     assert matmul_bwd and all(e.phase == "backward" and e.depth == 0 for e in matmul_bwd)
     for e in matmul_bwd:
-        inner = [c for c in prof.events if c.parent is e and c.name == "MatMul"]
+        inner = [c for c in prof.events if c.parent is e and c.name == "Mm"]
         assert inner and all(c.phase == "backward" for c in inner)
     forward = [e for e in prof.events if e.phase == "forward"]
-    assert [e.name for e in forward if e.name == "MatMul"] == ["MatMul", "MatMul"]
+    assert [e.name for e in forward if e.name == "Mm"] == ["Mm", "Mm"]
 
 
 def test_user_function_ops_nest_inside_it(device):

@@ -27,6 +27,8 @@ class LayerNorm(Primitive):
     of threads per row, backward's making mean and rstd again); on the CPU a few NumPy
     passes.
     """
+    node_name = "NativeLayerNormBackward0"  # (PyTorch's name)
+
     @staticmethod
     def forward(ctx, x, weight, bias, n, eps):
         y, mean, rstd = backend.layer_norm(x, weight, bias, n, eps)

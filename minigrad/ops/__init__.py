@@ -14,9 +14,11 @@ from .elementwise import (Abs, Add, Cast, Clamp, ClampTensor, Clone, Cos, Div, E
                           FloorDivide, Log, Maximum, Minimum, Mul, Neg, NonDiff, Pow,
                           Reciprocal, Relu, Remainder, Sigmoid, Sign, Sin, Sqrt, StdSqrt, Sub,
                           Tanh, ToDevice, Where)
-from .linalg import MatMul  # noqa: F401
-from .reduce import (Amax, Amin, Cumsum, LogSoftmax, LogSumExp, MaxDim, MinDim,  # noqa
-                     SafeSoftmax, Softmax, Sum)
-from .shape import (Cat, Embedding, EmbeddingDenseBackward, Expand, Flip, GetItem,  # noqa
-                    IndexAdd, Permute, Reshape, Roll, Split)
+from .linalg import MatMul, Mm  # noqa: F401
+from .reduce import (Amax, Amin, Cumsum, LogSoftmax, LogSumExp, Max, MaxDim, Mean,  # noqa
+                     MeanAll, Min, MinDim, SafeSoftmax, Softmax, Sum, SumDim)
+from .shape import (Alias, Cat, Embedding, EmbeddingDenseBackward, Expand, Flip,  # noqa
+                    GetItem, IndexAdd, MatrixTranspose, NewAxis, Permute, Reshape, Roll,
+                    Select, Slice, Split, Squeeze, SqueezeDim, SqueezeDims, Stack, Transpose,
+                    Unsqueeze, indexing_op)
 from .inplace import CopySlices, Overwrite, SetItem, replay_view  # noqa: F401

@@ -30,3 +30,7 @@ class MatMul(Primitive):
     def jvp(ctx, dx, dy):  # dout = dx @ y + x @ dy
         x, y = ctx.inputs
         return tangent_sum(None if dx is None else dx @ y, None if dy is None else x @ dy)
+
+
+class Mm(MatMul):
+    """out = x @ y;  dx = grad @ y^T,  dy = x^T @ grad  (two matrices: PyTorch's MmBackward0)"""

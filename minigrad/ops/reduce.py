@@ -57,6 +57,40 @@ class Sum(Primitive):
         return dx.sum(ctx.params["dims"], keepdim=ctx.params["keepdim"])
 
 
+class SumDim(Sum):
+    """out = sum(x, dims);  dx = grad broadcast back over dims
+
+    ``sum(dim)`` (PyTorch's SumBackward1)."""
+    node_name = "SumBackward1"
+
+
+class Mean(Sum):
+    """out = sum(x, dims) / count;  dx = grad / count broadcast back over dims
+
+    ``mean(dim)`` (PyTorch's MeanBackward1); ``count`` is how many elements each output
+    sums."""
+    node_name = "MeanBackward1"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim, count):
+        return Sum.forward(ctx, x, dims, keepdim) / count
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Sum.backward(ctx, grad / ctx.params["count"])
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Sum.jvp(ctx, dx) / ctx.params["count"]
+
+
+class MeanAll(Mean):
+    """out = sum(x) / count;  dx = grad / count broadcast to x's shape
+
+    ``mean()`` (PyTorch's MeanBackward0)."""
+    node_name = "MeanBackward0"
+
+
 # The running sum adds float32 in float64 and float16 in float32, and rounds each total
 # once, as PyTorch does on the CPU: a long float32 running sum stays accurate.
 _RUNNING_TOTAL = {backend.np.dtype("float32"): backend.np.dtype("float64"),
@@ -113,6 +147,20 @@ class Amax(Primitive):
 class Amin(Amax):
     """out = min(x, dims);  dx = grad / count where x == out (ties share the gradient equally)"""
     _reduce = "min"
+
+
+class Max(Amax):
+    """out = max(x);  dx = grad / count where x == out (ties share the gradient equally)
+
+    ``max()`` (PyTorch's MaxBackward1)."""
+    node_name = "MaxBackward1"
+
+
+class Min(Amin):
+    """out = min(x);  dx = grad / count where x == out (ties share the gradient equally)
+
+    ``min()`` (PyTorch's MinBackward1)."""
+    node_name = "MinBackward1"
 
 
 class MaxDim(Primitive):

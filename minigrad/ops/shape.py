@@ -2,9 +2,13 @@
 roll.
 
 Each is linear, so its tangent (``jvp``, forward mode) is the op applied to the tangent.
-Everything else that moves data around (view, transpose, squeeze, unsqueeze, flatten,
-stack, chunk, ...) is one of these in the Tensor methods.
+Everything else that moves data around (view, flatten, chunk, ...) is one of these in the
+Tensor methods. Where PyTorch's graph names a node by the call that made it (a transpose
+is a permutation, ``x[0]`` an indexing, both named otherwise), a subclass with nothing but
+that name records it: ``Transpose``, ``Select``, ``Unsqueeze``, ...
 """
+import numpy as np
+
 from .. import backend
 from ..autograd.function import Primitive
 
@@ -34,6 +38,34 @@ class Reshape(Primitive):
         return Reshape.apply(dx, **ctx.params)
 
 
+class Unsqueeze(Reshape):
+    """out = x with a dim of size 1 added;  dx = grad reshaped to x's shape
+
+    ``unsqueeze`` (PyTorch's UnsqueezeBackward0)."""
+    node_name = "UnsqueezeBackward0"
+
+
+class Squeeze(Reshape):
+    """out = x without its dims of size 1;  dx = grad reshaped to x's shape
+
+    ``squeeze()`` (PyTorch's SqueezeBackward0)."""
+    node_name = "SqueezeBackward0"
+
+
+class SqueezeDim(Reshape):
+    """out = x without dim if of size 1;  dx = grad reshaped to x's shape
+
+    ``squeeze(dim)`` (PyTorch's SqueezeBackward1)."""
+    node_name = "SqueezeBackward1"
+
+
+class SqueezeDims(Reshape):
+    """out = x without the dims given that are of size 1;  dx = grad reshaped to x's shape
+
+    ``squeeze(dims)`` (PyTorch's SqueezeBackward2)."""
+    node_name = "SqueezeBackward2"
+
+
 class Permute(Primitive):
     """out = x with axes reordered by dims;  dx = grad with the inverse order"""
     view = True
@@ -51,6 +83,20 @@ class Permute(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return Permute.apply(dx, **ctx.params)
+
+
+class Transpose(Permute):
+    """out = x with two dims swapped;  dx = grad with them swapped back
+
+    ``transpose(d0, d1)`` (PyTorch's TransposeBackward0)."""
+    node_name = "TransposeBackward0"
+
+
+class MatrixTranspose(Permute):
+    """out = x^T;  dx = grad^T
+
+    ``t()``, a matrix's transpose (PyTorch's TBackward0)."""
+    node_name = "TBackward0"
 
 
 class Expand(Primitive):
@@ -110,6 +156,65 @@ class GetItem(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return GetItem.apply(dx, **ctx.params)
+
+
+class Select(GetItem):
+    """out = x[index];  dx = zeros of x's shape with grad added at index
+
+    Basic indexing whose last effective part is an int (PyTorch's SelectBackward0)."""
+    node_name = "SelectBackward0"
+
+
+class Slice(GetItem):
+    """out = x[index];  dx = zeros of x's shape with grad added at index
+
+    Basic indexing whose last effective part is a slice (PyTorch's SliceBackward0)."""
+    node_name = "SliceBackward0"
+
+
+class NewAxis(GetItem):
+    """out = x[index];  dx = zeros of x's shape with grad added at index
+
+    Basic indexing whose last effective part is None (PyTorch's UnsqueezeBackward0)."""
+    node_name = "UnsqueezeBackward0"
+
+
+class Alias(GetItem):
+    """out = x[index];  dx = zeros of x's shape with grad added at index
+
+    Basic indexing that changes nothing, as ``x[...]`` (PyTorch's AliasBackward0)."""
+    node_name = "AliasBackward0"
+
+
+def indexing_op(index, shape):
+    """The GetItem class of ``x[index]`` (``x`` of ``shape``), named as the last node of
+    PyTorch's graph: GetItem (IndexBackward0) where the index holds an array; else by the
+    last part that does something, PyTorch applying the parts in order and skipping a slice
+    that keeps a whole dim (but a lone slice, as ``x[:]``, is a Slice)."""
+    items = index if isinstance(index, tuple) else (index,)
+    if any(getattr(i, "ndim", 0) > 0 for i in items):
+        return GetItem
+    if isinstance(index, slice):
+        return Slice
+    used = sum(1 for i in items if i is not None and i is not Ellipsis
+               and not isinstance(i, (bool, np.bool_)))
+    parts, dim = [], 0  # (item, the dim of x it indexes)
+    for i in items:
+        if i is Ellipsis:
+            dim += len(shape) - used
+        elif i is None or isinstance(i, (bool, np.bool_)):
+            parts.append((None, dim))
+        else:
+            parts.append((i, dim))
+            dim += 1
+    for i, d in reversed(parts):
+        if i is None:
+            return NewAxis
+        if not isinstance(i, slice):
+            return Select
+        if not (d < len(shape) and i.indices(shape[d]) == (0, shape[d], 1)):
+            return Slice
+    return Alias
 
 
 class IndexAdd(Primitive):
@@ -185,6 +290,22 @@ class Cat(Primitive):
     def jvp(ctx, *dxs):  # inputs without a tangent contribute zeros
         dxs = [x.new_zeros(x.shape) if d is None else d for x, d in zip(ctx.inputs, dxs)]
         return Cat.apply(*dxs, **ctx.params)
+
+
+class Stack(Cat):
+    """out = stack(xs, dim), along a new dim;  dxs = grad unbound along dim"""
+    @staticmethod
+    def forward(ctx, *xs, dim):
+        return ctx.xp.stack(xs, axis=dim)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.unbind(ctx.params["dim"])
+
+    @staticmethod
+    def jvp(ctx, *dxs):  # inputs without a tangent contribute zeros
+        dxs = [x.new_zeros(x.shape) if d is None else d for x, d in zip(ctx.inputs, dxs)]
+        return Stack.apply(*dxs, **ctx.params)
 
 
 class Split(Primitive):

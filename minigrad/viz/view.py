@@ -13,6 +13,7 @@ the shape, and the drawn node keeps the last one's shape and every one's step nu
 """
 from dataclasses import dataclass, field
 
+from ..ops import Reshape
 from .graph import build
 from .modules import ModuleTree
 
@@ -115,7 +116,7 @@ def _fold_reshapes(g, place, consumers):
 
 
 def _is_reshape(node):
-    return node.op.__name__ == "Reshape"
+    return issubclass(node.op, Reshape)
 
 
 def _run_of(path, repeat_of):
