@@ -47,7 +47,8 @@ class Tensor(TensorBase):
     """An n-dimensional array with reverse-mode automatic differentiation.
 
     ``Tensor(data, dtype=None, device=None, requires_grad=False)`` wraps an array (shared,
-    not copied) or converts nested lists and scalars (floats become float32).
+    not copied) or converts nested lists into the default float dtype (float32), as
+    ``torch.Tensor`` does (``mg.tensor`` infers the dtype from the values).
     """
 
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
@@ -67,6 +68,8 @@ class Tensor(TensorBase):
     _tangents = None  # forward-mode AD: {dual level: tangent} (see autograd/forward_ad.py)
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
+        if dtype is None and isinstance(data, (list, tuple)):
+            dtype = dtypes.get_default_dtype()  # torch.Tensor([1, 2]) is float too
         self.data = as_array(data, dtype, device)
         if requires_grad:
             self.requires_grad_(True)
@@ -100,15 +103,14 @@ class Tensor(TensorBase):
 
     @requires_grad.setter
     def requires_grad(self, value):
-        if value is True:
-            if self.data.dtype.kind not in "fc":
-                raise RuntimeError(f"only floating point tensors can require gradients, got "
-                                   f"dtype {self.dtype}")
-        elif value is not False:
+        if value is not True and value is not False:
             raise RuntimeError(f"requires_grad must be a bool, got {type(value).__name__}")
-        elif self.grad_fn is not None:
+        if self.grad_fn is not None:  # either way, as PyTorch's (requires_grad_(True) is fine)
             raise RuntimeError("you can only change requires_grad flags of leaf variables: use "
                                "detach() for a computed tensor that needs no gradient")
+        if value and self.data.dtype.kind not in "fc":
+            raise RuntimeError(f"only floating point tensors can require gradients, got "
+                               f"dtype {self.dtype}")
         self._requires_grad = value
 
     @property
@@ -557,7 +559,13 @@ class Tensor(TensorBase):
         if min is None and max is None:
             raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
         if isinstance(min, Tensor) or isinstance(max, Tensor):
-            return ClampTensor.apply(*_clamp_operands(self, min, max))
+            if all(b is None or isinstance(b, Tensor) for b in (min, max)):
+                return ClampTensor.apply(*_clamp_operands(self, min, max))
+            if any(isinstance(b, Tensor) and b.ndim for b in (min, max)):
+                raise TypeError(f"clamp: min and max must both be tensors (or None) or both "
+                                f"numbers (a 0-d tensor reads as a number), got "
+                                f"{_described(min)} and {_described(max)}")
+            min, max = (b.item() if isinstance(b, Tensor) else b for b in (min, max))
         x = self
         kind = self.data.dtype.kind
         if kind in "biu" and any(isinstance(b, builtins.float) for b in (min, max)):
@@ -724,13 +732,13 @@ class Tensor(TensorBase):
     def reshape(self, *shape):
         """A tensor of the given shape with these values: a view when the memory allows
         it (always a new tensor, as in PyTorch, even for the same shape)."""
-        return Reshape.apply(self, shape=_shape_arg(shape))
+        return Reshape.apply(self, shape=_new_shape("reshape", self, shape))
 
     def view(self, *shape):
         """The same memory seen with another shape. Unlike reshape, never a copy: where the
         layout (a transpose, a slice, an expand) cannot be seen with that shape, a
         RuntimeError, as in PyTorch (use reshape or contiguous() there)."""
-        shape = _shape_arg(shape)
+        shape = _new_shape("view", self, shape)
         if not (self.data.flags.c_contiguous or _viewable(self.data, shape)):
             raise RuntimeError(f"view: the size {list(shape)} is not compatible with the "
                                f"input's size {list(self.shape)} and strides (at least one "
@@ -787,7 +795,8 @@ class Tensor(TensorBase):
         return Unsqueeze.apply(self, shape=self.shape[:d] + (1,) + self.shape[d:])
 
     def squeeze(self, dim=None):
-        dims = range(self.ndim) if dim is None else _dims(self, dim, None)
+        dims = range(self.ndim) if dim is None else () if dim in ((), []) else \
+            _dims(self, dim, None)  # (no dims: nothing squeezed, unlike a reduction's)
         shape = tuple(n for i, n in enumerate(self.shape) if not (i in dims and n == 1))
         op = Squeeze if dim is None else SqueezeDim if isinstance(dim, _PY_SCALARS) \
             else SqueezeDims  # (PyTorch's three node names)
@@ -847,7 +856,9 @@ class Tensor(TensorBase):
         if chunks <= 0:
             raise RuntimeError(f"chunk: expects chunks to be greater than 0, got {chunks}")
         n = self.shape[_dim(self, dim)]
-        return self.split(builtins.max(1, -(-n // chunks)), dim)
+        if n == 0:  # as PyTorch: ``chunks`` empty pieces
+            return self.split([0] * chunks, dim)
+        return self.split(-(-n // chunks), dim)
 
     def flip(self, dims, *more):
         """A copy with the order of the elements reversed along each of ``dims``
@@ -1326,6 +1337,16 @@ def _tensor_arg(op, other):
     return other
 
 
+def _new_shape(op, x, shape):
+    """The shape argument of reshape or view, as a tuple of ints; PyTorch's refusal of a
+    size below -1 and of more than one -1 (NumPy reads any negative size as -1)."""
+    shape = _shape_arg(shape)
+    if any(n < -1 for n in shape) or shape.count(-1) > 1:
+        raise RuntimeError(f"{op}: invalid shape {list(shape)} for a tensor of shape "
+                           f"{tuple(x.shape)}: sizes must be >= 0, and at most one -1")
+    return shape
+
+
 def _float_operands(x, y, reflected=False):
     """Operands of true division: integers are divided as floats (PyTorch's rule)."""
     if isinstance(y, (builtins.int, np.integer)) and x.data.dtype.kind in "biu":
@@ -1354,11 +1375,8 @@ def _no_bool(op, x, other=None):
 
 
 def _clamp_operands(x, lo, hi):
-    """(x, lo, hi) of a clamp with tensor bounds, all of one dtype (PyTorch's promotion);
+    """(x, lo, hi) of a clamp with a tensor bound, all of one dtype (PyTorch's promotion);
     both bounds are tensors or None, as PyTorch's ``clamp(Tensor, Tensor?, Tensor?)``."""
-    if not all(b is None or isinstance(b, Tensor) for b in (lo, hi)):
-        raise TypeError(f"clamp: min and max must both be tensors (or None) or both numbers, "
-                        f"got {type(lo).__name__} and {type(hi).__name__}")
     bounds = [b for b in (lo, hi) if b is not None]
     for b in bounds:
         x, _ = _operands(x, b)

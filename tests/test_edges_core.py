@@ -1426,3 +1426,83 @@ def test_true_division_of_integer_tensors_matches_torch(left, right, shapes, dev
     for ours, theirs in ((ma / mb, ta / tb), (mb / ma, tb / ta), (ma.div(mb), ta.div(tb))):
         assert str(ours.dtype) == str(theirs.dtype).replace("torch.", "")
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+# --- small refusals and results of the core, each as PyTorch's ------------------------------
+
+def _same(ours, theirs):
+    """The same outcome: the same values and dtype, or an exception of the same kind."""
+    if isinstance(theirs, type):
+        assert isinstance(ours, type) and issubclass(ours, theirs), (ours, theirs)
+        return
+    assert not isinstance(ours, type), ours
+    assert str(ours.dtype) == str(theirs.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - which one is compared
+        return type(e)
+
+
+@pytest.mark.parametrize("bounds", ["0d-min number-max", "number-min 0d-max", "1d-min number-max",
+                                    "number-min 1d-max", "0d-int-min float-max"])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_clamp_with_a_tensor_and_a_number_bound_as_torch(bounds, dtype, device):
+    """PyTorch reads a 0-d tensor bound as a number beside a number bound, and refuses a
+    larger tensor beside a number."""
+    def run(M, On_):
+        lo, hi = {"0d-min number-max": (M.tensor(2.5), 3), "number-min 0d-max": (1, M.tensor(3.0)),
+                  "1d-min number-max": (M.tensor([2.0, 0.0]), 3),
+                  "number-min 1d-max": (1, M.tensor([4.0, 2.0])),
+                  "0d-int-min float-max": (M.tensor(2), 3.5)}[bounds]
+        return _outcome(lambda: On_.tensor([1, 5], dtype=getattr(M, dtype)).clamp(lo, hi))
+    _same(run(mg, On(mg, device)), run(torch, torch))
+
+
+@pytest.mark.parametrize("values", [[1.0, float("nan"), 3.0], [float("nan"), float("nan"), 2.0],
+                                    [1.0, 3.0, 3.0], [-np.inf, -np.inf]])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_and_min_of_every_element_give_a_nan_its_gradient_as_torch(values, op, device):
+    x = mg.tensor(values, dtype=mg.float64, device=device, requires_grad=True)
+    t = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    getattr(x, op)().backward(mg.tensor(2.0, dtype=mg.float64, device=device))
+    getattr(t, op)().backward(torch.tensor(2.0, dtype=torch.float64))
+    np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+
+
+def test_max_and_min_of_every_element_pass_gradcheck(device):
+    x = mg.tensor([[1.0, 4.0], [3.0, -2.0]], dtype=mg.float64, device=device,
+                  requires_grad=True)
+    assert mg.autograd.gradcheck(lambda x: x.max() * x.min(), (x,))
+
+
+@pytest.mark.parametrize("case", ["squeeze_empty_tuple", "squeeze_empty_list", "chunk_empty",
+                                  "chunk_empty_dim1", "reshape_minus_2", "reshape_two_unknowns",
+                                  "view_minus_3", "Tensor_ints", "Tensor_bools"])
+def test_shapes_and_constructors_as_torch(case, device):
+    def run(M, On_):
+        ones = On_.ones
+        return _outcome({
+            "squeeze_empty_tuple": lambda: ones(1, 2, 1).squeeze(()),
+            "squeeze_empty_list": lambda: ones(1, 2, 1).squeeze([]),
+            "chunk_empty": lambda: M.stack([c.sum() for c in On_.zeros(0).chunk(3)]),
+            "chunk_empty_dim1": lambda: M.tensor([c.shape[1] for c in ones(2, 0).chunk(2, 1)]),
+            "reshape_minus_2": lambda: ones(2, 3).reshape(-2, 3),
+            "reshape_two_unknowns": lambda: ones(2, 3).reshape(-1, -1),
+            "view_minus_3": lambda: ones(2, 3).view(-3),
+            "Tensor_ints": lambda: M.Tensor([1, 2]),
+            "Tensor_bools": lambda: M.Tensor([True, False]),
+        }[case])
+    _same(run(mg, On(mg, device)), run(torch, torch))
+
+
+def test_requires_grad_of_a_computed_tensor_cannot_be_set_but_requires_grad_can(device):
+    for M in (On(mg, device), torch):
+        y = M.ones(2, requires_grad=True) * 2
+        for value in (True, False):
+            with pytest.raises(RuntimeError, match="leaf"):
+                y.requires_grad = value
+        assert y.requires_grad_(True) is y and y.requires_grad

@@ -150,17 +150,26 @@ class Amin(Amax):
 
 
 class Max(Amax):
-    """out = max(x);  dx = grad / count where x == out (ties share the gradient equally)
+    """out = max(x);  dx = grad / count where x == out (ties share the gradient equally; a
+    NaN maximum: where x is NaN), else 0
 
-    ``max()`` (PyTorch's MaxBackward1)."""
+    ``max()`` (PyTorch's MaxBackward1, whose rule differs from amax's at a NaN)."""
     node_name = "MaxBackward1"
 
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        mask = (x == out) | ((x != x) & (out != out))  # (NaN != NaN)
+        return (grad / mask.sum()).expand(x.shape).where(mask, 0.0)
 
-class Min(Amin):
-    """out = min(x);  dx = grad / count where x == out (ties share the gradient equally)
+
+class Min(Max):
+    """out = min(x);  dx = grad / count where x == out (ties share the gradient equally; a
+    NaN minimum: where x is NaN), else 0
 
     ``min()`` (PyTorch's MinBackward1)."""
     node_name = "MinBackward1"
+    _reduce = "min"
 
 
 class MaxDim(Primitive):
