@@ -18,9 +18,12 @@ in one forward-over-reverse pass without forming the Hessian.
 
 There is no ``vmap``: a Jacobian is assembled from one pass per row or column.
 """
+import weakref
+
 from . import autograd
 from .autograd import forward_ad
-from .autograd.grad_mode import enable_grad
+from .autograd.grad_mode import STATE, enable_grad
+from .autograd.graph import AccumulateGrad
 from .tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp",
@@ -94,6 +97,14 @@ def _split_aux(out, has_aux, who):
 
 # --- reverse mode -------------------------------------------------------------------------
 
+# This module's own copies of inputs that required no grad (leaves), by id; and the ids of
+# those whose transform is still running its function. A graph that reaches one of a
+# finished transform leads to nothing outside (a constant to everyone else); one of an
+# enclosing transform still running is outside, as a captured tensor that requires grad is.
+_COPIES = weakref.WeakValueDictionary()
+_RUNNING = set()
+
+
 def _watched_copies(leaves):
     """Aliases of the inputs that reverse mode can differentiate with respect to: views, so
     that tangents (forward over reverse) and outer graphs (reverse over reverse) pass."""
@@ -102,28 +113,73 @@ def _watched_copies(leaves):
         alias = x.view(x.shape)
         if not alias.requires_grad:
             alias.requires_grad_()
+            _COPIES[id(alias)] = alias
         copies.append(alias)
     return copies
 
 
-def _needs_graph(leaves):
-    """Whether gradients must be differentiable: an enclosing transform will differentiate
-    them (a forward-mode level is open, or an input requires grad)."""
-    return bool(forward_ad.LEVELS) or any(x.requires_grad for x in leaves)
+def _outside(leaf):
+    """Whether gradients reaching ``leaf`` matter outside the transforms: it is no copy of
+    ours, or its transform is still running (an enclosing one)."""
+    return _COPIES.get(id(leaf)) is not leaf or id(leaf) in _RUNNING
+
+
+def _reaches_outside(t):
+    """Whether ``t`` depends on a tensor that requires grad outside the transform (a
+    captured parameter, an input that requires grad, an enclosing transform's input): its
+    graph reaches such a leaf. Only then must results built from ``t`` stay differentiable."""
+    if not t.requires_grad:
+        return False
+    if t.grad_fn is None:
+        return _outside(t)
+    stack = [t.grad_fn]
+    seen = {t.grad_fn}
+    while stack:
+        node = stack.pop()
+        if type(node) is AccumulateGrad:
+            leaf = node.variable
+            if leaf is not None and _outside(leaf):
+                return True
+            continue
+        for edge in node.edges:
+            if edge and edge[0] not in seen:
+                seen.add(edge[0])
+                stack.append(edge[0])
+    return False
+
+
+def _outside_part(tree, keep):
+    """``tree`` with each tensor that depends on nothing outside the transform detached, as
+    torch.func unwraps its results (all of them without ``keep``: grad mode was off)."""
+    leaves, rebuild = _flatten(tree)
+    return rebuild([x.detach() if isinstance(x, Tensor) and not (
+        keep and _reaches_outside(x)) else x for x in leaves])
 
 
 def vjp(func, *primals, has_aux=False):
     """``(output, vjp_fn)`` (and ``aux``): ``vjp_fn(cotangents)`` returns u^T J, one
     gradient per primal, for cotangents u shaped like the output. One forward pass; each
-    call of ``vjp_fn`` is one backward pass."""
+    call of ``vjp_fn`` is one backward pass.
+
+    The results are differentiable with respect to what lies outside the transform only
+    (tensors that require grad, captured or passed), as torch.func's: those that depend on
+    nothing else are detached. Under forward mode (forward over reverse) they are kept as
+    they are: their tangents ride on them."""
     leaves, rebuild = _flatten(primals)
     _tensors(leaves, "vjp", "primals")
-    create = _needs_graph(leaves)
+    grad_mode = STATE.grad_enabled
     with enable_grad():
         copies = _watched_copies(leaves)
-        out, aux = _split_aux(func(*rebuild(copies)), has_aux, "vjp")
+        mine = {id(c) for c in copies} - _RUNNING
+        _RUNNING.update(mine)
+        try:
+            out, aux = _split_aux(func(*rebuild(copies)), has_aux, "vjp")
+        finally:
+            _RUNNING.difference_update(mine)
     out_leaves, out_rebuild = _flatten(out)
     _tensors(out_leaves, "vjp", "the outputs of func")
+    tangents = bool(forward_ad.LEVELS)
+    outside = tangents or any(_reaches_outside(o) for o in out_leaves)
 
     def vjp_fn(cotangents):
         cot_leaves, _ = _flatten(cotangents)
@@ -135,10 +191,19 @@ def vjp(func, *primals, has_aux=False):
             if u.shape != o.shape:
                 raise RuntimeError(f"vjp_fn: Mismatch in shape: cotangent of shape "
                                    f"{tuple(u.shape)} for an output of shape {tuple(o.shape)}")
-        return rebuild(_backward(out_leaves, copies, cot_leaves, create))
+        # the gradients are differentiable where grad mode is on when vjp_fn is called and
+        # something outside reaches them: through the function or through the cotangents
+        create = tangents or STATE.grad_enabled and (
+            outside or any(u.requires_grad for u in cot_leaves))
+        grads = _backward(out_leaves, copies, cot_leaves, create)
+        if create and not tangents:
+            grads = _outside_part(grads, True)
+        return rebuild(grads)
 
-    primal_out = out if create else out_rebuild([o.detach() for o in out_leaves])
-    return (primal_out, vjp_fn) if not has_aux else (primal_out, vjp_fn, aux)
+    if not tangents:
+        out = _outside_part(out, grad_mode and outside)
+        aux = _outside_part(aux, grad_mode)
+    return (out, vjp_fn) if not has_aux else (out, vjp_fn, aux)
 
 
 def _backward(outputs, inputs, cotangents, create):
@@ -152,9 +217,21 @@ def _backward(outputs, inputs, cotangents, create):
     return [x.new_zeros(x.shape) if g is None else g for x, g in zip(inputs, grads)]
 
 
+def _check_scalar(value):
+    """grad's function must return a 0-d tensor, as torch.func's: a one-element tensor of
+    any other shape is refused too."""
+    if not isinstance(value, Tensor):
+        raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, "
+                           f"got {type(value).__name__}")
+    if value.ndim != 0:
+        raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a scalar "
+                           f"Tensor, got tensor with {value.ndim} dims. Maybe you wanted to "
+                           "use the vjp or jacrev APIs instead?")
+
+
 def grad_and_value(func, argnums=0, has_aux=False):
-    """A function returning ``(gradient, value)`` of ``func``, whose output must be a
-    one-element tensor, with respect to the arguments at ``argnums`` (``(gradient, (value,
+    """A function returning ``(gradient, value)`` of ``func``, whose output must be a 0-d
+    tensor, with respect to the arguments at ``argnums`` (``(gradient, (value,
     aux))`` with has_aux)."""
     def wrapper(*args, **kwargs):
         nums, many = _argnums(argnums, len(args), "grad_and_value")
@@ -163,15 +240,11 @@ def grad_and_value(func, argnums=0, has_aux=False):
             full = list(args)
             for i, a in zip(nums, chosen):
                 full[i] = a
-            return func(*full, **kwargs)
+            result = func(*full, **kwargs)
+            _check_scalar(_split_aux(result, has_aux, "grad_and_value")[0])
+            return result
         chosen = tuple(args[i] for i in nums)
         value, vjp_fn, *aux = vjp(selected, *chosen, has_aux=has_aux)
-        if not isinstance(value, Tensor) or value.numel() != 1:
-            what = type(value).__name__ if not isinstance(value, Tensor) else \
-                f"tensor with {value.ndim} dims"
-            raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a scalar "
-                               f"Tensor, got {what}. Maybe you wanted to use the vjp or jacrev "
-                               "APIs instead?")
         grads = vjp_fn(value.new_ones(value.shape))
         g = grads if many else grads[0]
         return (g, (value, aux[0])) if has_aux else (g, value)
@@ -179,7 +252,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
 
 def grad(func, argnums=0, has_aux=False):
-    """A function returning the gradient of ``func`` (a one-element output) with respect to
+    """A function returning the gradient of ``func`` (a 0-d output) with respect to
     the arguments at ``argnums`` (and ``aux`` with has_aux), as torch.func.grad."""
     both = grad_and_value(func, argnums, has_aux)
 
@@ -212,6 +285,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to "
                                f"have the same shape: primal {tuple(p.shape)}, tangent "
                                f"{tuple(t.shape)}")
+    grad_mode = STATE.grad_enabled
     level = forward_ad.enter_level()
     try:
         duals = [forward_ad.make_dual(p, t, level=level) for p, t in zip(p_leaves, t_leaves)]
@@ -224,8 +298,12 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             out_tangents.append(o.new_zeros(o.shape) if t is None else t)
     finally:
         forward_ad.exit_level(level)
-    result = (out_rebuild(out_leaves), out_rebuild(out_tangents))
-    return result + (aux,) if has_aux else result
+    result = (out_rebuild(out_leaves), out_rebuild(out_tangents)) + ((aux,) if has_aux else ())
+    if forward_ad.LEVELS:  # an enclosing forward level's tangents ride on the results
+        return result
+    # as vjp's: a graph that leads to nothing outside (the inputs of a reverse transform
+    # inside, as in hessian) is dropped
+    return tuple(_outside_part(r, grad_mode) for r in result)
 
 
 # --- Jacobians and Hessians -----------------------------------------------------------------
@@ -339,7 +417,7 @@ def hessian(func, argnums=0):
 
 
 def hvp(func, primals, tangents):
-    """``(gradient, H v)``: the gradient of ``func`` (a one-element output) at ``primals``
+    """``(gradient, H v)``: the gradient of ``func`` (a 0-d output) at ``primals``
     and its Hessian times ``tangents``, by forward over reverse: one forward pass with
     tangents through a reverse pass, never forming the Hessian (the cost of about two
     gradients). torch.func has no ``hvp``; its documentation writes this same

@@ -1,10 +1,13 @@
 """Anomaly mode's checks: the first op whose forward or backward turns finite values into
-NaN/inf raises, naming the op and the line of user code that created it."""
+NaN/inf raises, naming the op and the line of user code that created it; so does the op
+whose backward would start from a gradient with NaN values given to ``backward`` (as
+PyTorch's check, NaN only: an infinite gradient given on purpose passes)."""
 import math
 import traceback
 
 from .. import backend
 from .grad_mode import PROCESS
+from .graph import AccumulateGrad
 
 _PACKAGE_DIR = __file__.rsplit("/autograd/", 1)[0]
 _NULL = backend._NULL_CONTEXT
@@ -57,3 +60,23 @@ def check_backward(node, grads_in, grads_out):
                 f"anomaly: the backward of {node.name()} produced NaN/inf in the gradient of "
                 f"its input {i} from finite gradients. The op was created at "
                 f"{_where(node.trace)}")
+
+
+def check_seed(edges, grads):
+    """Raise when a gradient given to backward has NaN values, naming the op it goes to
+    (``edges``: ``graph.edge_to`` of each root). One that goes straight into a leaf's
+    ``.grad`` runs no backward, and is not checked, as in PyTorch."""
+    for (node, index), g in zip(edges, grads):
+        if type(node) is AccumulateGrad or not _has_nan(g.data):
+            continue
+        raise RuntimeError(
+            f"anomaly: the gradient given to backward for output {index} of {node.name()} has "
+            f"NaN values, so its backward would return NaN. The op was created at "
+            f"{_where(node.trace)}")
+
+
+def _has_nan(a):
+    xp = backend._XP_BY_TYPE.get(type(a))
+    if xp is None or a.dtype.kind not in "fc":
+        return False
+    return bool(xp.isnan(a).any())

@@ -64,6 +64,8 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
     grads_out, grads_in)``, if given, is called after each node's backward, in order (a
     tracer, for ``viz.explain_backward``).
     """
+    if PROCESS.anomaly:
+        anomaly.check_seed([edge_to(t) for t in roots], root_grads)
     pass_ = _Pass(create_graph, retain_graph, on_node)
     for t, g in zip(roots, root_grads):
         pass_.receive(*edge_to(t), g)
@@ -156,9 +158,7 @@ class _Pass:
                 in_grads = (in_grads,)
             edges = node.edges
             if len(in_grads) != len(edges):
-                raise RuntimeError(
-                    f"{node.name()}.backward returned {len(in_grads)} gradients, expected "
-                    f"{len(edges)} (one per input of forward, None where there is none)")
+                in_grads = _one_per_input(node, in_grads, len(edges))
             if not node._raw:  # a user's backward may return tensors it keeps, or arrays
                 in_grads = tuple(_rewrap(g, e, grads[0]) for g, e in zip(in_grads, edges))
             if anomalous:
@@ -227,6 +227,16 @@ class _Pass:
         elif not self.wanted:
             write_grad(leaf, g, self.create_graph, id(g.data) in self.fresh)
         self.hand_out(g)
+
+
+def _one_per_input(node, in_grads, n):
+    """A backward's gradients when their count is not one per input of forward: trailing
+    Nones beyond the inputs are dropped, as PyTorch does; anything else is an error."""
+    if len(in_grads) > n and all(g is None for g in in_grads[n:]):
+        return in_grads[:n]
+    raise RuntimeError(
+        f"{node.name()}.backward returned {len(in_grads)} gradients, expected {n} (one per "
+        "input of forward, None where there is none; any beyond those must be None)")
 
 
 def _unshared(data, grads, in_grads, i):
@@ -335,15 +345,16 @@ def _retain(t, g, create_graph):
 
 def root_grad(t, gradient, op):
     """The gradient that starts backward from ``t``: ones for a one-element ``t``, else the
-    caller's ``gradient`` (same shape; cast to ``t``'s dtype)."""
+    caller's ``gradient``, a Tensor (same shape; cast to ``t``'s dtype)."""
     xp = backend.xp_of(t.data)
     if gradient is None:
         if t.data.size != 1:
             raise RuntimeError(f"{op}: grad can be implicitly created only for outputs with one "
                                f"element, but the output has shape {t.shape}; pass gradient=")
         return t._make(xp.ones(t.data.shape, dtype=t.dtype))
-    if not isinstance(gradient, TensorBase):
-        gradient = t._make(xp.asarray(gradient))
+    if not isinstance(gradient, TensorBase):  # a number or an array, as PyTorch refuses
+        raise TypeError(f"{op}: gradients can be either Tensors or None, but got "
+                        f"{type(gradient).__name__}")
     if gradient.shape != t.shape:
         raise ShapeError(f"{op}: gradient has shape {gradient.shape} but the output has shape "
                          f"{t.shape}")

@@ -16,13 +16,15 @@ grad mode, the training flags of the modules the step uses and whether each para
 ``.grad`` was set when the step began must be as at capture, or it is captured again. A
 step that cannot be replayed (a value read on the host, as ``loss.item()`` or ``if t:``,
 which a Python branch may depend on; NumPy work outside minigrad's ops; a random draw that
-is not an op's) runs eagerly from then on, and says why once
-(``CompileWarning``; every reason is kept in ``step.log``).
+is not an op's; a returned tensor with a graph no backward in the step used, which eager
+mode gives a ``grad_fn`` and replay could not) runs eagerly from then on, and says why once
+(``CompileWarning``; every reason is kept in ``step.log``). The loss returned after
+``loss.backward()`` replays: its graph served that backward.
 """
 import inspect
 import warnings
 
-from ..autograd.grad_mode import STATE
+from ..autograd.grad_mode import PROCESS, STATE
 from ..autograd.graph import TensorBase
 from ..tensor import Tensor
 from .program import Program  # noqa: F401
@@ -109,7 +111,8 @@ class CompiledStep:
         if entry.first is not None:  # what replay will find when it starts
             entry.grads_set = tuple(leaf._grad is not None for leaf in entry.leaves)
         recorder = Recorder(tensors)
-        with recorder:
+        walked = _Walked()
+        with recorder, walked:
             result = self.fn(*args, **kwargs)
         reason = recorder.broken
         if reason is None:
@@ -134,6 +137,8 @@ class CompiledStep:
                 entry.first = program
                 entry.grads_set = tuple(leaf._grad is not None for leaf in entry.leaves)
                 return result
+            if reason is None:
+                reason = _graph_returned(result, walked.nodes)
         if reason is not None:
             entry.eager = reason
             self._note(f"running eagerly: {reason}")
@@ -183,6 +188,27 @@ def _describe(tensors):
     return ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in tensors) or "no tensors"
 
 
+class _Walked:
+    """Watches a capture for the nodes that its backward passes walk (``walk_backward``, as
+    the recorder and the profiler do)."""
+
+    def __init__(self):
+        self.nodes = set()
+
+    def __enter__(self):
+        PROCESS.watchers = PROCESS.watchers + (self,)
+        return self
+
+    def __exit__(self, *exc):
+        PROCESS.watchers = tuple(w for w in PROCESS.watchers if w is not self)
+        return False
+
+    def walk_backward(self, order, grads_of):
+        for node in order:
+            self.nodes.add(node)
+            yield node
+
+
 def _outputs(result, recorder):
     """(reason it cannot be replayed or None, a function rebuilding the result from the
     output arrays, the output slots)."""
@@ -207,6 +233,20 @@ def _outputs(result, recorder):
             return made[0]
         return kind(made)
     return None, rebuild, slots
+
+
+def _graph_returned(result, walked):
+    """Why the step cannot be replayed when it returns a tensor with a graph that the
+    caller could still use (eager mode gives it a grad_fn, replay would not), or None.
+    The loss after backward has a grad_fn too, but its graph was for that backward only:
+    ``walked`` holds the nodes of the step's backward passes."""
+    items = result if isinstance(result, (tuple, list)) else [result]
+    for r in items:
+        if r is not None and r.grad_fn is not None and r.grad_fn not in walked:
+            return (f"the step returns a tensor with a grad_fn ({r.grad_fn.name()}) that no "
+                    "backward in the step used, and replay builds no graph (call backward in "
+                    "the step, or return the tensor detached)")
+    return None
 
 
 def _modules(fn, args, kwargs, seen):

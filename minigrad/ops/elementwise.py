@@ -402,7 +402,7 @@ class StdSqrt(Sqrt):
 
 
 class Abs(Primitive):
-    """out = |x|;  dx = grad * sign(x)  (0 at x = 0, PyTorch's subgradient)"""
+    """out = |x|;  dx = grad * sign(x)  (0 at x = 0, PyTorch's subgradient, and at NaN)"""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -764,5 +764,13 @@ class NonDiff(Primitive):
 
 
 class Sign(NonDiff):
-    """out = sign(x);  dx = 0"""
+    """out = sign(x), 0 at NaN as in PyTorch (NumPy gives NaN), which makes |x|'s gradient
+    0 there too;  dx = 0"""
     node_name = "SignBackward0"
+
+    @staticmethod
+    def forward(ctx, x, fn="sign"):
+        out = ctx.xp.sign(x)
+        if out.dtype.kind == "f":
+            out = ctx.xp.where(out != out, out.dtype.type(0), out)
+        return out
