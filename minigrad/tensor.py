@@ -20,11 +20,12 @@ from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _one_dim, _req
                         _shape_arg, _split_index)
 from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, CopySlices,
                   Cumsum, Div, Erf, Exp, Expand, Flip, FloorDivide, GetItem, Log, LogSoftmax,
+                  MaskedFill, Rsub, ScalarPow, TensorPow,
                   LogSumExp, MatMul, MatrixTranspose, Max, Maximum, MaxDim, Mean, MeanAll, Min,
                   Minimum, MinDim, Mm, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Reciprocal,
                   Relu, Remainder, Reshape, Roll, SetItem, Sigmoid, Sign, Sin, Softmax, Split,
                   Sqrt, Squeeze, SqueezeDim, SqueezeDims, StdSqrt, Sub, Sum, SumDim, Tanh,
-                  ToDevice, Transpose, Unsqueeze, Where, indexing_op, replay_view)
+                  ToDevice, Transpose, Unsqueeze, indexing_op, replay_view)
 from .fused import Gelu, GeluTanh
 from .autograd.function import Primitive, on_arrays, read_on_host
 
@@ -362,7 +363,7 @@ class Tensor(TensorBase):
             return Add.apply(self, other)
         return Add.apply(*_operands(self, other))
 
-    def __radd__(self, other): return Add.apply(*_operands(self, other, True))
+    def __radd__(self, other): return Add.apply(*_operands(self, other))  # (x first, as torch)
 
     def __sub__(self, other):
         if type(other) is Tensor and other.data.dtype is self.data.dtype and \
@@ -371,14 +372,14 @@ class Tensor(TensorBase):
         return Sub.apply(*_operands(_no_bool("sub", self, other), other))
 
     def __rsub__(self, other):
-        return Sub.apply(*_operands(_no_bool("sub", self, other), other, True))
+        return Rsub.apply(*_operands(_no_bool("sub", self, other), other, True))
 
     def __mul__(self, other):
         if type(other) is Tensor and other.data.dtype is self.data.dtype:  # the usual case
             return Mul.apply(self, other)
         return Mul.apply(*_operands(self, other))
 
-    def __rmul__(self, other): return Mul.apply(*_operands(self, other, True))
+    def __rmul__(self, other): return Mul.apply(*_operands(self, other))  # (x first, as torch)
     def __truediv__(self, other): return Div.apply(*_float_operands(self, other))
 
     def __rtruediv__(self, other):
@@ -410,12 +411,12 @@ class Tensor(TensorBase):
             if base.data.dtype.kind == "b":  # bool ** bool: x ** True is x, x ** False is True
                 return base.clone() if exponent else base.new_ones(base.shape)
             return Pow.apply(base, exponent)
-        return Pow.apply(*_no_bool_power(*_operands(self, exponent)))
+        return TensorPow.apply(*_no_bool_power(*_operands(self, exponent)))
 
     def __rpow__(self, base):
         base, x = _operands(self, base, True)  # 2 ** int64 is int64, 2.5 ** int64 float32
         base = Tensor._make(backend.xp_of(x.data).asarray(base, dtype=x.dtype))
-        return Pow.apply(*_no_bool_power(base, x))
+        return ScalarPow.apply(*_no_bool_power(base, x))
 
     def add(self, other, *, alpha=1):
         """``self + alpha * other``; with an ``alpha``, rounded once, as PyTorch's fused
@@ -599,7 +600,7 @@ class Tensor(TensorBase):
             value = _wrapped(value, self.data.dtype, "masked_fill")
         elif self.data.dtype.kind != "f":
             value = self.data.dtype.type(value).item()  # 2.5 into an int tensor is 2
-        return Where.apply(mask, value, self)
+        return MaskedFill.apply(mask, value, self)
 
     # --- reductions --------------------------------------------------------------------------
     # float16 is reduced in float32 and the result rounded once, as PyTorch does on the CPU

@@ -11,9 +11,9 @@ Every other differentiable method of Tensor is a few lines of these. The layers'
 composites, fused into one op each for speed, live in ``minigrad.fused``.
 """
 from .elementwise import (Abs, Add, Cast, Clamp, ClampTensor, Clone, Cos, Div, Erf, Exp,  # noqa
-                          FloorDivide, Log, Maximum, Minimum, Mul, Neg, NonDiff, Pow,
-                          Reciprocal, Relu, Remainder, Sigmoid, Sign, Sin, Sqrt, StdSqrt, Sub,
-                          Tanh, ToDevice, Where)
+                          FloorDivide, Log, MaskedFill, Maximum, Minimum, Mul, Neg, NonDiff,
+                          Pow, Reciprocal, Relu, Remainder, Rsub, ScalarPow, Sigmoid, Sign, Sin,
+                          Sqrt, StdSqrt, Sub, Tanh, TensorPow, ToDevice, Where)
 from .linalg import MatMul, Mm  # noqa: F401
 from .reduce import (Amax, Amin, Cumsum, LogSoftmax, LogSumExp, Max, MaxDim, Mean,  # noqa
                      MeanAll, Min, MinDim, SafeSoftmax, Softmax, Sum, SumDim)

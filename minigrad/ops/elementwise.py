@@ -71,6 +71,13 @@ class Sub(Primitive):
         return tangent_sum(dx, None if dy is None else -dy)
 
 
+class Rsub(Sub):
+    """out = x - y;  dx = grad,  dy = -grad
+
+    ``number - tensor`` (PyTorch's RsubBackward1)."""
+    node_name = "RsubBackward1"
+
+
 class Mul(Primitive):
     """out = x * y;  dx = grad * y,  dy = grad * x
 
@@ -301,6 +308,21 @@ class Pow(Primitive):
         if dy is not None:
             ty = dy * (ctx.result * x.log()).masked_fill((x == 0) & (y >= 0), 0.0)
         return tangent_sum(tx, ty)
+
+
+class TensorPow(Pow):
+    """out = x ** y;  dx = grad * (y * x ** (y - 1)), 0 where y = 0,
+    dy = grad * (out * log(x)), 0 where x = 0 and y >= 0
+
+    A tensor exponent (PyTorch's PowBackward1)."""
+    node_name = "PowBackward1"
+
+
+class ScalarPow(Pow):
+    """out = x ** y;  dy = grad * (out * log(x)), 0 where x = 0 and y >= 0
+
+    A number base, as ``2 ** t`` (PyTorch's PowBackward2)."""
+    node_name = "PowBackward2"
 
 
 def _integer_power(xp, x, y):
@@ -699,6 +721,13 @@ class Where(Primitive):
         if isinstance(dx, float) and isinstance(dy, float):
             return None
         return Where.apply(cond, dx, dy)
+
+
+class MaskedFill(Where):
+    """out = cond ? x : y;  dx = grad where cond, else 0;  dy = grad where not cond, else 0
+
+    ``y.masked_fill(cond, x)`` (PyTorch's MaskedFillBackward0)."""
+    node_name = "MaskedFillBackward0"
 
 
 class Cast(Primitive):
