@@ -20,11 +20,11 @@ from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _one_dim, _req
                         _shape_arg, _split_index)
 from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, CopySlices,
                   Cumsum, Div, Erf, Exp, Expand, Flip, FloorDivide, GetItem, Log, LogSoftmax,
-                  MaskedFill, Rsub, ScalarPow, TensorPow,
+                  MaskedFill, Rsub, ScalarPow, Std, TensorPow, Var,
                   LogSumExp, MatMul, MatrixTranspose, Max, Maximum, MaxDim, Mean, MeanAll, Min,
                   Minimum, MinDim, Mm, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Reciprocal,
                   Relu, Remainder, Reshape, Roll, SetItem, Sigmoid, Sign, Sin, Softmax, Split,
-                  Sqrt, Squeeze, SqueezeDim, SqueezeDims, StdSqrt, Sub, Sum, SumDim, Tanh,
+                  Sqrt, Squeeze, SqueezeDim, SqueezeDims, Sub, Sum, SumDim, Tanh,
                   ToDevice, Transpose, Unsqueeze, indexing_op, replay_view)
 from .fused import Gelu, GeluTanh
 from .autograd.function import Primitive, on_arrays, read_on_host
@@ -630,26 +630,12 @@ class Tensor(TensorBase):
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
             keepdims=None):
         """Variance with Bessel's correction by default (``correction=1``), as PyTorch."""
-        if self.dtype.kind != "f":
-            raise RuntimeError(f"var/std: only floating point tensors are supported, got "
-                               f"{self.dtype} (shape {self.shape})")
-        if self.data.dtype == np.float16:
-            return self.float().var(dim, unbiased, keepdim, correction=correction, axis=axis,
-                                    keepdims=keepdims).half()
-        if correction is None:
-            correction = 1 if unbiased is None else builtins.int(unbiased)
-        dims = _dims(self, dim, axis)
-        diff = self - self.mean(dims, keepdim=True)
-        return (diff * diff).sum(dims, _kd(keepdim, keepdims)) / builtins.max(
-            0, _count(self, dims) - correction)
+        return _spread(self, Var, dim, unbiased, keepdim, correction, axis, keepdims)
 
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
             keepdims=None):
-        if self.data.dtype == np.float16:
-            return self.float().std(dim, unbiased, keepdim, correction=correction, axis=axis,
-                                    keepdims=keepdims).half()
-        return StdSqrt.apply(self.var(dim, unbiased, keepdim, correction=correction, axis=axis,
-                                      keepdims=keepdims))
+        """Standard deviation: the square root of ``var`` (same arguments)."""
+        return _spread(self, Std, dim, unbiased, keepdim, correction, axis, keepdims)
 
     def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """Without dim: the largest value. With an int dim: (values, indices). With a
@@ -1764,6 +1750,21 @@ def _no_bool_input(t, op, error):
 
 def _floating(t):
     return t if t.data.dtype.kind == "f" else t.to(dtypes.get_default_dtype())
+
+
+def _spread(t, op, dim, unbiased, keepdim, correction, axis, keepdims):
+    """var (``op`` Var) or std (Std) of ``t`` over ``dim``: of float16 in float32, rounded
+    once; ``correction`` 1 unless given (``unbiased`` False: 0)."""
+    if t.dtype.kind != "f":
+        raise RuntimeError(f"var/std: only floating point tensors are supported, got "
+                           f"{t.dtype} (shape {t.shape})")
+    if t.data.dtype == np.float16:
+        return _spread(t.float(), op, dim, unbiased, keepdim, correction, axis, keepdims).half()
+    if correction is None:
+        correction = 1 if unbiased is None else builtins.int(unbiased)
+    dims = _dims(t, dim, axis)
+    return op.apply(t, dims=dims, keepdim=_kd(keepdim, keepdims), correction=correction,
+                    count=_count(t, dims))
 
 
 def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):

@@ -1506,3 +1506,23 @@ def test_requires_grad_of_a_computed_tensor_cannot_be_set_but_requires_grad_can(
             with pytest.raises(RuntimeError, match="leaf"):
                 y.requires_grad = value
         assert y.requires_grad_(True) is y and y.requires_grad
+
+
+@pytest.mark.parametrize("op", ["var", "std"])
+@pytest.mark.parametrize("case", ["inf_input", "constant", "dim_no_dof"])
+def test_var_and_std_gradients_at_their_edges_as_torch(op, case, device):
+    """One op each, with PyTorch's rule 2 (x - mean) / (count - correction): an infinite
+    input, a constant row (std: a zero gradient), no degrees of freedom left over a dim."""
+    values, kwargs = {"inf_input": ([np.inf, 1.0, 2.0], {}),
+                      "constant": ([2.0, 2.0, 2.0], {}),
+                      "dim_no_dof": ([[1.0, 2.0], [4.0, 0.5]], {"dim": 0, "correction": 2})}[case]
+    x = mg.tensor(values, dtype=mg.float64, device=device, requires_grad=True)
+    t = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's "degrees of freedom is <= 0"
+        ours, theirs = getattr(x, op)(**kwargs), getattr(t, op)(**kwargs)
+        theirs.sum().backward()
+    ours.sum().backward()
+    assert ours.grad_fn.name() == theirs.grad_fn.name()
+    np.testing.assert_array_equal(ours.numpy(), theirs.detach().numpy())
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-15)

@@ -31,7 +31,7 @@ Plan.__doc__ = """How an instruction is replayed: ``ufunc`` (its name) on the in
 UFUNCS = {
     ew.Add: ("add", ()), ew.Sub: ("subtract", ()), ew.Mul: ("multiply", ()),
     ew.Div: ("divide", ()), ew.Neg: ("negative", ()), ew.Exp: ("exp", ()),
-    ew.Log: ("log", ()), ew.Sqrt: ("sqrt", ()), ew.StdSqrt: ("sqrt", ()),
+    ew.Log: ("log", ()), ew.Sqrt: ("sqrt", ()),
     ew.Abs: ("absolute", ()), ew.Tanh: ("tanh", ()), ew.Sin: ("sin", ()),
     ew.Cos: ("cos", ()), ew.Relu: ("maximum", (0,)),
 }

@@ -13,10 +13,10 @@ composites, fused into one op each for speed, live in ``minigrad.fused``.
 from .elementwise import (Abs, Add, Cast, Clamp, ClampTensor, Clone, Cos, Div, Erf, Exp,  # noqa
                           FloorDivide, Log, MaskedFill, Maximum, Minimum, Mul, Neg, NonDiff,
                           Pow, Reciprocal, Relu, Remainder, Rsub, ScalarPow, Sigmoid, Sign, Sin,
-                          Sqrt, StdSqrt, Sub, Tanh, TensorPow, ToDevice, Where)
+                          Sqrt, Sub, Tanh, TensorPow, ToDevice, Where)
 from .linalg import MatMul, Mm  # noqa: F401
 from .reduce import (Amax, Amin, Cumsum, LogSoftmax, LogSumExp, Max, MaxDim, Mean,  # noqa
-                     MeanAll, Min, MinDim, SafeSoftmax, Softmax, Sum, SumDim)
+                     MeanAll, Min, MinDim, SafeSoftmax, Softmax, Std, Sum, SumDim, Var)
 from .shape import (Alias, Cat, Embedding, EmbeddingDenseBackward, Expand, Flip,  # noqa
                     GetItem, IndexAdd, MatrixTranspose, NewAxis, Permute, Reshape, Roll,
                     Select, Slice, Split, Squeeze, SqueezeDim, SqueezeDims, Stack, Transpose,

@@ -409,20 +409,6 @@ class Sqrt(Primitive):
         return dx / (2 * ctx.result)
 
 
-class StdSqrt(Sqrt):
-    """out = sqrt(x);  dx = grad / (2 * out), 0 where out == 0 (the sqrt inside std: PyTorch
-    gives a zero spread a zero gradient rather than NaN)"""
-    @staticmethod
-    def backward(ctx, grad):
-        (out,) = ctx.saved_tensors
-        return (grad / (2 * out)).masked_fill(out == 0, 0.0)
-
-    @staticmethod
-    def jvp(ctx, dx):
-        out = ctx.result
-        return (dx / (2 * out)).masked_fill(out == 0, 0.0)
-
-
 class Abs(Primitive):
     """out = |x|;  dx = grad * sign(x)  (0 at x = 0, PyTorch's subgradient, and at NaN)"""
     @staticmethod

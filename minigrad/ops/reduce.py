@@ -91,6 +91,64 @@ class MeanAll(Mean):
     node_name = "MeanBackward0"
 
 
+class Var(Primitive):
+    """out = sum((x - mean(x))^2, dims) / (count - correction);
+    dx = grad * 2 (x - mean(x)) / (count - correction)
+
+    The mean and the sum of squares are ``Mean``'s and ``Sum``'s own (the same roundings);
+    ``count`` is how many elements each output reduces; no degrees of freedom left (count
+    <= correction) gives inf or NaN, as PyTorch."""
+    @staticmethod
+    def forward(ctx, x, dims, keepdim, correction, count):
+        ctx.save_for_backward(x)
+        diff = x - Mean.forward(ctx, x, dims, True, count)
+        return Sum.forward(ctx, diff * diff, dims, keepdim) / max(0, count - correction)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return _var_grad(x, grad, ctx.params)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        x, p = ctx.inputs[0], ctx.params
+        diff = x - x.mean(p["dims"], keepdim=True)
+        return (diff * dx).sum(p["dims"], keepdim=p["keepdim"]) * _dof_scale(p)
+
+
+class Std(Var):
+    """out = sqrt(var(x, dims));  dx = var's dx with grad / (2 out), 0 where out = 0 (a zero
+    spread gets a zero gradient rather than NaN, as in PyTorch)"""
+    @staticmethod
+    def forward(ctx, x, dims, keepdim, correction, count):
+        out = ctx.xp.sqrt(Var.forward(ctx, x, dims, keepdim, correction, count))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        return _var_grad(x, (grad / (2 * out)).masked_fill(out == 0, 0.0), ctx.params)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        out = ctx.result
+        return (Var.jvp(ctx, dx) / (2 * out)).masked_fill(out == 0, 0.0)
+
+
+def _var_grad(x, grad, params):
+    """var's dx from the gradient of its output: grad * 2 (x - mean(x)) / (count -
+    correction), as Tensor ops (to be differentiated again)."""
+    diff = x - x.mean(params["dims"], keepdim=True)
+    return _keep(grad, x.shape, params["dims"], params["keepdim"]) * (_dof_scale(params) * diff)
+
+
+def _dof_scale(params):
+    """2 / (count - correction) (inf at 0; forward's clamp at 0 is not PyTorch's here)."""
+    dof = params["count"] - params["correction"]
+    return 2.0 / dof if dof else float("inf")
+
+
 # The running sum adds float32 in float64 and float16 in float32, and rounds each total
 # once, as PyTorch does on the CPU: a long float32 running sum stays accurate.
 _RUNNING_TOTAL = {backend.np.dtype("float32"): backend.np.dtype("float64"),
