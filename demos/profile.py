@@ -15,7 +15,8 @@ module, and writes to --out (default runs/profile):
                    Graphviz's dot program)
 
 ``--attention math`` runs attention as the composite of Tensor ops, which keeps every
-head's (T, S) weights for backward; the default tiled kernel keeps only its output and one
+head's (T, S) weights for backward; the default tiled kernel keeps them too while every
+score fits in one tile (short sequences, as here), and beyond that only its output and one
 number per query. Compare the peaks of the two memory timelines.
 """
 import os
