@@ -435,7 +435,8 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     in ``parameter_and_buffer_dicts`` (names as in ``state_dict``) for this call only.
 
     With ``tie_weights`` a tensor given for one of several names of a shared parameter is
-    used for all of them; with ``strict`` every parameter and buffer must be given."""
+    used for all of them; with ``strict`` every parameter and buffer must be given, and no
+    other name (without it, as in PyTorch, another name is an attribute for the call)."""
     dicts = parameter_and_buffer_dicts
     if isinstance(dicts, dict):
         given = dict(dicts)
@@ -450,25 +451,29 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     names = _member_names(module)
     unknown = [k for k in given if k not in names]
     missing = [k for k in names if k not in given]
-    if unknown or (strict and missing):
+    if strict and (unknown or missing):
         parts = []
         if unknown:
             parts.append(f"Unexpected key(s): {', '.join(map(repr, unknown))}")
-        if strict and missing:
+        if missing:
             parts.append(f"Missing key(s): {', '.join(map(repr, missing))}")
         raise RuntimeError(f"functional_call: Error(s) in reparametrizing for "
                            f"{type(module).__name__}: {'. '.join(parts)}.")
     if tie_weights:
-        by_object = {id(names[k]): v for k, v in given.items() if names[k] is not None}
-        given = {k: by_object.get(id(t), given.get(k)) for k, t in names.items()
-                 if k in given or id(t) in by_object}
+        by_object = {id(names[k]): v for k, v in given.items() if names.get(k) is not None}
+        given = {**{k: by_object.get(id(t), given.get(k)) for k, t in names.items()
+                    if k in given or id(t) in by_object},
+                 **{k: given[k] for k in unknown}}
     args = () if args is None else args if isinstance(args, tuple) else (args,)
     kept = [_swap(module, name, value) for name, value in given.items()]
     try:
         return module(*args, **(kwargs or {}))
     finally:
-        for owner, table, key, old in reversed(kept):
-            table[key] = old
+        for table, key, old in reversed(kept):
+            if old is _ABSENT:
+                del table[key]
+            else:
+                table[key] = old
 
 
 def _member_names(module):
@@ -478,11 +483,16 @@ def _member_names(module):
     return names
 
 
+_ABSENT = object()  # what _swap puts back for a name the module did not have
+
+
 def _swap(module, name, value):
-    """Put ``value`` in place of the parameter or buffer ``name``; what to put back."""
+    """Put ``value`` in place of the parameter or buffer ``name`` (another name: an
+    attribute of its module); (the table, the key, what to put back)."""
     path, _, key = name.rpartition(".")
     owner = module.get_submodule(path) if path else module
-    table = owner._parameters if key in owner._parameters else owner._buffers
-    old = table[key]
+    table = owner._parameters if key in owner._parameters else \
+        owner._buffers if key in owner._buffers else owner.__dict__
+    old = table.get(key, _ABSENT)
     table[key] = value
-    return owner, table, key, old
+    return table, key, old

@@ -226,6 +226,34 @@ def test_functional_call_restores_the_module_and_checks_keys(device):
     np.testing.assert_array_equal(out.numpy(), module.bias.detach().numpy()[None])
     assert module.weight is before
     with pytest.raises(RuntimeError, match="Unexpected key.*'nope'"):
-        func.functional_call(module, {"nope": w}, mg.ones(1, 2, device=device))
+        func.functional_call(module, {"nope": w}, mg.ones(1, 2, device=device), strict=True)
     with pytest.raises(RuntimeError, match="Missing key.*'bias'"):
         func.functional_call(module, {"weight": w}, mg.ones(1, 2, device=device), strict=True)
+
+
+@needs_torch
+def test_functional_call_takes_other_names_as_attributes_for_the_call_as_torch(device):
+    """Not strict: a name that is no parameter or buffer is an attribute of its module
+    while the call runs (gone after it); one under a module that does not exist is an
+    AttributeError."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.lin(x) * getattr(self, "scale", 1.0)
+    model = Scaled().to(device)
+    x, scale = mg.randn(1, 3, device=device), mg.tensor(10.0, device=device)
+    plain = func.functional_call(model, {}, (x,))
+    scaled = func.functional_call(model, {"scale": scale}, (x,))
+    np.testing.assert_allclose(scaled.numpy(), 10 * plain.numpy(), rtol=1e-6)
+    assert "scale" not in model.__dict__
+    for M, call in ((mg, func.functional_call), (torch, torch.func.functional_call)):
+        module = (model if M is mg else torch.nn.Linear(3, 2))
+        inputs = x if M is mg else torch.randn(1, 3)
+        target = "lin.weight" if M is mg else "weight"
+        given = {target: (mg.zeros(2, 3, device=device) if M is mg else torch.zeros(2, 3)),
+                 "nope.extra": scale if M is mg else torch.tensor(1.0)}
+        with pytest.raises(AttributeError, match="nope"):
+            call(module, given, (inputs,))
