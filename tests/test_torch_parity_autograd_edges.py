@@ -455,3 +455,17 @@ def test_abs_gradient_and_tangent_at_nan(device):
     np.testing.assert_array_equal(values(grad), values(grad_t))
     np.testing.assert_array_equal(values(tangent), values(tangent_t))
     assert values(grad)[0] == 0 and values(tangent)[0] == 0
+
+
+@needs_torch
+def test_a_leaf_that_stopped_requiring_grad_gets_no_grad_but_its_hooks_run(device):
+    """requires_grad_(False) after the graph was recorded: backward still runs the leaf's
+    hooks, and leaves its .grad alone, as PyTorch."""
+    for M in (On(mg, device), torch):
+        x = M.ones(2, requires_grad=True)
+        seen = []
+        x.register_hook(lambda g: seen.append(g.shape))
+        y = (x * x).sum()
+        x.requires_grad_(False)
+        y.backward()
+        assert x.grad is None and len(seen) == 1

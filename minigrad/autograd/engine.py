@@ -224,8 +224,8 @@ class _Pass:
         if positions is not None:
             for k in positions:
                 self.captured[k] = g
-        elif not self.wanted:
-            write_grad(leaf, g, self.create_graph, id(g.data) in self.fresh)
+        elif not self.wanted and leaf._requires_grad:  # (set to False since: no .grad,
+            write_grad(leaf, g, self.create_graph, id(g.data) in self.fresh)  # as PyTorch)
         self.hand_out(g)
 
 
