@@ -180,7 +180,12 @@ def op_name(node):
     if cls == "NonDiff":
         return str(node.params.get("fn", "nondiff"))
     special = {"MatMul": "matmul", "GetItem": "getitem", "LogSumExp": "logsumexp",
-               "IndexAdd": "index_add", "ToDevice": "to", "Cast": "to"}
+               "IndexAdd": "index_add", "ToDevice": "to", "Cast": "to",
+               # the ops named for PyTorch's graph: as the call that made them
+               "SumDim": "sum", "MeanAll": "mean", "MatrixTranspose": "t", "Select": "getitem",
+               "Slice": "getitem", "NewAxis": "getitem", "Alias": "getitem",
+               "SqueezeDim": "squeeze", "SqueezeDims": "squeeze", "TensorPow": "pow",
+               "ScalarPow": "pow"}
     if cls in special:
         return special[cls]
     out = cls[:1].lower()
