@@ -32,7 +32,13 @@ class DTypeError(TypeError, NotImplementedError, AssertionError):
 
 def linear(input, weight, bias=None):
     """y = x @ W^T + b, with W of shape (out_features, in_features) (one fused op, see
-    minigrad.fused.Linear)."""
+    minigrad.fused.Linear). A 1-D weight without a bias gives x @ w, as PyTorch's."""
+    if weight.ndim == 1:
+        if bias is not None:
+            raise mg.ShapeError(f"linear: a 1-D weight of shape {tuple(weight.shape)} takes no "
+                                f"bias (got one of shape {tuple(bias.shape)}); the weight must "
+                                "be a matrix")
+        return input.matmul(weight)
     return Linear.apply(input, weight, bias)
 
 

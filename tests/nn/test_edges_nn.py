@@ -867,3 +867,20 @@ def test_layer_norm_of_float16_takes_float32_or_float16_parameters_as_torch(para
         torch.tensor(b, dtype=getattr(torch, params)))
     assert ours.dtype == mg.float16
     np.testing.assert_allclose(ours.numpy().astype(np.float32), theirs.float().numpy(), atol=2e-3)
+
+
+@needs_torch
+@pytest.mark.parametrize("input_shape", [(2, 3), (3,), (4, 2, 3)])
+def test_linear_with_a_vector_weight_is_a_product_with_it_as_torch(input_shape, device):
+    (x, w), (tx, tw) = tensors([np.random.randn(*input_shape), np.random.randn(3)], device)
+    out, t_out = F.linear(x, w), torch.nn.functional.linear(tx, tw)
+    assert_close(out, t_out)
+    g = np.random.randn(*t_out.shape)
+    out.backward(mg.tensor(g, device=device))
+    t_out.backward(torch.tensor(g))
+    assert_close(x.grad, tx.grad)
+    assert_close(w.grad, tw.grad)
+    assert_raises_like_torch(
+        lambda: F.linear(x, w, mg.zeros(1, dtype=F64, device=device)),
+        lambda: torch.nn.functional.linear(tx, tw, torch.zeros(1, dtype=torch.float64)),
+        "linear", "weight", "(3,)")
