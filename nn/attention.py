@@ -1,6 +1,7 @@
 """Multi-head attention with PyTorch's parameters, masks and returned weights."""
 import contextlib
 import math
+import warnings
 
 import minigrad as mg
 
@@ -156,6 +157,11 @@ class MultiheadAttention(Module):
         broadcastable to (B, H, T, S), or None; bool True ("may not attend") becomes -inf.
         (The causal mask is the attention's own: F.attend makes it tile by tile.)"""
         masks = []
+        if attn_mask is not None and key_padding_mask is not None and \
+                (attn_mask.dtype == mg.bool) != (key_padding_mask.dtype == mg.bool):
+            warnings.warn("Support for mismatched key_padding_mask and attn_mask is "
+                          "deprecated. Use same type for both instead.", UserWarning,
+                          stacklevel=4)  # (PyTorch's words)
         if attn_mask is not None:
             if attn_mask.shape not in ((T, S), (B * self.num_heads, T, S)):
                 raise F.ArgumentError(f"MultiheadAttention: attn_mask of shape "

@@ -884,3 +884,31 @@ def test_linear_with_a_vector_weight_is_a_product_with_it_as_torch(input_shape, 
         lambda: F.linear(x, w, mg.zeros(1, dtype=F64, device=device)),
         lambda: torch.nn.functional.linear(tx, tw, torch.zeros(1, dtype=torch.float64)),
         "linear", "weight", "(3,)")
+
+
+@needs_torch
+@pytest.mark.parametrize("kinds", [("bool", "float"), ("float", "bool"), ("bool", "bool"),
+                                   ("float", "float")])
+def test_mha_warns_of_masks_of_two_kinds_as_torch(kinds, device):
+    """A bool attn_mask with a float key_padding_mask (or the reverse) is deprecated in
+    PyTorch, which says so; the masks still combine, with the same numbers."""
+    m = make_mha(4, 2, device)
+    t = torch_mha_like(m)
+    q = np.random.randn(1, 3, 4)
+    (mq,), (tq,) = tensors([q], device, requires_grad=False)
+    attn = np.triu(np.ones((3, 3), bool), 1)
+    pad = np.array([[False, False, True]])
+    masks = [(a if kind == "bool" else np.where(a, -np.inf, 0.0)) for a, kind in
+             zip((attn, pad), kinds)]
+    caught = []
+    makers = ((mg, mq, lambda a: mg.tensor(a, device=device)), (torch, tq, torch.tensor))
+    for lib, x, make in makers:
+        module = m if lib is mg else t
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out, _ = module(x, x, x, attn_mask=make(masks[0]), key_padding_mask=make(masks[1]))
+        caught.append([str(w.message) for w in seen if "mismatched" in str(w.message)])
+        if lib is mg:
+            ours = out
+    assert caught[0] == caught[1] and len(caught[0]) == (kinds[0] != kinds[1])
+    assert_close(ours, out, rtol=1e-9, atol=1e-12)
