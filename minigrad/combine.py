@@ -13,14 +13,14 @@ _MISSING = object()  # an argument not given (where(condition) alone)
 def cat(tensors, dim=0):
     """Concatenate along an existing dim (dtypes promoted as PyTorch does). As in PyTorch,
     a 1-D empty tensor (shape (0,), such as ``tensor([])``) joins tensors of any shape: it
-    is skipped."""
+    adds nothing, but is still an input of the node and gets an empty gradient."""
     tensors = _promote_all(list(tensors), "cat")
-    kept = [t for t in tensors if t.shape != (0,)]
-    if kept and kept[0].ndim != 1:
-        tensors = kept
-    if any(t.ndim == 0 for t in tensors):
+    kept = [t for t in tensors if t.shape != (0,)] or tensors
+    if kept[0].ndim == 1:
+        kept = tensors  # (1-D tensors: the empty ones are joined as they are)
+    if any(t.ndim == 0 for t in kept):
         raise ShapeError("cat: zero-dimensional tensors cannot be concatenated")
-    return Cat.apply(*tensors, dim=_dim(tensors[0], dim))
+    return Cat.apply(*tensors, dim=_dim(kept[0], dim))
 
 
 def stack(tensors, dim=0):

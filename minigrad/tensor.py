@@ -6,6 +6,7 @@ Every differentiable method is either one ``Primitive`` from ``minigrad.ops`` (o
 """
 import builtins
 import math
+import warnings
 import weakref
 from collections import namedtuple
 
@@ -14,7 +15,7 @@ import numpy as np
 from . import backend, dtypes
 from .autograd import engine, forward_ad, graph
 from .autograd.grad_mode import STATE, no_grad
-from .autograd.function import ShapeError, _refresh_view
+from .autograd.function import ShapeError, _refresh_view, multiple_views_op
 from .autograd.graph import TensorBase
 from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _one_dim, _required_dim,
                         _shape_arg, _split_index)
@@ -26,6 +27,7 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, Co
                   Relu, Remainder, Reshape, Roll, SetItem, Sigmoid, Sign, Sin, Softmax, Split,
                   Sqrt, Squeeze, SqueezeDim, SqueezeDims, Sub, Sum, SumDim, Tanh,
                   ToDevice, Transpose, Unsqueeze, indexing_op, replay_view)
+from .ops.shape import Unbind
 from .fused import Gelu, GeluTanh
 from .autograd.function import Primitive, on_arrays, read_on_host
 
@@ -41,6 +43,12 @@ _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
 # what max(dim), min(dim), sort and topk return
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 _PY_SCALARS = (builtins.int, builtins.float, builtins.bool)
+_NON_LEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+    "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+    "instead.")
 _new = object.__new__
 
 
@@ -116,8 +124,12 @@ class Tensor(TensorBase):
 
     @property
     def grad(self):
-        """The gradient accumulated by backward (None until then)."""
-        return self._grad
+        """The gradient accumulated by backward (None until then). Reading it on a non-leaf
+        that did not call ``retain_grad()`` warns, as in PyTorch: backward never fills it."""
+        g = self._grad
+        if g is None and self.grad_fn is not None and not self.retains_grad:
+            warnings.warn(_NON_LEAF_GRAD, UserWarning, stacklevel=2)
+        return g
 
     @grad.setter
     def grad(self, value):
@@ -283,6 +295,23 @@ class Tensor(TensorBase):
         t._vc = self._shared_counter()
         return t
 
+    def detach_(self):
+        """Cut this tensor from the graph in place: it becomes a leaf that does not require
+        grad (a view cannot be, as in PyTorch). A node that saved it for backward refuses to
+        use it afterwards: its values no longer belong to the graph that saved them."""
+        if self._view_of is not None:
+            raise RuntimeError(f"detach_: can't detach views in-place (shape "
+                               f"{tuple(self.shape)}); use detach() instead")
+        if self.grad_fn is not None or self._requires_grad:
+            # the same memory in a new array object: a node that saved this tensor finds
+            # another array than it saved, and refuses it (SavedTensor.unpack)
+            self.data = self.data.view()
+            self._detached_in_place = True
+        self.grad_fn = None
+        self._requires_grad = False
+        self._out_idx = 0
+        return self
+
     def new_zeros(self, *size):
         return Tensor._make(backend.xp_of(self.data).zeros(_shape_arg(size), dtype=self.dtype))
 
@@ -307,28 +336,11 @@ class Tensor(TensorBase):
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (as PyTorch does)."""
-        if not self.requires_grad:
+        if not graph.starts_backward(self):
             raise RuntimeError("backward: this tensor does not require grad and has no grad_fn "
                                "(did it come from a no_grad block or from constants only?)")
         gradient = engine.root_grad(self, gradient, "backward")
-        if retain_graph is None:
-            retain_graph = create_graph
-        if inputs is None:
-            engine.run_backward([self], [gradient], retain_graph, create_graph)
-            return
-        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-        if not inputs:
-            raise RuntimeError("backward: the 'inputs' argument cannot be empty (leave it out "
-                               "to accumulate into every leaf)")
-        for i, t in enumerate(inputs):
-            if not t.requires_grad:
-                raise RuntimeError(f"backward: inputs[{i}] (shape {t.shape}) does not require "
-                                   "grad")
-        grads = engine.run_backward([self], [gradient], retain_graph, create_graph,
-                                    targets=inputs, allow_unused=True)
-        for t, g in zip(inputs, grads):
-            if g is not None:
-                engine.write_grad(t, g, create_graph)
+        engine.accumulate_grads([self], [gradient], retain_graph, create_graph, inputs)
 
     def retain_grad(self):
         """Keep ``.grad`` on this non-leaf tensor after backward (a no-op on leaves)."""
@@ -818,10 +830,15 @@ class Tensor(TensorBase):
                 raise ShapeError(f"expand: cannot expand shape {self.shape} to {target} "
                                  f"(dim {lead + i}: {n} is not 1 and differs from "
                                  f"{target[lead + i]})")
-        return self if target == self.shape else Expand.apply(self, shape=target)
+        return Expand.apply(self, shape=target)  # (a new view even of the same shape, as torch)
 
     def expand_as(self, other):
         return self.expand(other.shape)
+
+    def _expand_to(self, shape):
+        """``expand(shape)``, or this tensor itself where it has that shape already: for
+        minigrad's own rules, where a node that changes nothing is only a cost."""
+        return self if tuple(shape) == self.shape else self.expand(shape)
 
     def split(self, split_size_or_sections, dim=0):
         _check_not_0d(self, "split")
@@ -945,10 +962,10 @@ class Tensor(TensorBase):
         return self[(slice(None),) * d + (index.reshape(-1),)]
 
     def unbind(self, dim=0):
-        """The slices along ``dim``, each without that dim (views)."""
+        """The slices along ``dim``, each without that dim: views, all outputs of one node
+        (UnbindBackward0), as in PyTorch."""
         _check_not_0d(self, "unbind")
-        d = _dim(self, dim)
-        return tuple(self[(slice(None),) * d + (i,)] for i in range(self.shape[d]))
+        return Unbind.apply(self, dim=_dim(self, dim))
 
     def repeat(self, *sizes):
         """The tensor tiled ``sizes[k]`` times along dim k (new leading dims where ``sizes``
@@ -959,7 +976,7 @@ class Tensor(TensorBase):
                                f"as many as the dims of the tensor's shape {tuple(self.shape)}")
         shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
         pairs = self.reshape(tuple(v for n in shape for v in (1, n)))  # (1, n0, 1, n1, ...)
-        pairs = pairs.expand(tuple(v for r, n in zip(sizes, shape) for v in (r, n)))
+        pairs = pairs._expand_to(tuple(v for r, n in zip(sizes, shape) for v in (r, n)))
         return pairs.reshape(tuple(r * n for r, n in zip(sizes, shape)))
 
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -1191,11 +1208,11 @@ class Tensor(TensorBase):
         _check_writable(self, op)
         recording = _recording(self, *others)
         if recording:
-            _check_not_leaf(self, op)
-            if self._view_of is not None:
+            if self._view_of is not None:  # (PyTorch's first check, before the leaf's)
                 _check_view_writable(self, op)
-                if self._vc[0] != self._view_version:
-                    _refresh_view(self)
+            _check_not_leaf(self, op)
+            if self._view_of is not None and self._vc[0] != self._view_version:
+                _refresh_view(self)
             before = Tensor._make(on_arrays(_copy_of, data), self.requires_grad, self.grad_fn,
                                   self._out_idx)
             new = _fitted(self, op, compute(before), cast)
@@ -1555,13 +1572,13 @@ def _index_tensor(op, index, like, dim, allowed):
 
 def _check_view_writable(t, op):
     """PyTorch refuses an in-place change, recorded in a graph, of one of several views
-    made by one call (split, chunk)."""
-    source, view_op, _, i = t._view_of
-    if view_op is Split and source.requires_grad:
-        raise RuntimeError(f"{op}: output {i} of split is a view and is being modified "
-                           "inplace. This view is the output of a function that returns "
-                           "multiple views. Such functions do not allow the output views to "
-                           "be modified inplace: use an out-of-place op instead")
+    made by one call (split, chunk, unbind), or of a view of one."""
+    multi = multiple_views_op(t)
+    if multi is not None:
+        raise RuntimeError(f"{op}: {multi} is a view and is being modified inplace. This view "
+                           "is the output of a function that returns multiple views. Such "
+                           "functions do not allow the output views to be modified inplace: "
+                           "use an out-of-place op instead")
 
 
 def _recording(t, *others):
@@ -1648,7 +1665,11 @@ def _check_writable(t, op):
             f"(shape {tuple(t.shape)}, an expanded view) refers to a single memory "
             "location. Please clone() the tensor before performing the operation.")
     if t._made_without_grad and STATE.grad_enabled:
-        raise RuntimeError(f"{op}: a view was created in no_grad mode and is being modified "
+        what = "a view"
+        if t.grad_fn is not None:  # made with grad mode on, of a view made under no_grad
+            name = t.grad_fn.name().rstrip("0123456789").removesuffix("Backward")
+            what = f"output {t._out_idx} of {name} is a view of a view which"
+        raise RuntimeError(f"{op}: {what} was created in no_grad mode and is being modified "
                            "inplace with grad mode enabled; move both the view and the "
                            "in-place change inside the no_grad block, or both outside")
 

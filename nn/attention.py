@@ -161,7 +161,7 @@ class MultiheadAttention(Module):
                 (attn_mask.dtype == mg.bool) != (key_padding_mask.dtype == mg.bool):
             warnings.warn("Support for mismatched key_padding_mask and attn_mask is "
                           "deprecated. Use same type for both instead.", UserWarning,
-                          stacklevel=4)  # (PyTorch's words)
+                          stacklevel=5)  # (PyTorch's words; at the caller of the module)
         if attn_mask is not None:
             if attn_mask.shape not in ((T, S), (B * self.num_heads, T, S)):
                 raise F.ArgumentError(f"MultiheadAttention: attn_mask of shape "

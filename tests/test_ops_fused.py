@@ -499,8 +499,8 @@ ERRORS = [
      ["linear", "(2, 2, 3)", "(3, 2)"]),
     ("linear_0d_input", lambda d: F.linear(t(d, ()), t(d, (2, 3))), mg.ShapeError,
      ["linear", "()", "(2, 3)"]),
-    ("linear_1d_weight", lambda d: F.linear(t(d, (2, 3)), t(d, (3,))), mg.ShapeError,
-     ["linear", "(2, 3)", "(3,)"]),
+    ("linear_1d_weight_with_bias", lambda d: F.linear(t(d, (2, 3)), t(d, (3,)), t(d, (1,))),
+     mg.ShapeError, ["linear", "(3,)", "(1,)"]),  # (without a bias it is x @ w, as torch's)
     ("linear_weight_dtype", lambda d: F.linear(t(d, (2, 3), np.float32), t(d, (4, 3))),
      RuntimeError, ["linear", "float32", "float64"]),  # a dtype mismatch, as torch's
     ("linear_input_dtype", lambda d: F.linear(t(d, (2, 3)), t(d, (4, 3), np.float32)),

@@ -41,6 +41,8 @@ def _all_finite(a):
 
 
 def check_forward(node, arrays, outs):
+    if not PROCESS.check_nan:
+        return
     if not all(_all_finite(a) for a in arrays):
         return  # the NaN/inf came from an input: an earlier op produced it
     for i, o in enumerate(outs):
@@ -52,6 +54,8 @@ def check_forward(node, arrays, outs):
 
 def check_backward(node, grads_in, grads_out):
     """Raise when ``node``'s backward made NaN/inf gradients out of finite ones."""
+    if not PROCESS.check_nan:
+        return
     if not all(g is None or _all_finite(g.data) for g in grads_in):
         return
     for i, g in enumerate(grads_out):
@@ -66,6 +70,8 @@ def check_seed(edges, grads):
     """Raise when a gradient given to backward has NaN values, naming the op it goes to
     (``edges``: ``graph.edge_to`` of each root). One that goes straight into a leaf's
     ``.grad`` runs no backward, and is not checked, as in PyTorch."""
+    if not PROCESS.check_nan:
+        return
     for (node, index), g in zip(edges, grads):
         if type(node) is AccumulateGrad or not _has_nan(g.data):
             continue

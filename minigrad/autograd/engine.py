@@ -98,6 +98,29 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
     return tuple(result)
 
 
+def accumulate_grads(roots, root_grads, retain_graph=None, create_graph=False, inputs=None):
+    """``backward()``: backpropagate ``root_grads`` from ``roots`` into the ``.grad`` of
+    every leaf, or, given ``inputs`` (tensors, leaves or not), of those alone."""
+    if retain_graph is None:
+        retain_graph = create_graph
+    if inputs is None:
+        run_backward(roots, root_grads, retain_graph, create_graph)
+        return
+    inputs = [inputs] if isinstance(inputs, TensorBase) else list(inputs)
+    if not inputs:
+        raise RuntimeError("backward: the 'inputs' argument cannot be empty (leave it out "
+                           "to accumulate into every leaf)")
+    for i, t in enumerate(inputs):
+        if not t.requires_grad:
+            raise RuntimeError(f"backward: inputs[{i}] (shape {t.shape}) does not require "
+                               "grad")
+    grads = run_backward(roots, root_grads, retain_graph, create_graph, targets=inputs,
+                         allow_unused=True)
+    for t, g in zip(inputs, grads):
+        if g is not None:
+            write_grad(t, g, create_graph)
+
+
 class _Pass:
     """The state of one backward pass."""
 
@@ -194,23 +217,31 @@ class _Pass:
                 node.release()
 
     def prepare(self, node, grads):
-        """The less common steps before a node runs: zeros for unused outputs of a
-        multi-output op, tensor hooks, retain_grad, and the gradients mg.grad asked for."""
-        proto = next(g for g in grads if g is not None)
+        """The less common steps before a node runs: tensor hooks (output by output, in the
+        order their first hook was registered, as PyTorch), retain_grad, and the gradients
+        mg.grad asked for, then zeros for the unused outputs of a multi-output op. An
+        unused output's hooks see None, its ``.grad`` stays None and mg.grad finds no
+        gradient for it, as in PyTorch; only the node's backward gets the zeros."""
+        if node._pre_hooks:
+            for i, hooks in node._pre_hooks.items():
+                if hooks:
+                    if grads[i] is not None:
+                        self.hand_out(grads[i])
+                    grads[i] = _run_hooks(hooks, grads[i])
         for i, g in enumerate(grads):
-            if g is None:  # an unused output of a multi-output op: its gradient is zero
-                shape, dtype = node.output_meta[i]
-                grads[i] = g = proto._make(node.xp.zeros(shape, dtype))
-            hooks = node._pre_hooks and node._pre_hooks.get(i)
-            if hooks:
-                self.hand_out(g)
-                grads[i] = g = _run_hooks(hooks, g)
+            if g is None:
+                continue
             if node._retained and i in node._retained:
                 self.hand_out(g)
                 _retain(node._retained[i](), g, self.create_graph)
             for k in self.wanted.get((node, i), ()):
                 self.hand_out(g)
                 self.captured[k] = g
+        proto = next(g for g in grads if g is not None)
+        for i, g in enumerate(grads):
+            if g is None:  # an unused output of a multi-output op: its gradient is zero
+                shape, dtype = node.output_meta[i]
+                grads[i] = proto._make(node.xp.zeros(shape, dtype))
 
     def accumulate(self, node, g):
         """A leaf's total gradient: its hooks, then into ``.grad`` (or to the caller)."""
@@ -273,10 +304,16 @@ def _reduce_to(grad, shape, dtype, node, i):
 
 
 def _run_hooks(hooks, grad):
+    """Call each hook on the gradient in turn; a non-None return replaces it. An unused
+    output's gradient is None: its hooks are called with None and may not replace it."""
     for hook in hooks:
         new = hook(grad)
         if new is not None:
             name = getattr(hook, "__name__", type(hook).__name__)
+            if grad is None:
+                raise RuntimeError(f"hook '{name}' can't replace a None gradient with a "
+                                   f"non-None value (it returned shape {tuple(new.shape)} for "
+                                   "an output that gets no gradient)")
             if tuple(new.shape) != tuple(grad.shape):
                 raise RuntimeError(f"hook '{name}' has changed the size of value: it returned "
                                    f"shape {tuple(new.shape)} for a gradient of shape "
@@ -320,7 +357,7 @@ def write_grad(t, g, create_graph, owned=False):
     if capture is not None and not create_graph:
         capture.write_grad(t, g.data, owned)
         return
-    old = t.grad
+    old = t._grad
     if create_graph:
         t._grad = g if old is None else old + g
     elif old is None:

@@ -66,6 +66,9 @@ class Function(Node):
     _to_save = _non_diff = None
     _raw = False   # True for Primitive: forward sees arrays instead of Tensors
     view = False   # True for ops whose output shares its input's memory (see aliases)
+    # True for a view op with several outputs (split, unbind): as in PyTorch, none of them
+    # may change in place while recorded, nor be used after its base changed
+    multiple_views = False
     number_edge = False  # None where a number stands for a tensor operand (x + 2, as torch)
     xp = backend.np  # the array module of the inputs (set on the node only for CuPy)
 
@@ -144,8 +147,12 @@ class Function(Node):
                             target = a._accumulator
                             if target is None or target._data is not d:
                                 target = accumulator_of(a)
-                        edges.append((target, a._out_idx))
-                        needs.append(True)
+                        if target is not None:
+                            edges.append((target, a._out_idx))
+                            needs.append(True)
+                        else:  # a view made under no_grad: no gradient goes to it
+                            edges.append(None)
+                            needs.append(False)
                 elif grad_mode:
                     edges.append(None if d.dtype.kind in "fc" else False)
                     needs.append(False)
@@ -300,7 +307,10 @@ def _link_views(cls, params, source, results):
     counter = source._vc
     if counter is None:
         counter = source._vc = [0]
-    without_grad = source._requires_grad and not STATE.grad_enabled
+    # Made under no_grad of a tensor that requires grad (or from such a view), a view
+    # requires grad too, as in PyTorch, but no gradient flows through it into its source
+    without_grad = source._made_without_grad or (
+        source._requires_grad and not STATE.grad_enabled)
     i = 0
     for r in results:
         r._vc = counter
@@ -308,18 +318,50 @@ def _link_views(cls, params, source, results):
         r._view_version = counter[0]
         if without_grad:
             r._made_without_grad = True
+            r._requires_grad = True
         i += 1
 
 
 def _refresh_view(view):
     """Redo a view's history after its base was changed in place (its memory is already
-    right, but its grad_fn still reads from the base's old node), as PyTorch does."""
+    right, but its grad_fn still reads from the base's old node), as PyTorch does. PyTorch
+    refuses to for a view made under no_grad and for an output of split or unbind."""
     source, cls, params, i = view._view_of
+    if view._requires_grad or view._base._requires_grad:
+        if view._made_without_grad:
+            raise RuntimeError(
+                "a view was created in no_grad mode and its base or another view of its base "
+                f"has been modified inplace (view shape {tuple(view.data.shape)}); move both "
+                "the view and the in-place change inside the no_grad block, or both outside")
+        multi = multiple_views_op(view)
+        if multi is not None:
+            raise RuntimeError(
+                f"{multi} is a view and its base or another view of its base has been "
+                "modified inplace. This view is the output of a function that returns "
+                "multiple views. Such functions do not allow the output views to be "
+                "modified inplace: use an out-of-place op instead")
     view._view_version = view._vc[0]
     out = cls.apply(source, **params)  # refreshes ``source`` first if it is a view too
     out = out[i] if type(out) is tuple else out
     view._requires_grad, view.grad_fn, view._out_idx = out._requires_grad, out.grad_fn, \
         out._out_idx
+
+
+def multiple_views_op(view):
+    """The words "output i of Name" for a view that is (a view of) an output of split or
+    unbind, as PyTorch names it in its errors (after the view's own node, or the op that
+    made it where no graph was recorded); None for any other view."""
+    t = view
+    while t._view_of is not None:
+        source, cls, _, i = t._view_of
+        if cls.multiple_views:
+            node = view.grad_fn
+            name = cls.node_type.__name__ if node is None else node.name()
+            if node is not None:
+                i = view._out_idx
+            return f"output {i} of {name.rstrip('0123456789').removesuffix('Backward')}"
+        t = source
+    return None
 
 
 def _with_op_name(cls, error, arrays):

@@ -24,7 +24,7 @@ class _Process:
     path, so the fast path pays for all of them with one check. It is kept up to date on
     every change of the other two.
     """
-    __slots__ = ("anomaly", "watchers", "watched")
+    __slots__ = ("anomaly", "check_nan", "watchers", "watched")
 
     def __setattr__(self, name, value):
         object.__setattr__(self, name, value)
@@ -35,6 +35,7 @@ class _Process:
 STATE = _State()
 PROCESS = _Process()
 object.__setattr__(PROCESS, "watchers", ())
+object.__setattr__(PROCESS, "check_nan", True)  # anomaly mode's NaN/inf checks (check_nan=)
 PROCESS.anomaly = False
 
 
@@ -44,6 +45,11 @@ def is_grad_enabled():
 
 def is_anomaly_enabled():
     return PROCESS.anomaly
+
+
+def is_anomaly_check_nan_enabled():
+    """Whether anomaly mode, when on, raises on NaN/inf (``detect_anomaly(check_nan=)``)."""
+    return PROCESS.check_nan
 
 
 class _Mode:
@@ -144,6 +150,27 @@ class detect_anomaly(_Mode):
 
     While active every op records where the user's code created it, so the error can say
     which operation produced the first NaN/inf and where. It slows every op down: use it to
-    debug, not to train.
+    debug, not to train. With ``check_nan=False`` the ops still record where they were
+    created, but nothing is checked, as PyTorch's.
     """
     _flag, _value, _modes = "anomaly", True, PROCESS
+
+    def __new__(cls, check_nan=True):
+        if callable(check_nan):  # bare @detect_anomaly
+            return cls()(check_nan)
+        return object.__new__(cls)
+
+    def __init__(self, check_nan=True):
+        self.check_nan = bool(check_nan)
+
+    def __enter__(self):
+        self._prev_check_nan = PROCESS.check_nan
+        PROCESS.check_nan = self.check_nan
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        PROCESS.check_nan = self._prev_check_nan
+        return super().__exit__(*exc)
+
+    def _clone(self):
+        return type(self)(self.check_nan)

@@ -24,13 +24,20 @@ FREED_MESSAGE = (
 
 def edge_to(t):
     """The edge that carries a gradient to tensor ``t`` (which requires grad): the pair
-    (node that made ``t``, which of its outputs ``t`` is), or (the leaf's AccumulateGrad, 0).
-    The input's shape and dtype, which its gradient must have, are the node's
-    ``output_meta[index]``."""
+    (node that made ``t``, which of its outputs ``t`` is), or (the leaf's AccumulateGrad, 0);
+    (None, 0) for a view made under no_grad, to which no gradient goes. The input's shape
+    and dtype, which its gradient must have, are the node's ``output_meta[index]``."""
     node = t.grad_fn
     if node is None:  # a leaf: its gradient goes to its AccumulateGrad
         node = accumulator_of(t)
     return (node, t._out_idx)
+
+
+def starts_backward(t):
+    """Whether a backward pass can start from ``t``: it requires grad and a gradient can
+    reach a node from it (not so from a view made under no_grad, which has no grad_fn and
+    no AccumulateGrad, although it requires grad)."""
+    return t.requires_grad and (t.grad_fn is not None or not t._made_without_grad)
 
 
 def accumulator_of(leaf):
@@ -38,6 +45,8 @@ def accumulator_of(leaf):
     (told when the leaf's ``.data`` was replaced, which may change its shape or dtype)."""
     node = leaf._accumulator
     if node is None:
+        if leaf._made_without_grad:
+            return None  # a view made under no_grad: no gradient goes to it (as PyTorch)
         node = leaf._accumulator = AccumulateGrad(leaf)
     elif node._data is not leaf.data:
         node.watch(leaf.data)
@@ -181,6 +190,11 @@ class SavedTensor(namedtuple("SavedTensor", "tensor array output counter version
     def unpack(self, node):
         t = self.tensor
         if t is not None:
+            if t.data is not self.array and t._detached_in_place:
+                raise RuntimeError(
+                    f"trying to use a saved tensor (shape {tuple(self.array.shape)}, saved by "
+                    f"{node.name()}) that has been detached in-place with detach_(): use "
+                    "out-of-place detach() instead")
             if t.data is not self.array:
                 raise RuntimeError(
                     f"a tensor (shape {tuple(self.array.shape)}) that {node.name()} saved for "
@@ -235,6 +249,7 @@ class TensorBase:
     _view_of = None    # for a view: (source tensor, view op, its params, output index)
     _view_version = 0  # for a view: the version its grad_fn was recorded at
     _made_without_grad = False  # a view made under no_grad of a tensor that requires grad
+    _detached_in_place = False  # detach_() cut it from the graph that may have saved it
     _accumulator = None  # a leaf's AccumulateGrad, once an op has recorded an edge to it
     _hooks = None      # gradient hooks of a leaf
     _output_class = None  # the class of the tensors that ops make from this one

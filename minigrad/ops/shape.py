@@ -1,5 +1,5 @@
-"""Shape primitives: reshape, permute, expand, indexing, embedding, cat and split, flip and
-roll.
+"""Shape primitives: reshape, permute, expand, indexing, embedding, cat, split and unbind,
+flip and roll.
 
 Each is linear, so its tangent (``jvp``, forward mode) is the op applied to the tangent.
 Everything else that moves data around (view, flatten, chunk, ...) is one of these in the
@@ -105,6 +105,11 @@ class Expand(Primitive):
 
     @staticmethod
     def forward(ctx, x, shape):
+        lead = len(shape) - x.ndim
+        if shape[lead:] == x.shape and all(n == 1 for n in shape[:lead]):
+            # no element repeated: a plain view, writable as PyTorch's (NumPy's
+            # broadcast_to makes every result read-only)
+            return x[(None,) * lead + (Ellipsis,)]
         return ctx.xp.broadcast_to(x, shape)
 
     @staticmethod
@@ -276,15 +281,34 @@ class EmbeddingDenseBackward(Primitive):
 
 
 class Cat(Primitive):
-    """out = concatenate(xs, dim);  dxs = grad split at the inputs' sizes along dim"""
+    """out = concatenate(xs, dim);  dxs = grad split at the inputs' sizes along dim
+
+    As in PyTorch, a 1-D empty x (shape (0,)) among tensors of more dims is left out of
+    the concatenation but stays an input: its gradient is empty too."""
     @staticmethod
     def forward(ctx, *xs, dim):
-        ctx.sizes = tuple(x.shape[dim] for x in xs)
-        return ctx.xp.concatenate(xs, axis=dim)
+        parts = xs
+        for x in xs:
+            if x.shape == (0,):
+                parts = [a for a in xs if a.shape != (0,)]
+                if not parts or parts[0].ndim == 1:
+                    parts = xs
+                break
+        if parts is xs:
+            ctx.sizes = tuple(x.shape[dim] for x in xs)
+        else:
+            ctx.sizes = tuple(None if x.shape == (0,) else x.shape[dim] for x in xs)
+        return ctx.xp.concatenate(parts, axis=dim)
 
     @staticmethod
     def backward(ctx, grad):
-        return Split.apply(grad, sizes=ctx.sizes, dim=ctx.params["dim"])
+        sizes, dim = ctx.sizes, ctx.params["dim"]
+        if None not in sizes:
+            return Split.apply(grad, sizes=sizes, dim=dim)
+        pieces = iter(Split.apply(grad, sizes=tuple(n for n in sizes if n is not None),
+                                  dim=dim))
+        empty = grad._make(ctx.xp.zeros((0,), grad.dtype))  # a left-out input's gradient
+        return tuple(empty if n is None else next(pieces) for n in sizes)
 
     @staticmethod
     def jvp(ctx, *dxs):  # inputs without a tangent contribute zeros
@@ -310,7 +334,7 @@ class Stack(Cat):
 
 class Split(Primitive):
     """outs = x split into pieces of sizes along dim (views);  dx = cat(grads, dim)"""
-    view = True
+    view = multiple_views = True
 
     node_name = "SplitBackward0"
 
@@ -332,6 +356,27 @@ class Split(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return Split.apply(dx, **ctx.params)
+
+
+class Unbind(Primitive):
+    """outs = the slices of x along dim, each without that dim (views);  dx = stack(grads,
+    dim)"""
+    view = multiple_views = True
+
+    node_name = "UnbindBackward0"
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        lead = (slice(None),) * dim
+        return tuple(x[lead + (i, Ellipsis)] for i in range(x.shape[dim]))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return Stack.apply(*grads, dim=ctx.params["dim"])
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Unbind.apply(dx, **ctx.params)
 
 
 class Flip(Primitive):

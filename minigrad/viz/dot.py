@@ -229,7 +229,7 @@ def _tensor_lines(d, ctx):
     lines.append(_small(f"{shape_text(t.shape)} {t.dtype} · {t.device}"))
     if ctx["show_values"] and t.data.size <= SMALL:
         lines.append(_html("= " + values_text(t.data)))
-    if ctx["show_grad"] and (d.kind in ("param", "leaf") or t.grad is not None):
+    if ctx["show_grad"] and (d.kind in ("param", "leaf") or t._grad is not None):
         lines += _grad_lines(ctx["grads"][d.key], per_block=len(d.items) > 1)
     return lines
 
@@ -254,7 +254,7 @@ def _grads(d, ctx):
         paths = [d.path] if d.repeat is None else run_members(d.path, d.repeat)
         return [_combine([grad_stats(p.grad) for p in tree.modules[p].parameters()])
                 for p in paths]
-    return [grad_stats(i.tensor.grad) for i in d.items if i.tensor is not None]
+    return [grad_stats(i.tensor._grad) for i in d.items if i.tensor is not None]
 
 
 def _combine(stats):

@@ -194,7 +194,7 @@ class _PageData:
         for key, record in zip(self.view.graph.items, self.items):
             t = self.view.graph.items[key].tensor
             if t is not None and record["k"] != "const":
-                record["grad"] = [summary(None if t.grad is None else t.grad.data)]
+                record["grad"] = [summary(None if t._grad is None else t._grad.data)]
         for g in self.groups[1:]:
             g["gnorm"] = _group_grad_norm(self.tree, g)
 
