@@ -312,17 +312,29 @@ class Tensor(TensorBase):
         self._out_idx = 0
         return self
 
-    def new_zeros(self, *size):
-        return Tensor._make(backend.xp_of(self.data).zeros(_shape_arg(size), dtype=self.dtype))
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        """Zeros of ``size``, of this tensor's dtype and device unless given (as the other
+        ``new_*``)."""
+        return self._new("zeros", _shape_arg(size), dtype, device, requires_grad)
 
-    def new_ones(self, *size):
-        return Tensor._make(backend.xp_of(self.data).ones(_shape_arg(size), dtype=self.dtype))
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return self._new("ones", _shape_arg(size), dtype, device, requires_grad)
 
-    def new_empty(self, *size):
-        return Tensor._make(backend.xp_of(self.data).empty(_shape_arg(size), dtype=self.dtype))
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        return self._new("empty", _shape_arg(size), dtype, device, requires_grad)
 
-    def new_full(self, size, fill_value):
-        return Tensor._make(backend.xp_of(self.data).full(size, fill_value, dtype=self.dtype))
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+        return self._new("full", _shape_arg((size,)), dtype, device, requires_grad,
+                         fill_value)
+
+    def _new(self, kind, shape, dtype, device, requires_grad, *fill):
+        if dtype is None and device is None and not requires_grad:  # (the engine's calls)
+            xp = backend.xp_of(self.data)
+            return Tensor._make(getattr(xp, kind)(shape, *fill, dtype=self.dtype))
+        from . import creation
+        return getattr(creation, kind)(shape, *fill, dtype=self.dtype if dtype is None else dtype,
+                                       device=self.device if device is None else device,
+                                       requires_grad=requires_grad)
 
     # --- autograd -------------------------------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
@@ -977,7 +989,8 @@ class Tensor(TensorBase):
         shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
         pairs = self.reshape(tuple(v for n in shape for v in (1, n)))  # (1, n0, 1, n1, ...)
         pairs = pairs._expand_to(tuple(v for r, n in zip(sizes, shape) for v in (r, n)))
-        return pairs.reshape(tuple(r * n for r, n in zip(sizes, shape)))
+        out = pairs.reshape(tuple(r * n for r, n in zip(sizes, shape)))
+        return out.clone() if builtins.all(r == 1 for r in sizes) else out  # never a view
 
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         """Elementwise ``|self - other| <= atol + rtol * |other|`` (bool), as PyTorch."""
@@ -1550,7 +1563,7 @@ def _trunc_divide(x, y):
     xp = backend.xp_of(x if _is_array(x) else y)
     q = xp.floor_divide(x, y)
     fix = (xp.remainder(x, y) != 0) & ((xp.asarray(x) < 0) != (xp.asarray(y) < 0))
-    return q + fix.astype(q.dtype)
+    return xp.asarray(q + fix.astype(q.dtype))  # (an array even of 0-d operands)
 
 
 def _index_tensor(op, index, like, dim, allowed):

@@ -469,3 +469,42 @@ def test_a_leaf_that_stopped_requiring_grad_gets_no_grad_but_its_hooks_run(devic
         x.requires_grad_(False)
         y.backward()
         assert x.grad is None and len(seen) == 1
+
+
+@needs_torch
+@pytest.mark.parametrize("op", ["matmul", "mm_t", "bmm", "linear", "linear_3d"])
+def test_a_weight_changed_in_place_after_forward_is_fine_when_its_gradient_does_not_read_it(
+        op, device):
+    """Products keep only what a gradient reads, as PyTorch: with an input that needs no
+    gradient, the weight is not kept, so changing it in place (an optimiser's update under
+    no_grad) before backward is no error, and the weight's gradient is the same."""
+    def run(M, On_):
+        p = On_.ones(2, 3, dtype=M.float64, requires_grad=True) if op != "bmm" else \
+            On_.ones(2, 3, 3, dtype=M.float64, requires_grad=True)
+        x = On_.tensor(np.arange(12.0).reshape(4, 3)) if op != "bmm" else \
+            On_.tensor(np.arange(12.0).reshape(2, 2, 3))
+        nnf = M.nn.functional
+        out = {"matmul": lambda: x @ p.T, "mm_t": lambda: x.mm(p.t()),
+               "bmm": lambda: x.bmm(p), "linear": lambda: nnf.linear(x, p),
+               "linear_3d": lambda: nnf.linear(x.reshape(2, 2, 3), p)}[op]()
+        with M.no_grad():
+            p.mul_(0.5)
+        out.sum().backward()
+        return p.grad.numpy()
+    np.testing.assert_array_equal(run(mg, On(mg, device)), run(torch, torch))
+
+
+@needs_torch
+def test_repeat_by_ones_is_a_copy_and_new_tensors_take_dtype_device_and_grad(device):
+    for M in (On(mg, device), torch):
+        x = M.tensor([1.0, 2.0, 3.0])
+        x.repeat(1).mul_(10)
+        x.reshape(1, 3).repeat(1, 1).mul_(10)
+        assert x.tolist() == [1.0, 2.0, 3.0]
+        z = x.new_zeros(2, dtype=M.int64)
+        o = x.new_ones((2, 2), requires_grad=True)
+        f = x.new_full((2,), 7, dtype=M.float64)
+        assert str(z.dtype).endswith("int64") and o.requires_grad and f.tolist() == [7.0, 7.0]
+        assert str(f.dtype).endswith("float64") and x.new_empty(0, 3).shape == (0, 3)
+        q = M.tensor(7).div(M.tensor(-2), rounding_mode="trunc")
+        assert q.item() == -3 and repr(q + 1) == repr(M.tensor(-2))

@@ -222,12 +222,13 @@ def test_render_rejects_unknown_or_conflicting_formats(tmp_path, device):
 
 def test_graph_memory_counts_what_each_node_saved(device):
     w = mg.randn(32, 16, device=device, requires_grad=True)
-    x = mg.randn(8, 32, device=device)
+    x = mg.randn(8, 32, device=device, requires_grad=True)
     loss = ((x @ w).tanh() + 1.0).sum()
     mem = viz.graph_memory(loss)
-    # matmul keeps both inputs, tanh its output; add and sum keep nothing
+    # matmul keeps both inputs (each for the other's gradient), tanh its output; add and
+    # sum keep nothing
     assert mem.total == x.numpy().nbytes + w.numpy().nbytes + 8 * 16 * 4
-    assert (mem.buffers, mem.leaf_bytes) == (3, w.numpy().nbytes)
+    assert (mem.buffers, mem.leaf_bytes) == (3, x.numpy().nbytes + w.numpy().nbytes)
     by_name = {r.node.name(): r for r in mem.rows}
     assert by_name["TanhBackward0"].nbytes == 8 * 16 * 4
     assert by_name["MmBackward0"].nbytes == (8 * 32 + 32 * 16) * 4
@@ -241,6 +242,10 @@ def test_graph_memory_counts_what_each_node_saved(device):
     loss.backward()
     after = viz.graph_memory(loss)
     assert after.freed and after.total == 0 and "freed" in str(after)
+    # an input that needs no gradient: matmul keeps only it, for the weight's gradient
+    alone = viz.graph_memory(((x.detach() @ w).tanh() + 1.0).sum())
+    mm = {r.node.name(): r for r in alone.rows}["MmBackward0"]
+    assert [a.shape for a in mm.saved] == [(8, 32)] and mm.nbytes == 8 * 32 * 4
 
 
 def test_graph_memory_of_a_model_counts_shared_buffers_once(device):

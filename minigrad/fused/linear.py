@@ -36,7 +36,8 @@ class Linear(Primitive):
         if bias is not None and bias.shape != weight.shape[:1]:
             raise ShapeError(f"linear: bias of shape {tuple(bias.shape)} does not fit a weight "
                              f"of shape {tuple(weight.shape)}")
-        ctx.save_for_backward(x, weight)
+        needs = ctx.needs_input_grad  # keep only what a gradient needs, as PyTorch
+        ctx.save_for_backward(x if needs[1] else None, weight if needs[0] else None)
         rows = math.prod(x.shape[:-1])  # (not reshape(-1, in): in may be 0)
         out = ctx.xp.matmul(x.reshape(rows, x.shape[-1]), weight.T)         # (rows, out)
         if bias is not None:
@@ -48,11 +49,11 @@ class Linear(Primitive):
         x, weight = ctx.saved_tensors
         needs = ctx.needs_input_grad
         if not STATE.grad_enabled:  # no graph to build: the same products on raw arrays
-            grads = on_arrays(_linear_backward, ctx.xp, grad.data, x.data, weight.data, needs)
+            grads = on_arrays(_linear_backward, ctx.xp, grad.data, _data(x), _data(weight), needs)
             return tuple(None if g is None else grad._make(g) for g in grads[:len(needs)])
-        n = math.prod(x.shape[:-1])
+        n = math.prod(grad.shape[:-1])
         rows = grad.reshape(n, grad.shape[-1])                               # (rows, out)
-        dx = (rows @ weight).reshape(x.shape) if needs[0] else None
+        dx = (rows @ weight).reshape(grad.shape[:-1] + weight.shape[1:]) if needs[0] else None
         dw = rows.T @ x.reshape(n, x.shape[-1]) if needs[1] else None
         db = rows.sum(0) if len(needs) > 2 and needs[2] else None
         return dx, dw, db
@@ -64,12 +65,17 @@ class Linear(Primitive):
                            None if dw is None else Linear.apply(x, dw), db)
 
 
+def _data(t):
+    return None if t is None else t.data
+
+
 def _linear_backward(xp, grad, x, weight, needs):
     """``Linear.backward`` on raw arrays, the same array calls as its Tensor ops make (so
-    the same bits): (dx, dW, db), None where ``needs`` says no gradient is wanted."""
-    n = math.prod(x.shape[:-1])
+    the same bits): (dx, dW, db), None where ``needs`` says no gradient is wanted (and x
+    or weight, which only the other's gradient reads, may be None then)."""
+    n = math.prod(grad.shape[:-1])
     rows = grad.reshape(n, grad.shape[-1])
-    dx = xp.matmul(rows, weight).reshape(x.shape) if needs[0] else None
+    dx = xp.matmul(rows, weight).reshape(grad.shape[:-1] + weight.shape[1:]) if needs[0] else None
     dw = xp.matmul(rows.T, x.reshape(n, x.shape[-1])) if needs[1] else None
     db = None
     if len(needs) > 2 and needs[2]:

@@ -16,8 +16,9 @@ class MatMul(Primitive):
         if x.shape[-1] != y.shape[-2]:
             raise ShapeError(f"matmul: shapes {tuple(x.shape)} and {tuple(y.shape)} "
                              "are not aligned")
-        ctx.save_for_backward(x, y)
-        return ctx.xp.matmul(x, y)
+        needs = ctx.needs_input_grad  # keep only what a gradient needs, as PyTorch (so a
+        ctx.save_for_backward(x if needs[1] else None, y if needs[0] else None)  # weight
+        return ctx.xp.matmul(x, y)  # changed in place before backward is no one's concern)
 
     @staticmethod
     def backward(ctx, grad):
