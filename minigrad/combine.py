@@ -5,7 +5,7 @@ from . import dtypes
 from .arguments import _dim
 from .autograd.function import ShapeError
 from .ops import Cat, Stack, Where
-from .tensor import Tensor, as_array, as_tensor, _operands
+from .tensor import Tensor, as_array, as_tensor, _checked_number, _operands
 
 _MISSING = object()  # an argument not given (where(condition) alone)
 
@@ -46,6 +46,9 @@ def where(condition, input=_MISSING, other=_MISSING):
     if input is _MISSING or other is _MISSING:
         raise TypeError("where() takes the condition alone, or the condition, input and "
                         "other: got input or other without the other one")
+    for t, v in ((input, other), (other, input)):  # a number out of an integer tensor's
+        if isinstance(t, Tensor) and not isinstance(v, Tensor):  # range: refused, as PyTorch
+            _checked_number(v, t.data.dtype, "where")
     if isinstance(input, Tensor):
         input, other = _operands(input, other)
     elif isinstance(other, Tensor):

@@ -275,6 +275,12 @@ def _randint(op, low, high, size, dtype, device, requires_grad):
     if not low < high:
         raise RuntimeError(f"{op}: random_ expects 'from' to be less than 'to', but got "
                            f"from={low} >= to={high}")
+    if dtype.kind in "iu":  # every value must be one of the dtype's, as PyTorch checks
+        info = np.iinfo(dtype)
+        for name, v in (("from (low)", low), ("to - 1 (high - 1)", high - 1)):
+            if not info.min <= v <= info.max:
+                raise RuntimeError(f"{op}: {name} = {v} is out of bounds for {dtype} "
+                                   f"([{info.min}, {info.max}])")
     arr = backend.generator().integers(low, high, _new_shape(op, (size,)), dtype=np.int64)
     return Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad)
 

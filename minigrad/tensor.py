@@ -15,7 +15,7 @@ import numpy as np
 from . import backend, dtypes
 from .autograd import engine, forward_ad, graph
 from .autograd.grad_mode import STATE, no_grad
-from .autograd.function import ShapeError, _refresh_view, multiple_views_op
+from .autograd.function import ShapeError, _new_history, _refresh_view, multiple_views_op
 from .autograd.graph import TensorBase
 from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _one_dim, _required_dim,
                         _shape_arg, _split_index)
@@ -1171,6 +1171,7 @@ class Tensor(TensorBase):
         integers: the view is overwritten, ``CopySlices``), or as an index put (index
         tensors)."""
         basic, advanced = _split_index(_index(index, self), self.ndim)
+        value = _wrapped(value, self.data.dtype, "__setitem__")  # (-1 into uint8: 255)
         if isinstance(value, (list, tuple)):
             value = np.asarray(value)  # host data (NumPy's dtypes), copied to the device below
         if _is_array(value):
@@ -1338,6 +1339,16 @@ def _wrapped(n, dtype, op=None):
     if op is not None and not low <= n <= high:
         raise RuntimeError(f"{op}: value {n} cannot be converted to {dtype} without overflow")
     return builtins.int(np.array(n, dtype=np.int64 if n < 2 ** 63 else np.uint64).astype(dtype))
+
+
+def _checked_number(n, dtype, op):
+    """A number as an operand of ``dtype`` where PyTorch checks that it fits (``where``'s
+    scalar operand): an int as ``_wrapped`` takes it; a finite float beyond float32's range
+    is a RuntimeError for float32 (PyTorch checks that one; float16 overflows to inf)."""
+    if type(n) is builtins.float and np.dtype(dtype) == np.float32 and math.isfinite(n) \
+            and abs(n) > np.finfo(np.float32).max:
+        raise RuntimeError(f"{op}: value {n} cannot be converted to {dtype} without overflow")
+    return _wrapped(n, dtype, op)
 
 
 def _checked_range(dtype):
@@ -1760,19 +1771,6 @@ def _rebase(t, new, written=None):
     view = replay_view(root, chain)
     _new_history(t, view.grad_fn, view._out_idx)
     t._view_version = t._vc[0]
-
-
-def _new_history(t, grad_fn, out_idx):
-    """Make ``t`` output ``out_idx`` of ``grad_fn`` (after an in-place op). A
-    ``retain_grad()`` made on its old node moves to the new one, so ``t.grad`` is the
-    gradient of t's new value, as in PyTorch."""
-    node, idx = t.grad_fn, t._out_idx
-    t._requires_grad, t.grad_fn, t._out_idx = True, grad_fn, out_idx
-    retained = None if node is None else node._retained
-    if not retained or idx not in retained or retained[idx]() is not t:
-        return
-    del retained[idx]
-    t.retain_grad()
 
 
 def _no_bool_input(t, op, error):

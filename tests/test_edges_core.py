@@ -1526,3 +1526,46 @@ def test_var_and_std_gradients_at_their_edges_as_torch(op, case, device):
     assert ours.grad_fn.name() == theirs.grad_fn.name()
     np.testing.assert_array_equal(ours.numpy(), theirs.detach().numpy())
     np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-15)
+
+
+@pytest.mark.parametrize("case", ["where_int8_300", "where_int8_100", "where_first_300",
+                                  "where_int32_2_40", "where_uint8_minus_1", "where_f32_1e40",
+                                  "where_f16_7e4", "where_f32_inf", "set_uint8_minus_1",
+                                  "set_uint8_300", "set_uint8_mask", "set_uint8_index",
+                                  "set_f16_1e5", "randint_int32_high", "randint_uint8_low",
+                                  "randint_uint8_256", "randint_uint8_257", "randint_int8_low"])
+def test_numbers_that_do_not_fit_a_dtype_as_torch(case, device):
+    """A number out of an integer dtype's range: refused by where, setitem and randint as by
+    PyTorch, and wrapped where PyTorch wraps it (-1 into uint8 is 255)."""
+    def run(M, On_):
+        c = On_.tensor([True, False])
+
+        def setitem(dtype, index, value):
+            x = On_.zeros(2, dtype=dtype)
+            x[index(x) if callable(index) else index] = value
+            return x
+        return _outcome({
+            "where_int8_300": lambda: M.where(c, On_.zeros(2, dtype=M.int8), 300),
+            "where_int8_100": lambda: M.where(c, On_.zeros(2, dtype=M.int8), 100),
+            "where_first_300": lambda: M.where(c, 300, On_.zeros(2, dtype=M.int8)),
+            "where_int32_2_40": lambda: M.where(c, On_.zeros(2, dtype=M.int32), 2 ** 40),
+            "where_uint8_minus_1": lambda: M.where(c, On_.zeros(2, dtype=M.uint8), -1),
+            "where_f32_1e40": lambda: M.where(c, On_.zeros(2), 1e40),
+            "where_f16_7e4": lambda: M.where(c, On_.zeros(2, dtype=M.float16), 7e4),
+            "where_f32_inf": lambda: M.where(c, On_.zeros(2), float("inf")),
+            "set_uint8_minus_1": lambda: setitem(M.uint8, 0, -1),
+            "set_uint8_300": lambda: setitem(M.uint8, 0, 300),
+            "set_uint8_mask": lambda: setitem(M.uint8, lambda x: x == 0, -1),
+            "set_uint8_index": lambda: setitem(M.uint8, On_.tensor([1]), -2),
+            "set_f16_1e5": lambda: setitem(M.float16, 0, 1e5),
+            "randint_int32_high": lambda: M.randint(0, 2 ** 40, (3,), dtype=M.int32).shape,
+            "randint_uint8_low": lambda: M.randint(-1, 3, (3,), dtype=M.uint8).shape,
+            "randint_uint8_256": lambda: M.zeros(M.randint(0, 256, (3,), dtype=M.uint8).shape),
+            "randint_uint8_257": lambda: M.randint(0, 257, (3,), dtype=M.uint8).shape,
+            "randint_int8_low": lambda: M.randint(-129, 0, (3,), dtype=M.int8).shape,
+        }[case])
+    ours, theirs = run(mg, On(mg, device)), run(torch, torch)
+    if case.startswith("randint") and not isinstance(theirs, type):
+        assert not isinstance(ours, type), ours
+        return
+    _same(ours, theirs)

@@ -508,3 +508,15 @@ def test_repeat_by_ones_is_a_copy_and_new_tensors_take_dtype_device_and_grad(dev
         assert str(f.dtype).endswith("float64") and x.new_empty(0, 3).shape == (0, 3)
         q = M.tensor(7).div(M.tensor(-2), rounding_mode="trunc")
         assert q.item() == -3 and repr(q + 1) == repr(M.tensor(-2))
+
+
+@needs_torch
+def test_retain_grad_on_a_view_survives_an_in_place_change_of_its_base(device):
+    for M in (On(mg, device), torch):
+        x = M.ones(2, 2, requires_grad=True)
+        h = x * 1
+        v = h[0]
+        v.retain_grad()
+        h.mul_(2)
+        (v * v).sum().backward()
+        assert v.grad.tolist() == [4.0, 4.0]

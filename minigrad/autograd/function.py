@@ -343,8 +343,20 @@ def _refresh_view(view):
     view._view_version = view._vc[0]
     out = cls.apply(source, **params)  # refreshes ``source`` first if it is a view too
     out = out[i] if type(out) is tuple else out
-    view._requires_grad, view.grad_fn, view._out_idx = out._requires_grad, out.grad_fn, \
-        out._out_idx
+    _new_history(view, out.grad_fn, out._out_idx, out._requires_grad)
+
+
+def _new_history(t, grad_fn, out_idx, requires_grad=True):
+    """Make ``t`` output ``out_idx`` of ``grad_fn`` (after an in-place op, or its base's).
+    A ``retain_grad()`` made on its old node moves to the new one, so ``t.grad`` is the
+    gradient of t's new value, as in PyTorch."""
+    node, idx = t.grad_fn, t._out_idx
+    t._requires_grad, t.grad_fn, t._out_idx = requires_grad, grad_fn, out_idx
+    retained = None if node is None else node._retained
+    if not retained or idx not in retained or retained[idx]() is not t:
+        return
+    del retained[idx]
+    t.retain_grad()
 
 
 def multiple_views_op(view):
