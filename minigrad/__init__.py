@@ -45,7 +45,8 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     logsumexp softmax log_softmax argmax argmin reshape transpose permute unsqueeze squeeze
     flatten expand split chunk masked_fill isnan isinf isfinite logical_and logical_or
     logical_not clone detach all any norm tril triu mm bmm gather index_select unbind isclose
-    allclose equal flip roll cumsum sort argsort topk multinomial nonzero""".split()
+    allclose equal flip roll cumsum sort argsort topk multinomial nonzero prod cumprod
+    masked_select tile repeat_interleave scatter scatter_add index_add""".split()
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name

@@ -20,8 +20,9 @@ from .autograd.graph import TensorBase
 from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _one_dim, _required_dim,
                         _shape_arg, _split_index)
 from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, CopySlices,
-                  Cumsum, Div, Erf, Exp, Expand, Flip, FloorDivide, GetItem, Log, LogSoftmax,
-                  MaskedFill, Rsub, ScalarPow, Std, TensorPow, Var,
+                  Cumprod, Cumsum, Div, Erf, Exp, Expand, Flip, FloorDivide, GetItem,
+                  IndexAddAlong, Log, LogSoftmax, MaskedFill, MaskedSelect, Prod, ProdDim,
+                  Rsub, ScalarPow, Scatter, ScatterAdd, ScatterValue, Std, TensorPow, Var,
                   LogSumExp, MatMul, MatrixTranspose, Max, Maximum, MaxDim, Mean, MeanAll, Min,
                   Minimum, MinDim, Mm, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Reciprocal,
                   Relu, Remainder, Reshape, Roll, SetItem, Sigmoid, Sign, Sin, Softmax, Split,
@@ -651,6 +652,21 @@ class Tensor(TensorBase):
         dims = _dims(x, dim, axis)
         return op.apply(x, dims=dims, keepdim=_kd(keepdim, keepdims), count=_count(x, dims))
 
+    def prod(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+        """The product of the elements (along ``dim``, one int, when given). Integers and
+        bools are multiplied as int64, as ``sum`` adds them; ``dtype`` casts the input
+        first. The gradient is exact where the input holds zeros (see ``ops.Prod``)."""
+        dim = _alias(dim, axis)
+        if dim is not None and not _is_int(dim):
+            raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+        if dtype is None and self.data.dtype.kind in "biu":
+            dtype = dtypes.int64
+        x = self if dtype is None else self.to(dtype)
+        if dim is None:
+            return Prod.apply(x)
+        return ProdDim.apply(x, dims=_dims(x, dim, None),
+                             keepdim=builtins.bool(_kd(keepdim, keepdims)))
+
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
             keepdims=None):
         """Variance with Bessel's correction by default (``correction=1``), as PyTorch."""
@@ -738,6 +754,19 @@ class Tensor(TensorBase):
         if dtype is None:
             dtype = dtypes.int64 if self.data.dtype.kind in "biu" else self.dtype
         return Cumsum.apply(self, dim=d, dtype=dtypes.as_dtype(dtype))
+
+    def cumprod(self, dim=None, *, dtype=None, axis=None):
+        """The running product along ``dim``: ``out[i] = x[0] * ... * x[i]``. Integers and
+        bools are multiplied as int64, as by ``cumsum``; ``dtype`` casts the input first.
+        The gradient is exact where the input holds zeros (see ``ops.Cumprod``)."""
+        d = _dim(self, _required_dim("cumprod", dim, axis))
+        if dtype is None and self.data.dtype.kind in "biu":
+            dtype = dtypes.int64
+        x = self if dtype is None else self.to(dtype)
+        if x.dtype == dtypes.bool:
+            raise NotImplementedError(f"cumprod: not implemented for bool results (input "
+                                      f"shape {tuple(self.shape)}, dtype={dtype})")
+        return Cumprod.apply(x, dim=d)
 
     # --- shape ------------------------------------------------------------------------------
     def reshape(self, *shape):
@@ -992,6 +1021,105 @@ class Tensor(TensorBase):
         out = pairs.reshape(tuple(r * n for r, n in zip(sizes, shape)))
         return out.clone() if builtins.all(r == 1 for r in sizes) else out  # never a view
 
+    def tile(self, *dims):
+        """The tensor repeated ``dims[k]`` times along dim k, as ``repeat``; with fewer
+        dims than the tensor has, the first dims are repeated once (``x.tile((2,))``
+        repeats the last dim)."""
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = dims[0]
+        dims = _int_tuple("tile", "dims", dims)
+        return self.repeat((1,) * (self.ndim - len(dims)) + dims)
+
+    def repeat_interleave(self, repeats=None, dim=None, *, output_size=None):
+        """Each entry along ``dim`` repeated ``repeats`` times in place (of the flattened
+        tensor when dim is None): an int, or an integer tensor of one count per entry (or
+        one count for all). ``mg.repeat_interleave(counts)`` alone: ``arange(n)`` so
+        repeated. The gradient sums the copies of each entry."""
+        if repeats is None:
+            counts = _repeat_counts(self, 1 if self.ndim == 0 else self.shape[0], True)
+            return Tensor(np.repeat(np.arange(counts.size), counts), device=self.device)
+        if dim is not None and self.ndim == 0:
+            raise IndexError(f"repeat_interleave: dimension specified as {dim} but the tensor "
+                             "has no dimensions")
+        x = self.reshape(-1) if dim is None else self
+        d = 0 if dim is None else _dim(self, dim)
+        if isinstance(repeats, Tensor):
+            index = np.repeat(np.arange(x.shape[d]), _repeat_counts(repeats, x.shape[d]))
+            _check_output_size(output_size, index.size)
+            return x.index_select(d, Tensor(index, device=self.device))
+        if not _is_int(repeats):
+            raise TypeError(f"repeat_interleave(): argument 'repeats' must be Tensor or int, "
+                            f"not {type(repeats).__name__}")
+        if repeats < 0:
+            raise RuntimeError(f"repeat_interleave: repeats must be non-negative, got {repeats}")
+        shape = x.shape
+        _check_output_size(output_size, shape[d] * repeats)
+        if repeats == 1:
+            return x.clone()
+        copies = x.unsqueeze(d + 1).expand(shape[:d + 1] + (repeats,) + shape[d + 1:])
+        return copies.contiguous().reshape(shape[:d] + (shape[d] * repeats,) + shape[d + 1:])
+
+    def masked_select(self, mask):
+        """The elements where ``mask`` (a bool tensor that broadcasts with this one) is True,
+        as a 1-D tensor in row-major order; their gradient goes back to those places."""
+        if not isinstance(mask, Tensor):
+            raise TypeError(f"masked_select(): argument 'mask' (position 1) must be Tensor, not "
+                            f"{type(mask).__name__}")
+        if mask.dtype != dtypes.bool:
+            raise RuntimeError(f"masked_select: expected a bool mask, got {mask.dtype} (mask "
+                               f"shape {tuple(mask.shape)})")
+        backend.check_same_device("masked_select", [self.data, mask.data])
+        shape = _broadcast_shape("masked_select", self, mask)
+        m = mask.data
+        if m.shape != shape:
+            m = backend.xp_of(m).broadcast_to(m, shape)
+        return MaskedSelect.apply(self._expand_to(shape), index=m)
+
+    def scatter(self, dim, index, src=None, *, value=None):
+        """A copy with ``src[i][j]`` written at ``[index[i][j]][j]`` for dim 0 (likewise
+        for any dim), or the number ``value`` at those places. ``index`` (int64 or int32)
+        has this tensor's number of dims, is no larger than ``src``, nor than this tensor
+        except along ``dim``. The gradient of ``src`` is gathered from the places written;
+        this tensor's is 0 there."""
+        if (src is None) == (value is None):
+            raise TypeError("scatter(): expects one of src (a tensor or a number) or value")
+        given = value if src is None else src
+        x, places, given = _scatter_args("scatter", self, dim, index, given)
+        if places is None:
+            out = x.clone()
+        elif isinstance(given, Tensor):
+            out = Scatter.apply(x, given, index=places)
+        else:
+            out = ScatterValue.apply(x, _wrapped(_py_scalar(given), x.data.dtype), index=places)
+        return out.reshape(()) if self.ndim == 0 else out
+
+    def scatter_add(self, dim, index, src):
+        """A copy with ``src[i][j]`` added at ``[index[i][j]][j]`` for dim 0 (likewise for
+        any dim; repeated places accumulate); ``index`` as in ``scatter``. The gradient of
+        ``src`` is gathered from the places it was added to."""
+        if not isinstance(src, Tensor):
+            raise TypeError(f"scatter_add(): argument 'src' (position 3) must be Tensor, not "
+                            f"{type(src).__name__}")
+        x, places, src = _scatter_args("scatter_add", self, dim, index, src)
+        out = x.clone() if places is None else ScatterAdd.apply(x, src, index=places)
+        return out.reshape(()) if self.ndim == 0 else out
+
+    def index_add(self, dim, index, source, *, alpha=1):
+        """A copy with ``alpha * source``'s entries along ``dim`` added at the entries
+        ``index`` (a vector of ints, repeats accumulate). ``source`` has this tensor's shape
+        but along dim, where it has one entry per index."""
+        d = _dim(self, dim)
+        index, source = _index_add_args(self, d, index, source)
+        if not (type(alpha) in (builtins.int, builtins.bool) and alpha == 1):
+            if self.data.dtype.kind in "iu":
+                alpha = builtins.int(alpha)  # (PyTorch truncates a float alpha here)
+            source = source * alpha
+        x = self.reshape(1) if self.ndim == 0 else self
+        places = (slice(None),) * d + (index.data,)
+        out = IndexAddAlong.apply(x, source.reshape(1) if source.ndim == 0 else source,
+                                  index=places)
+        return out.reshape(()) if self.ndim == 0 else out
+
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         """Elementwise ``|self - other| <= atol + rtol * |other|`` (bool), as PyTorch."""
         return NonDiff.apply(*_operands(self, other), fn="isclose", rtol=rtol, atol=atol,
@@ -1133,6 +1261,16 @@ class Tensor(TensorBase):
 
     def masked_fill_(self, mask, value):
         return self._update("masked_fill_", lambda t: t.masked_fill(mask, value), value)
+
+    def scatter_(self, dim, index, src=None, *, value=None):
+        return self._update("scatter_", lambda t: t.scatter(dim, index, src, value=value), src)
+
+    def scatter_add_(self, dim, index, src):
+        return self._update("scatter_add_", lambda t: t.scatter_add(dim, index, src), src)
+
+    def index_add_(self, dim, index, source, *, alpha=1):
+        return self._update("index_add_", lambda t: t.index_add(dim, index, source, alpha=alpha),
+                            source)
 
     def copy_(self, src):
         """Write ``src`` (broadcast to this shape, cast to this dtype) into this tensor."""
@@ -1968,3 +2106,130 @@ def _categorical_weights(t, num_samples, replacement):
         raise RuntimeError(f"multinomial: invalid distribution in input (shape "
                            f"{tuple(t.shape)}): a row's weights sum to 0")
     return weights
+
+
+def _broadcast_shape(op, x, y):
+    """The shape ``x`` and ``y`` broadcast to; PyTorch's error where they do not."""
+    try:
+        return tuple(np.broadcast_shapes(x.shape, y.shape))
+    except ValueError:
+        raise ShapeError(f"{op}: shapes {tuple(x.shape)} and {tuple(y.shape)} do not "
+                         "broadcast") from None
+
+
+def _repeat_counts(repeats, n, alone=False):
+    """The counts of ``repeat_interleave`` as a host int64 array, after PyTorch's checks:
+    an int32 or int64 tensor of one dim (or, with an input, 0-d), one count per entry of
+    the ``n`` entries or one for all, none negative."""
+    if repeats.dtype not in (dtypes.int64, dtypes.int32):
+        raise NotImplementedError(f"repeat_interleave: repeats must be an int32 or int64 "
+                                  f"tensor, got {repeats.dtype}")
+    if repeats.ndim != 1 if alone else repeats.ndim > 1:
+        what = "a 1-D" if alone else "a 0-d or 1-D"
+        raise RuntimeError(f"repeat_interleave: repeats must be {what} tensor, got shape "
+                           f"{tuple(repeats.shape)}")
+    if repeats.ndim == 1 and repeats.shape[0] not in ((n,) if alone else (1, n)):
+        raise RuntimeError(f"repeat_interleave: repeats must have the same size as input along "
+                           f"dim, got {repeats.shape[0]} counts for {n} entries")
+    read_on_host("Tensor.repeat_interleave()")
+    counts = backend.to_host(repeats.data).astype(np.int64)
+    if (counts < 0).any():
+        raise RuntimeError(f"repeat_interleave: repeats can not be negative, got "
+                           f"{builtins.int(counts.min())}")
+    return counts
+
+
+def _check_output_size(output_size, size):
+    if output_size is not None and output_size != size:
+        raise RuntimeError(f"repeat_interleave: invalid output_size, expected {size} but got "
+                           f"{output_size}")
+
+
+def _check_index_dtype(op, index):
+    if not isinstance(index, Tensor) or index.dtype not in (dtypes.int64, dtypes.int32):
+        got = index.dtype if isinstance(index, Tensor) else type(index).__name__
+        raise RuntimeError(f"{op}(): expected an index tensor of dtype int32 or int64, got {got}")
+
+
+def _check_index_range(op, index, n, dim):
+    """PyTorch's RuntimeError for an index outside [0, n) along ``dim`` (one read-back)."""
+    if index.numel():
+        low, high = builtins.int(index.data.min()), builtins.int(index.data.max())
+        if low < 0 or high >= n:
+            raise RuntimeError(f"{op}(): index {low if low < 0 else high} is out of bounds for "
+                               f"dimension {dim} with size {n}")
+
+
+def _scatter_args(op, t, dim, index, src):
+    """The operands of ``scatter``/``scatter_add`` on ``t``, after PyTorch's checks:
+    (x, places, src) with x the tensor written (a 0-d t seen as 1-D), places the written
+    elements' index array per dim (``index`` along dim, aranges along the others; None
+    for an empty index, which writes nothing), and src cut to index's shape (or a number)."""
+    d = _dim(t, dim)
+    _check_index_dtype(op, index)
+    if isinstance(src, Tensor) and src.dtype != t.dtype:
+        raise RuntimeError(f"{op}(): expected self.dtype to be equal to src.dtype, got "
+                           f"{t.dtype} and {src.dtype}")
+    backend.check_same_device(op, [t.data, index.data] +
+                              ([src.data] if isinstance(src, Tensor) else []))
+    x = t.reshape(1) if t.ndim == 0 else t
+    if index.numel() == 0:
+        return x, None, src
+    idx = index.reshape(1) if index.ndim == 0 else index
+    if idx.ndim != x.ndim:
+        raise RuntimeError(f"{op}(): index tensor must have the same number of dimensions as "
+                           f"self tensor (index shape {tuple(index.shape)}, self shape "
+                           f"{tuple(t.shape)})")
+    fits = builtins.all(idx.shape[k] <= x.shape[k] for k in range(x.ndim) if k != d)
+    if isinstance(src, Tensor):
+        src = src.reshape(1) if src.ndim == 0 else src
+        if src.ndim != idx.ndim:
+            raise RuntimeError(f"{op}(): index tensor must have the same number of dimensions "
+                               f"as src tensor (index shape {tuple(index.shape)}, src shape "
+                               f"{tuple(src.shape)})")
+        fits = fits and builtins.all(i <= s for i, s in zip(idx.shape, src.shape))
+    if not fits:
+        raise RuntimeError(f"{op}(): expected index {list(idx.shape)} to be no larger than self "
+                           f"{list(x.shape)} apart from dimension {d} and to be no larger than "
+                           f"src {list(getattr(src, 'shape', ()))}")
+    _check_index_range(op, idx, x.shape[d], d)
+    xp = backend.xp_of(x.data)
+    places = tuple(idx.data if k == d else xp.arange(n).reshape((n,) + (1,) * (idx.ndim - k - 1))
+                   for k, n in enumerate(idx.shape))
+    if isinstance(src, Tensor) and src.shape != idx.shape:
+        src = src[tuple(slice(0, n) for n in idx.shape)]
+    return x, places, src
+
+
+def _index_add_args(t, d, index, source):
+    """``index_add``'s index (as a vector) and source, after PyTorch's checks: an int32 or
+    int64 vector within [0, size of dim), and a source of t's dtype and shape but along
+    dim, where it has one entry per index."""
+    op = "index_add_"
+    _check_index_dtype(op, index)
+    if index.ndim > 1:
+        raise IndexError(f"{op}(): index is supposed to be a vector, got shape "
+                         f"{tuple(index.shape)}")
+    if not isinstance(source, Tensor):
+        raise TypeError(f"index_add(): argument 'source' (position 3) must be Tensor, not "
+                        f"{type(source).__name__}")
+    if source.dtype != t.dtype:
+        raise RuntimeError(f"{op}(): self ({t.dtype}) and source ({source.dtype}) must have "
+                           "the same dtype")
+    backend.check_same_device(op, [t.data, index.data, source.data])
+    index = index.reshape(-1)
+    if d >= builtins.max(source.ndim, 1):
+        raise RuntimeError(f"{op}(): indexing dim {d} is out of bounds of the source tensor of "
+                           f"shape {tuple(source.shape)}")
+    entries = source.shape[d] if source.ndim else 1
+    if index.shape[0] != entries:
+        raise RuntimeError(f"{op}(): number of indices ({index.shape[0]}) should be equal to "
+                           f"source.size(dim) ({entries}), for dim {d}")
+    outer = [n for k, n in enumerate(t.shape) if k != d]
+    if builtins.max(source.ndim, 1) != builtins.max(t.ndim, 1) or \
+            [n for k, n in enumerate(source.shape) if k != d] != outer:
+        raise RuntimeError(f"{op}(): source tensor shape must match self tensor shape, "
+                           f"excluding the specified dimension: got self shape "
+                           f"{tuple(t.shape)} and source shape {tuple(source.shape)}")
+    _check_index_range(op, index, t.shape[d] if t.ndim else 1, d)
+    return index, source

@@ -1,7 +1,7 @@
 """nn: layers, losses and functional ops built on minigrad Tensors, with PyTorch's names."""
 from . import functional, init, utils  # noqa: F401
-from .activation import (GELU, Dropout, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax,  # noqa: F401
-                         Tanh)
+from .activation import (GELU, CosineSimilarity, Dropout, LeakyReLU, LogSigmoid,  # noqa
+                         LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh)
 from .attention import KVCache, MultiheadAttention  # noqa: F401
 from .ffn import FeedForward  # noqa: F401
 from .hyper import HyperConnection  # noqa: F401

@@ -1,4 +1,4 @@
-"""Activations, normalisations over a dim, and dropout as modules."""
+"""Activations, normalisations over a dim, cosine similarity and dropout as modules."""
 from . import functional as F
 from .module import Module
 
@@ -54,6 +54,68 @@ class SiLU(_Elementwise):
 
     def forward(self, x):
         return F.silu(x, inplace=self.inplace)
+
+
+class LeakyReLU(_Elementwise):
+    """x where x > 0, else negative_slope * x, elementwise.
+
+    Args:
+        negative_slope: the slope for x <= 0 (default 0.01).
+        inplace: overwrite the input and return it (default False).
+    """
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__(inplace)
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace
+                                                          else "")
+
+
+class Softplus(Module):
+    """log(1 + exp(beta * x)) / beta elementwise, x itself where beta * x > threshold.
+
+    Args:
+        beta: the sharpness (default 1.0).
+        threshold: beyond it (beta * x), the identity (default 20.0).
+    """
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x):
+        return F.softplus(x, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class LogSigmoid(Module):
+    """log(sigmoid(x)) elementwise, computed stably."""
+
+    def forward(self, x):
+        return F.logsigmoid(x)
+
+
+class CosineSimilarity(Module):
+    """The cosine of the angle between x1 and x2 along ``dim`` (broadcast together).
+
+    Args:
+        dim: the dim of the vectors (default 1).
+        eps: the smallest norm divided by (default 1e-8).
+    """
+
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
 
 
 class Sigmoid(Module):

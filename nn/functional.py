@@ -15,7 +15,7 @@ from minigrad.arguments import _dim
 from minigrad.fused import Attention, CrossEntropy, Dropout, LayerNorm, Linear
 from minigrad.fused.attention import blocks as attention_blocks
 from minigrad.fused.attention import composite as attention_composite
-from minigrad.ops import Embedding
+from minigrad.ops import Embedding, GetItem, SetItem
 
 
 class ArgumentError(mg.ShapeError, AssertionError):
@@ -61,6 +61,44 @@ def silu(input, inplace=False):
 
 def gelu(input, approximate="none"):
     return input.gelu(approximate)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x where x > 0, else negative_slope * x (gradient negative_slope at 0, as PyTorch);
+    with ``inplace`` the input itself is overwritten and returned."""
+    _check_float_input("leaky_relu", input)
+    if inplace:
+        return input._update("leaky_relu_", lambda t: leaky_relu(t, negative_slope))
+    return mg.where(input > 0, input, input * negative_slope)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold (PyTorch's
+    switch to the linear part); the gradient sigmoid(beta * x) (1 past the threshold).
+    float16 is computed in float32 and rounded once."""
+    _check_float_input("softplus", input)
+    if input.dtype == mg.float16:
+        return softplus(input.float(), beta, threshold).half()
+    scaled = input * beta
+    linear = scaled > threshold
+    # (exp only of the kept side: an overflow there would give the other side NaN gradients)
+    curve = _log1p(mg.where(linear, 0.0, scaled).exp()) / beta
+    return mg.where(linear, input, curve)
+
+
+def logsigmoid(input):
+    """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), finite for every finite x; the
+    gradient sigmoid(-x). float16 is computed in float32 and rounded once."""
+    _check_float_input("logsigmoid", input)
+    if input.dtype == mg.float16:
+        return _log_sigmoid(input.float()).half()
+    return _log_sigmoid(input)
+
+
+def _check_float_input(op, input):
+    if input.dtype.kind != "f":
+        raise DTypeError(f"{op}: not implemented for {input.dtype} tensors (shape "
+                         f"{tuple(input.shape)}); call .float() first")
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
@@ -695,6 +733,128 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
     """x / max(||x||_p, eps) along ``dim`` (each slice scaled to unit p-norm; a slice whose
     norm is below eps is divided by eps, so zeros stay zeros)."""
     return input / input.norm(p, dim, keepdim=True).clamp(min=eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along ``dim``, x1 and x2 broadcast
+    together (integer inputs cast to the floating result dtype). As in PyTorch, each norm is
+    clamped at eps in place without recording it: the gradient goes through the norm as if
+    unclamped."""
+    dtype = dtypes.promote(x1, x2)
+    if dtype.kind != "f":
+        raise RuntimeError(f"cosine_similarity: expected common dtype to be floating point, "
+                           f"yet common dtype is {dtype}")
+    x1, x2 = (x if x.dtype.kind == "f" else x.to(dtype) for x in (x1, x2))
+    try:
+        shape = tuple(np.broadcast_shapes(x1.shape, x2.shape))
+    except ValueError:
+        raise mg.ShapeError(f"cosine_similarity: shapes {tuple(x1.shape)} and "
+                            f"{tuple(x2.shape)} do not broadcast") from None
+    x1, x2 = x1._expand_to(shape), x2._expand_to(shape)
+    normalised = []
+    for x in (x1, x2):
+        norm = x.norm(2, dim, keepdim=True).clone()
+        with mg.no_grad():
+            norm.clamp_(min=eps)
+        normalised.append(x / norm)
+    return (normalised[0] * normalised[1]).sum(dim)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """``input`` padded on its last dims, ``pad`` = (left, right) of the last dim, then of
+    the one before, and so on. "constant" fills with ``value`` (0 by default; a negative
+    pad cuts); "reflect" mirrors the entries next to each edge (the edge not repeated),
+    "replicate" repeats the edge, "circular" wraps around. These three pad 1, 2 or 3 dims
+    of an input with one or two more, as in PyTorch. Gradients sum over the copies."""
+    pairs = _pad_pairs(input, pad)
+    if mode == "constant":
+        return _constant_pad(input, pairs, 0 if value is None else value)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: unrecognised padding mode {mode!r} (expected "
+                                  "'constant', 'reflect', 'replicate' or 'circular')")
+    if value is not None and value != 0:
+        raise RuntimeError(f"pad: padding mode {mode!r} doesn't take in value argument (got "
+                           f"{value})")
+    k = len(pairs)
+    if k not in (1, 2, 3) or input.ndim not in (k + 1, k + 2):
+        raise NotImplementedError(f"pad: padding size {2 * k} is not supported for "
+                                  f"{input.ndim}D input tensor in mode {mode!r} (1 to 3 dims "
+                                  "padded, of an input with 1 or 2 more dims)")
+    if mode != "circular" and input.dtype == mg.bool:
+        raise DTypeError(f"pad: mode {mode!r} is not implemented for bool tensors")
+    batched = input.ndim == k + 2
+    if mode != "circular" and any(n == 0 for n in input.shape[1 if batched else 0:]):
+        raise RuntimeError(f"pad: expected a {k + 1}D or {k + 2}D (batch mode) tensor with "
+                           f"possibly 0 batch size and other non-zero dimensions, got shape "
+                           f"{tuple(input.shape)}")
+    out = input
+    for d, left, right in pairs:
+        out = _index_pad(out, d, left, right, mode)
+    return out
+
+
+def _pad_pairs(input, pad):
+    """``pad`` as (dim, left, right) triples, after PyTorch's checks of its length."""
+    pad = tuple(pad)
+    for i, p in enumerate(pad):
+        if not isinstance(p, (int, np.integer)) or isinstance(p, bool):
+            raise TypeError(f"pad(): argument 'pad' (position 2) must be tuple of ints, but "
+                            f"found element of type {type(p).__name__} at pos {i}")
+    if len(pad) % 2:
+        raise RuntimeError(f"pad: padding length must be divisible by 2, got {len(pad)}")
+    if len(pad) > 2 * input.ndim:
+        raise RuntimeError(f"pad: padding length should be less than or equal to two times "
+                           f"the input dimension but got padding length {len(pad)} and input "
+                           f"of dimension {input.ndim}")
+    return [(input.ndim - 1 - i, int(pad[2 * i]), int(pad[2 * i + 1]))
+            for i in range(len(pad) // 2)]
+
+
+def _constant_pad(input, pairs, value):
+    """The input cut where a pad is negative, written into a tensor of ``value``."""
+    shape = list(input.shape)
+    crop, region = [slice(None)] * input.ndim, [slice(None)] * input.ndim
+    for d, left, right in pairs:
+        n = shape[d]
+        kept = n - max(-left, 0) - max(-right, 0)
+        if kept < 0:
+            raise RuntimeError(f"pad: the negative padding ({left}, {right}) cuts more than "
+                               f"the {n} entries of dim {d} (input shape "
+                               f"{tuple(input.shape)})")
+        crop[d] = slice(max(-left, 0), max(-left, 0) + kept)
+        region[d] = slice(max(left, 0), max(left, 0) + kept)
+        shape[d] = kept + max(left, 0) + max(right, 0)
+    filled = mg.full(tuple(shape), value, dtype=input.dtype, device=input.device)
+    if any(s != slice(None) for s in crop):
+        input = input[tuple(crop)]
+    return SetItem.apply(filled, input, index=tuple(region), then=None)
+
+
+def _index_pad(x, d, left, right, mode):
+    """``x`` padded along dim ``d`` by picking entries: mirrored ("reflect"), the edge's
+    ("replicate") or wrapped around ("circular")."""
+    n = x.shape[d]
+    if mode == "reflect" and (left >= n or right >= n):
+        raise RuntimeError(f"pad: padding size should be less than the corresponding input "
+                           f"dimension, but got padding ({left}, {right}) at dimension {d} "
+                           f"of input {tuple(x.shape)}")
+    if mode == "circular" and (left > n or right > n):
+        raise RuntimeError(f"pad: padding ({left}, {right}) of dim {d} of size {n} causes "
+                           "wrapping around more than once")
+    if n + left + right < 1:
+        raise RuntimeError(f"pad: input (size {n} at dim {d}) is too small for the padding "
+                           f"({left}, {right}): the output size would be {n + left + right}")
+    at = np.arange(-left, n + right)
+    if mode == "reflect":
+        at = np.abs(at)
+        at = np.where(at >= n, 2 * (n - 1) - at, at)
+    elif mode == "replicate":
+        at = np.clip(at, 0, n - 1)
+    else:  # around the part kept after the negative pads, as PyTorch
+        start, kept = max(-left, 0), n - max(-left, 0) - max(-right, 0)
+        at = start + (np.arange(n + left + right) - max(left, 0)) % kept
+    index = backend.to_device(at.astype(np.int64), x.device)
+    return GetItem.apply(x, index=(slice(None),) * d + (index,))
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,

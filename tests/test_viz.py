@@ -250,6 +250,8 @@ def test_saved_bytes_match_the_arrays_saved(device):
     for node in ops:
         for saved in node.saved or ():
             arr = saved.array
+            if arr is None:  # (what no gradient reads is not kept: a None in its place)
+                continue
             while getattr(arr, "base", None) is not None:
                 arr = arr.base
             buffers[id(arr)] = arr.nbytes

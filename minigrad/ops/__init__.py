@@ -2,9 +2,10 @@
 its derivative rule in its docstring and its ``backward``:
 
     elementwise.py  arithmetic, exp/log/..., comparisons (no gradient), where, casts
-    reduce.py       sum, max, cumsum, softmax and log_softmax
+    reduce.py       sum, prod, max, cumsum, cumprod, softmax and log_softmax
     linalg.py       matmul
-    shape.py        reshape, permute, expand, indexing, embedding, cat/split, flip, roll
+    shape.py        reshape, permute, expand, indexing, masked_select, scatter, index_add,
+                    embedding, cat/split, flip, roll
     inplace.py      what an in-place op records: SetItem, Overwrite, CopySlices
 
 Every other differentiable method of Tensor is a few lines of these. The layers' hot
@@ -15,10 +16,12 @@ from .elementwise import (Abs, Add, Cast, Clamp, ClampTensor, Clone, Cos, Div, E
                           Pow, Reciprocal, Relu, Remainder, Rsub, ScalarPow, Sigmoid, Sign, Sin,
                           Sqrt, Sub, Tanh, TensorPow, ToDevice, Where)
 from .linalg import MatMul, Mm  # noqa: F401
-from .reduce import (Amax, Amin, Cumsum, LogSoftmax, LogSumExp, Max, MaxDim, Mean,  # noqa
-                     MeanAll, Min, MinDim, SafeSoftmax, Softmax, Std, Sum, SumDim, Var)
+from .reduce import (Amax, Amin, Cumprod, Cumsum, LogSoftmax, LogSumExp, Max, MaxDim,  # noqa
+                     Mean, MeanAll, Min, MinDim, Prod, ProdDim, SafeSoftmax, Softmax, Std, Sum,
+                     SumDim, Var)
 from .shape import (Alias, Cat, Embedding, EmbeddingDenseBackward, Expand, Flip,  # noqa
-                    GetItem, IndexAdd, MatrixTranspose, NewAxis, Permute, Reshape, Roll,
-                    Select, Slice, Split, Squeeze, SqueezeDim, SqueezeDims, Stack, Transpose,
-                    Unsqueeze, indexing_op)
+                    GetItem, IndexAdd, IndexAddAlong, MaskedSelect, MatrixTranspose, NewAxis,
+                    Permute, Reshape, Roll, Scatter, ScatterAdd, ScatterValue, Select, Slice,
+                    Split, Squeeze, SqueezeDim, SqueezeDims, Stack, Transpose, Unsqueeze,
+                    indexing_op)
 from .inplace import CopySlices, Overwrite, SetItem, replay_view  # noqa: F401

@@ -10,6 +10,7 @@ A gradient is given the reduced axes back as size-1 dims (``_keep``) and then br
 from .. import backend
 from ..autograd.function import Primitive, on_arrays
 from ..autograd.grad_mode import STATE
+from .shape import Cat
 
 
 def _keep(grad, shape, dims, keepdim):
@@ -175,6 +176,164 @@ class Cumsum(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return Cumsum.apply(dx, **ctx.params)
+
+
+class Prod(Primitive):
+    """out = the product of x's elements;  dx = grad * the product of the other elements
+    (out / x where x has no zero, else running products from both ends)
+
+    ``prod()`` (PyTorch's ProdBackward0)."""
+    node_name = "ProdBackward0"
+
+    @staticmethod
+    def forward(ctx, x):
+        out = _product(ctx.xp, x.reshape(-1), 0, False)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        if x.ndim == 0:
+            return grad
+        return grad * _others_product(x.reshape(-1), out.reshape(1), 0).reshape(x.shape)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        x = ctx.inputs[0]
+        if x.ndim == 0:
+            return dx
+        others = _others_product(x.reshape(-1), ctx.result.reshape(1), 0)
+        return (dx.reshape(-1) * others).sum()
+
+
+class ProdDim(Primitive):
+    """out = the product of x's elements along dim;  dx = grad * the product of the other
+    elements along dim (out / x in a slice without zeros, else running products from both
+    ends)
+
+    ``prod(dim)`` (PyTorch's ProdBackward1); ``dims`` is (dim,), or () for a 0-d x."""
+    node_name = "ProdBackward1"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        if not dims:
+            out = x.copy()
+        else:
+            out = _product(ctx.xp, x, dims[0], keepdim)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        dims, keepdim = ctx.params["dims"], ctx.params["keepdim"]
+        if not dims:
+            return grad
+        return _keep(grad, x.shape, dims, keepdim) * \
+            _others_product(x, _keep(out, x.shape, dims, keepdim), dims[0])
+
+    @staticmethod
+    def jvp(ctx, dx):
+        x, dims, keepdim = ctx.inputs[0], ctx.params["dims"], ctx.params["keepdim"]
+        if not dims:
+            return dx
+        others = _others_product(x, _keep(ctx.result, x.shape, dims, keepdim), dims[0])
+        return (dx * others).sum(dims, keepdim=keepdim)
+
+
+_HALF = backend.np.dtype("float16")
+
+
+def _product(xp, x, axis, keepdim):
+    """The product of ``x`` along ``axis`` in x's dtype; float16 rounded at each step, as
+    PyTorch multiplies it (NumPy's reduction would keep a float32 product)."""
+    if x.dtype != _HALF or x.shape[axis] == 0:
+        return xp.asarray(x.prod(axis=axis, keepdims=keepdim, dtype=x.dtype))
+    last = x.cumprod(axis=axis, dtype=x.dtype)[(slice(None),) * axis + (slice(-1, None),)]
+    return last if keepdim else last.squeeze(axis)  # (an array, as NumPy's scalars are not)
+
+
+def _others_product(x, out, dim):
+    """At each element of ``x``, the product of the other elements of its slice along
+    ``dim`` (``out``: the slice products, kept as size-1 dims), as PyTorch: out / x where
+    the slice holds no zero, else the product of the running products from the start and
+    from the end that stop short of the element (exact with zeros, and differentiable)."""
+    n = x.shape[dim]
+    if n <= 1:
+        return x.new_ones(x.shape)
+    zero = x == 0
+    quotient = out / x.masked_fill(zero, 1)
+    return _exclusive_products(x, dim).where(zero.any(dim, keepdim=True), quotient)
+
+
+def _exclusive_products(x, dim):
+    """The product of the elements before each one along ``dim`` times that of the
+    elements after it (n >= 2 along dim)."""
+    n = x.shape[dim]
+    lead = (slice(None),) * dim
+    ones = x.new_ones(x.shape[:dim] + (1,) + x.shape[dim + 1:])
+    before = Cat.apply(ones, x[lead + (slice(0, n - 1),)], dim=dim).cumprod(dim)
+    after = Cat.apply(ones, x[lead + (slice(1, n),)].flip(dim), dim=dim).cumprod(dim).flip(dim)
+    return before * after
+
+
+class Cumprod(Primitive):
+    """out = the running product along dim, x[0] * ... * x[i] (a 0-d x: x itself);
+    dx = the running sum of grad * out from the end, over x (where x has zeros: each
+    element's products taken without it)
+
+    float32 is multiplied in float64 and float16 in float32, each output rounded once, as
+    PyTorch does on the CPU."""
+    @staticmethod
+    def forward(ctx, x, dim):
+        out = (x.reshape(1) if x.ndim == 0 else x).cumprod(
+            axis=dim, dtype=_RUNNING_TOTAL.get(x.dtype, x.dtype))
+        out = out.reshape(x.shape).astype(x.dtype, copy=False)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        dim = ctx.params["dim"]
+        if x.ndim == 0 or x.shape[dim] <= 1:
+            return grad
+        return _cumprod_grad(x, out, grad, dim)
+
+    @staticmethod
+    def jvp(ctx, dx):  # out * cumsum(dx / x) before the first zero, dx there times the
+        x, out, dim = ctx.inputs[0], ctx.result, ctx.params["dim"]  # products after it
+        if x.ndim == 0:
+            return dx
+        zero = x == 0
+        count = zero.cumsum(dim)
+        before, first = count == 0, zero & (count == 1)
+        plain = out * (dx / x.where(before, 1)).cumsum(dim)
+        return plain.where(before, x.where(~first, dx).cumprod(dim))
+
+
+def _cumprod_grad(x, out, grad, dim):
+    """Cumprod's dx, as Tensor ops. Before the first zero of a slice (everywhere in a slice
+    without one): the running sum from the end of grad * out, over x (out is 0 from the
+    first zero on); at the first zero: the sum of grad times the running products with that
+    zero taken as 1; after it: 0, written (under create_graph) as that zero times the
+    gradient of the products with it taken as 1, so that second derivatives are right."""
+    w = (grad * out).flip(dim).cumsum(dim).flip(dim)
+    zero = x == 0
+    if STATE.grad_enabled and not bool(zero.any()):  # (second derivatives: PyTorch's rule)
+        return w / x
+    count = zero.cumsum(dim)
+    before, first = count == 0, zero & (count == 1)
+    ones_at_first = x.masked_fill(first, 1)
+    products = ones_at_first.cumprod(dim)
+    at_first = (grad * products).masked_fill(before, 0).sum(dim, keepdim=True)
+    dx = (w / x.where(before, 1)).where(before, at_first.where(first, 0))
+    if STATE.grad_enabled:  # (a zero times the rest: 0, with the right derivative)
+        rest = _cumprod_grad(ones_at_first, products, grad, dim)
+        first_zero = x.where(first, 0).sum(dim, keepdim=True)
+        dx = dx + (first_zero * rest).masked_fill(count == 0, 0).masked_fill(first, 0)
+    return dx
 
 
 class Amax(Primitive):

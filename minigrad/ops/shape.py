@@ -1,5 +1,5 @@
-"""Shape primitives: reshape, permute, expand, indexing, embedding, cat, split and unbind,
-flip and roll.
+"""Shape primitives: reshape, permute, expand, indexing (and masked_select), scatter and
+index_add, embedding, cat, split and unbind, flip and roll.
 
 Each is linear, so its tangent (``jvp``, forward mode) is the op applied to the tangent.
 Everything else that moves data around (view, flatten, chunk, ...) is one of these in the
@@ -240,6 +240,82 @@ class IndexAdd(Primitive):
     @staticmethod
     def jvp(ctx, dgrad):
         return IndexAdd.apply(dgrad, **ctx.params)
+
+
+class MaskedSelect(GetItem):
+    """out = x[mask], the elements where mask (of x's shape) is True, in row-major order;
+    dx = zeros of x's shape with grad written where mask is True
+
+    ``masked_select`` (PyTorch's MaskedSelectBackward0); ``index`` is the mask."""
+    node_name = "MaskedSelectBackward0"
+
+
+class Scatter(Primitive):
+    """out = x with out[index] = src (``scatter``: index holds an array per dim);
+    dx = grad with 0 where out was written,  dsrc = grad[index]"""
+    node_name = "ScatterBackward0"
+
+    @staticmethod
+    def forward(ctx, x, src, index):
+        out = x.copy()
+        out[index] = src
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        index = ctx.params["index"]
+        dx = dsrc = None
+        if ctx.needs_input_grad[0]:
+            written = ctx.xp.zeros(grad.shape, dtype=bool)
+            written[index] = True
+            dx = grad.masked_fill(grad._make(written), 0.0)
+        if ctx.needs_input_grad[1]:
+            dsrc = GetItem.apply(grad, index=index)
+        return dx, dsrc
+
+    @staticmethod
+    def jvp(ctx, dx, dsrc):  # x's tangent with src's written in the same places
+        x = ctx.inputs[0]
+        dx = x.new_zeros(x.shape) if dx is None else dx
+        return Scatter.apply(dx, 0.0 if dsrc is None else dsrc, **ctx.params)
+
+
+class ScatterValue(Scatter):
+    """out = x with out[index] = value (a number);  dx = grad with 0 where out was written
+
+    ``scatter(dim, index, value)`` (PyTorch's ScatterBackward1)."""
+    node_name = "ScatterBackward1"
+
+
+class ScatterAdd(Primitive):
+    """out = x with src added at index (``scatter_add``: index holds an array per dim;
+    repeats accumulate);  dx = grad,  dsrc = grad[index]"""
+    node_name = "ScatterAddBackward0"
+
+    @staticmethod
+    def forward(ctx, x, src, index):
+        return backend.scatter_add(x.copy(), index, src)
+
+    @staticmethod
+    def backward(ctx, grad):
+        index = ctx.params["index"]
+        dsrc = GetItem.apply(grad, index=index) if ctx.needs_input_grad[1] else None
+        return grad if ctx.needs_input_grad[0] else None, dsrc
+
+    @staticmethod
+    def jvp(ctx, dx, dsrc):
+        x, src = ctx.inputs
+        dx = x.new_zeros(x.shape) if dx is None else dx
+        dsrc = src.new_zeros(src.shape) if dsrc is None else dsrc
+        return ScatterAdd.apply(dx, dsrc, **ctx.params)
+
+
+class IndexAddAlong(ScatterAdd):
+    """out = x with src added at index (``index_add``: the entries of a vector of ints along
+    one dim; repeats accumulate);  dx = grad,  dsrc = grad[index]
+
+    PyTorch's IndexAddBackward0 (``IndexAdd`` is GetItem's gradient)."""
+    node_name = "IndexAddBackward0"
 
 
 class Embedding(Primitive):
