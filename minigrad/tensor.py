@@ -979,8 +979,10 @@ class Tensor(TensorBase):
     def gather(self, dim, index):
         """``out[i][j] = self[index[i][j]][j]`` for dim 0 (likewise for any dim), as PyTorch:
         ``index`` has self's number of dims and is no larger on the others; the gradient is
-        added back into the gathered places."""
+        added back into the gathered places. A 0-d tensor is one value along its one dim."""
         d = _dim(self, dim)
+        if self.ndim == 0 and isinstance(index, Tensor) and index.ndim <= 1:
+            return self.reshape(1).gather(0, index.reshape(-1)).reshape(index.shape)
         index = _index_tensor("gather", index, self, d, (dtypes.int64, dtypes.int32))
         if index.ndim != self.ndim or builtins.any(
                 index.shape[k] > self.shape[k] for k in range(self.ndim) if k != d):
@@ -994,8 +996,14 @@ class Tensor(TensorBase):
         return self[places]
 
     def index_select(self, dim, index):
-        """The entries ``index`` (a vector of ints) along ``dim``."""
+        """The entries ``index`` (a vector of ints) along ``dim`` (of a 0-d tensor: the
+        one value, for an index of one entry)."""
         d = _dim(self, dim)
+        if self.ndim == 0 and isinstance(index, Tensor):
+            if index.numel() != 1:
+                raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, "
+                                   f"got {index.numel()} value(s)")
+            return self.reshape(1).index_select(0, index.reshape(1)).reshape(())
         index = _index_tensor("index_select", index, self, d, (dtypes.int64, dtypes.int32))
         if index.ndim > 1:
             raise IndexError(f"index_select: index must be a vector, got shape "
@@ -1400,8 +1408,17 @@ def as_array(data, dtype=None, device=None):
         if dtype is None and arr.dtype == np.float64 and not isinstance(data, (np.ndarray,
                                                                                np.generic)):
             arr = arr.astype(dtypes.get_default_dtype())  # Python floats -> float32
-    if arr.dtype.kind in "OUSV":
+    if arr.dtype.kind in "OUSV" or arr.dtype.itemsize > 8 and arr.dtype.kind == "f" or \
+            arr.dtype.itemsize > 16:  # (longdouble: no PyTorch dtype)
         raise TypeError(f"cannot make a tensor from {type(data).__name__} of dtype {arr.dtype}")
+    if not arr.dtype.isnative:
+        raise ValueError(f"cannot make a tensor from an array of byte order {arr.dtype.str} "
+                         "(not the machine's): convert it with .astype(its dtype's "
+                         "newbyteorder('='))")
+    if arr.dtype == np.uint64 and dtype is None and not _is_array(data) and \
+            not isinstance(data, np.generic):  # Python ints beyond int64, as PyTorch refuses
+        raise ValueError(f"tensor: a Python int beyond int64's range ({np.iinfo(np.int64).max})"
+                         " cannot be converted to a tensor (Overflow when unpacking long long)")
     if device is not None:
         arr = backend.to_device(arr, device)
     return arr

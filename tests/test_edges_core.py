@@ -1569,3 +1569,32 @@ def test_numbers_that_do_not_fit_a_dtype_as_torch(case, device):
         assert not isinstance(ours, type), ours
         return
     _same(ours, theirs)
+
+
+@pytest.mark.parametrize("case", ["big_endian", "longdouble", "int_2_63", "int_2_63_scalar",
+                                  "uint64_array", "gather_0d", "gather_0d_minus_1",
+                                  "gather_0d_vector", "gather_0d_out_of_range",
+                                  "index_select_0d", "index_select_0d_0d_index",
+                                  "index_select_0d_two"])
+def test_creation_and_0d_selection_as_torch(case, device):
+    def run(M, On_):
+        x = On_.tensor(5.0, dtype=M.float64)
+        return _outcome({
+            "big_endian": lambda: M.tensor(np.arange(3, dtype=">f4")),
+            "longdouble": lambda: M.tensor(np.ones(2, dtype=np.longdouble)),
+            "int_2_63": lambda: M.tensor([2 ** 63]),
+            "int_2_63_scalar": lambda: M.tensor(2 ** 63),
+            "uint64_array": lambda: M.tensor(np.arange(3, dtype=np.uint64)),
+            "gather_0d": lambda: x.gather(0, On_.tensor(0)),
+            "gather_0d_minus_1": lambda: x.gather(-1, On_.tensor(0)),
+            "gather_0d_vector": lambda: x.gather(0, On_.tensor([0])),
+            "gather_0d_out_of_range": lambda: x.gather(0, On_.tensor(1)),
+            "index_select_0d": lambda: x.index_select(0, On_.tensor([0])),
+            "index_select_0d_0d_index": lambda: x.index_select(0, On_.tensor(0)),
+            "index_select_0d_two": lambda: x.index_select(0, On_.tensor([0, 0])),
+        }[case])
+    ours, theirs = run(mg, On(mg, device)), run(torch, torch)
+    if case.startswith("gather_0d_out") and isinstance(ours, type):
+        assert isinstance(theirs, type)  # (an IndexError or PyTorch's RuntimeError)
+        return
+    _same(ours, theirs)
