@@ -592,13 +592,15 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         if w is not None:
             _check_not_differentiable(op, name, w)
             _check_broadcasts_to(op, name, w, input.shape)
-    dtype = dtypes.promote(input, target)  # the loss's; the weights do not widen it
+    # PyTorch's steps, each of its in-place ones rounding into the dtype it writes into: the
+    # loss is the target's dtype, the log-sigmoid the input's
     log_sigmoid = _log_sigmoid(input)
     if pos_weight is not None:
-        log_sigmoid = log_sigmoid * ((pos_weight.to(dtype) - 1) * target + 1)
-    loss = (1 - target) * input - log_sigmoid
+        log_sigmoid = (log_sigmoid * ((pos_weight - 1) * target + 1)).to(input.dtype)
+    loss = ((1 - target) * input).to(target.dtype)
+    loss = (loss - log_sigmoid).to(target.dtype)
     if weight is not None:
-        loss = loss * weight.to(dtype)
+        loss = (loss * weight).to(target.dtype)
     return _reduce(loss, reduction)
 
 

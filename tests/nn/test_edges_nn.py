@@ -912,3 +912,35 @@ def test_mha_warns_of_masks_of_two_kinds_as_torch(kinds, device):
             ours = out
     assert caught[0] == caught[1] and len(caught[0]) == (kinds[0] != kinds[1])
     assert_close(ours, out, rtol=1e-9, atol=1e-12)
+
+
+BCE_DTYPES = [("float64", "float32", None, None), ("float32", "float64", None, None),
+              ("float32", "float16", None, None), ("float64", "float32", "float64", "float32"),
+              ("float32", "float32", "float64", "float64"), ("float16", "float32", None, None)]
+
+
+@needs_torch
+@pytest.mark.parametrize("dtypes", BCE_DTYPES, ids=["-".join(map(str, d)) for d in BCE_DTYPES])
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_bce_with_logits_takes_the_targets_dtype_as_torch(dtypes, reduction):
+    """PyTorch's loss is written into the target's dtype step by step (its in-place ops),
+    so a float64 input with a float32 target gives float32, with the same roundings."""
+    x_dt, t_dt, w_dt, p_dt = dtypes
+    x, t = np.random.randn(4, 3) * 3, np.random.rand(4, 3)
+    w, pw = np.random.rand(3), np.random.rand(3) * 2
+
+    def run(M, nnf):
+        def make(a, d):
+            return None if d is None else M.tensor(a, dtype=getattr(M, d))
+        xx = make(x, x_dt)
+        xx.requires_grad_()
+        out = nnf.binary_cross_entropy_with_logits(xx, make(t, t_dt), weight=make(w, w_dt),
+                                                   pos_weight=make(pw, p_dt), reduction=reduction)
+        out.sum().backward()
+        return out, xx.grad
+    (ours, g), (theirs, tg) = run(mg, F), run(torch, torch.nn.functional)
+    assert str(ours.dtype) == str(theirs.dtype).replace("torch.", "")
+    tol = dict(rtol=2e-3, atol=1e-3) if "float16" in dtypes else dict(rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(ours.numpy().astype(np.float64),
+                               theirs.detach().numpy().astype(np.float64), **tol)
+    np.testing.assert_allclose(g.numpy().astype(np.float64), tg.numpy().astype(np.float64), **tol)
