@@ -8,6 +8,7 @@ and reports a problem found later (a checkpoint that does not fit) with ``fail``
 closing block, ``print_written``: the folder, then each file with what to look at in it.
 """
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -237,6 +238,26 @@ def make_out_dir(name, path):
             pass
     except OSError as e:
         fail(name, f"--out: cannot write in {path} ({e.strerror or e})")
+
+
+@contextlib.contextmanager
+def writing_to(name, out):
+    """Run the block of demo ``name``, which writes in the output folder ``out``: a file
+    there that cannot be written (a folder in its place, a full disk) stops the program with
+    one line naming --out and the file, not a traceback. Other errors pass through."""
+    try:
+        yield
+    except OSError as e:
+        path = None if e.filename is None else os.fsdecode(e.filename)
+        if path is None or not _lies_under(path, os.fsdecode(out)):
+            raise
+        fail(name, f"--out: cannot write {path} ({e.strerror or e})")
+
+
+def _lies_under(path, folder):
+    """Whether ``path`` is ``folder`` or lies under it."""
+    path, folder = os.path.abspath(path), os.path.abspath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 # --- the closing block ----------------------------------------------------------------------

@@ -18,7 +18,8 @@ import textwrap
 
 import minigrad as mg
 
-from ._cli import add_device_option, make_out_dir, make_parser, parse_checked, print_written
+from ._cli import (add_device_option, make_out_dir, make_parser, parse_checked, print_written,
+                   writing_to)
 
 QUERY, KEYS, VALUES = 2.0, [1.0, 2.0, 3.0], [2.0, 4.0, 6.0]
 WORDS = ["I", "love", "NLP"]
@@ -130,19 +131,20 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir("attention_by_hand", args.out)
-    t, hand = attention(device=args.device), by_hand()
-    print(report(t, hand))
-    svg, dot_path, message = draw(t, args.out)
-    if svg is None:
-        print("\n" + message)
-    metrics = {"scores": t["scores"].tolist(), "weights": t["weights"].tolist(),
-               "output": t["out"].item(), "grad_query": t["q"].grad.item(),
-               "grad_keys": t["keys"].grad.tolist(), "grad_values": t["values"].grad.tolist(),
-               "hand": hand, "graph_svg": svg}
-    with open(os.path.join(args.out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    print_written(args.out, written_files(svg, dot_path))
-    return metrics
+    with writing_to("attention_by_hand", args.out):
+        t, hand = attention(device=args.device), by_hand()
+        print(report(t, hand))
+        svg, dot_path, message = draw(t, args.out)
+        if svg is None:
+            print("\n" + message)
+        metrics = {"scores": t["scores"].tolist(), "weights": t["weights"].tolist(),
+                   "output": t["out"].item(), "grad_query": t["q"].grad.item(),
+                   "grad_keys": t["keys"].grad.tolist(), "grad_values": t["values"].grad.tolist(),
+                   "hand": hand, "graph_svg": svg}
+        with open(os.path.join(args.out, "metrics.json"), "w") as f:
+            json.dump(metrics, f, indent=2)
+        print_written(args.out, written_files(svg, dot_path))
+        return metrics
 
 
 def written_files(svg, dot_path):

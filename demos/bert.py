@@ -27,7 +27,8 @@ from minigrad.models.bert import BERT, mask_tokens
 from minigrad.models.markov import MarkovChain
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update,
-                   make_out_dir, make_parser, parse_checked, positive_int, print_written)
+                   make_out_dir, make_parser, parse_checked, positive_int, print_written,
+                   writing_to)
 
 PAD, MASK, N_SPECIAL = 0, 1, 2                    # symbol s is token N_SPECIAL + s
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 64
@@ -76,42 +77,43 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir("bert", args.out)
-    mg.manual_seed(args.seed)
-    chain = MarkovChain.random(N_SYMBOLS, order=1, alpha=0.5, seed=args.seed)
-    rng, held_rng = np.random.default_rng([args.seed, 1]), np.random.default_rng([args.seed, 2])
-    eval_set = make_eval_set(chain, held_rng, args.eval_size)
-    inputs, where, answers, bayes_guess = eval_set
-    bayes_rule = float((bayes_guess == answers).mean())
-    bayes = chain.masked_accuracy()
-    vocab = N_SPECIAL + N_SYMBOLS
-    model = BERT(vocab, d_model=64, nhead=4, num_layers=2, dim_feedforward=256,
-                 max_len=SEQ_LEN, pad_id=PAD, mask_id=MASK).to(args.device)
-    started = time.perf_counter()
-    subset = [a[:CURVE_SIZE] for a in eval_set]
-    curve = train(model, chain, rng, args, vocab, subset[:3])
-    accuracy = masked_accuracy(model, inputs, where, answers, args.device)
-    metrics = {"masked_accuracy": accuracy, "bayes_accuracy": bayes,
-               "gap_points": 100 * (bayes - accuracy),
-               "bayes_rule_accuracy_on_eval": bayes_rule,
-               "eval_masked_tokens": args.eval_size,
-               "standard_error_points": 100 * math.sqrt(bayes * (1 - bayes) / args.eval_size),
-               "steps": args.steps, "seed": args.seed,
-               "train_seconds": round(time.perf_counter() - started, 1)}
-    with open(os.path.join(args.out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    subset_bayes_rule = float((subset[3] == subset[2]).mean())
-    plot_curve(curve, bayes, subset_bayes_rule, len(subset[0]),
-               os.path.join(args.out, "bert_curve.png"))
-    gap = metrics["gap_points"]
-    print(f"results: masked accuracy {accuracy:.2%} vs Bayes-optimal {bayes:.2%} (gap "
-          f"{gap:.2f} points, target <= 1: {'met' if gap <= 1 else 'NOT met'}; the Bayes rule "
-          f"scores {bayes_rule:.2%} on the same {args.eval_size} held-out tokens)")
-    print_written(args.out, [
-        ("metrics.json", "masked accuracy against the Bayes-optimal one, the gap in points and "
-         "its standard error"),
-        ("bert_curve.png", f"masked accuracy by step on the first {len(subset[0])} held-out "
-         "tokens, climbing to the Bayes-optimal line")])
-    return metrics
+    with writing_to("bert", args.out):
+        mg.manual_seed(args.seed)
+        chain = MarkovChain.random(N_SYMBOLS, order=1, alpha=0.5, seed=args.seed)
+        rng, held_rng = np.random.default_rng([args.seed, 1]), np.random.default_rng([args.seed, 2])
+        eval_set = make_eval_set(chain, held_rng, args.eval_size)
+        inputs, where, answers, bayes_guess = eval_set
+        bayes_rule = float((bayes_guess == answers).mean())
+        bayes = chain.masked_accuracy()
+        vocab = N_SPECIAL + N_SYMBOLS
+        model = BERT(vocab, d_model=64, nhead=4, num_layers=2, dim_feedforward=256,
+                     max_len=SEQ_LEN, pad_id=PAD, mask_id=MASK).to(args.device)
+        started = time.perf_counter()
+        subset = [a[:CURVE_SIZE] for a in eval_set]
+        curve = train(model, chain, rng, args, vocab, subset[:3])
+        accuracy = masked_accuracy(model, inputs, where, answers, args.device)
+        metrics = {"masked_accuracy": accuracy, "bayes_accuracy": bayes,
+                   "gap_points": 100 * (bayes - accuracy),
+                   "bayes_rule_accuracy_on_eval": bayes_rule,
+                   "eval_masked_tokens": args.eval_size,
+                   "standard_error_points": 100 * math.sqrt(bayes * (1 - bayes) / args.eval_size),
+                   "steps": args.steps, "seed": args.seed,
+                   "train_seconds": round(time.perf_counter() - started, 1)}
+        with open(os.path.join(args.out, "metrics.json"), "w") as f:
+            json.dump(metrics, f, indent=2)
+        subset_bayes_rule = float((subset[3] == subset[2]).mean())
+        plot_curve(curve, bayes, subset_bayes_rule, len(subset[0]),
+                   os.path.join(args.out, "bert_curve.png"))
+        gap = metrics["gap_points"]
+        print(f"results: masked accuracy {accuracy:.2%} vs Bayes-optimal {bayes:.2%} (gap "
+              f"{gap:.2f} points, target <= 1: {'met' if gap <= 1 else 'NOT met'}; the Bayes rule "
+              f"scores {bayes_rule:.2%} on the same {args.eval_size} held-out tokens)")
+        print_written(args.out, [
+            ("metrics.json", "masked accuracy against the Bayes-optimal one, the gap in points and "
+             "its standard error"),
+            ("bert_curve.png", f"masked accuracy by step on the first {len(subset[0])} held-out "
+             "tokens, climbing to the Bayes-optimal line")])
+        return metrics
 
 
 def train(model, chain, rng, args, vocab, eval_set, eval_every=250):

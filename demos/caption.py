@@ -30,7 +30,7 @@ from minigrad.demos.gpt import train
 from minigrad.models.captioner import Captioner
 
 from ._cli import (add_compile_option, add_run_options, check_out_dir, make_out_dir, make_parser,
-                   positive_float, positive_int, print_written)
+                   positive_float, positive_int, print_written, writing_to)
 
 DEFAULTS = dict(steps=2000, batch_size=64, lr=2e-3, d_model=64, layers=2, ff=256)
 TARGET = 0.95
@@ -180,57 +180,65 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir("caption", args.out)
-    mg.manual_seed(args.seed)
-    rng, held_rng = np.random.default_rng([args.seed, 1]), np.random.default_rng([args.seed, 2])
-    held_images, held_tokens, held_captions = shapes.batch(args.held_out, held_rng)
-    model, losses = build(args), []
+    with writing_to("caption", args.out):
+        mg.manual_seed(args.seed)
+        rng, held_rng = np.random.default_rng([args.seed, 1]), np.random.default_rng([args.seed, 2])
+        held_images, held_tokens, held_captions = shapes.batch(args.held_out, held_rng)
+        model, losses = build(args), []
 
-    def batch(step):
-        images, tokens, _ = shapes.batch(args.batch_size, rng)
-        return mg.tensor(images, device=args.device), mg.tensor(tokens, device=args.device)
+        def batch(step):
+            images, tokens, _ = shapes.batch(args.batch_size, rng)
+            return mg.tensor(images, device=args.device), mg.tensor(tokens, device=args.device)
 
-    def quick_eval():
-        return evaluate(model, held_images[:QUICK_EVAL], held_tokens[:QUICK_EVAL],
-                        args.device)[0]
+        def quick_eval():
+            return evaluate(model, held_images[:QUICK_EVAL], held_tokens[:QUICK_EVAL],
+                            args.device)[0]
 
-    started = time.perf_counter()
-    curve = train(model, batch, lambda images, tokens: caption_loss(model, images, tokens),
-                  args.steps, args.lr, args, "caption", quick_eval, losses=losses)
-    train_seconds = time.perf_counter() - started
-    exact, token_acc, generated = evaluate(model, held_images, held_tokens, args.device)
-    mistakes = [{"reference": ref, "generated": shapes.decode(ids)}
-                for ref, ids in zip(held_captions, generated) if shapes.decode(ids) != ref]
+        started = time.perf_counter()
+        curve = train(model, batch, lambda images, tokens: caption_loss(model, images, tokens),
+                      args.steps, args.lr, args, "caption", quick_eval, losses=losses)
+        train_seconds = time.perf_counter() - started
+        exact, token_acc, generated = evaluate(model, held_images, held_tokens, args.device)
+        mistakes = [{"reference": ref, "generated": shapes.decode(ids)}
+                    for ref, ids in zip(held_captions, generated) if shapes.decode(ids) != ref]
 
-    # pairs, and one single shape last
-    pairs = [i for i, c in enumerate(held_captions) if len(c.split()) > 3]
-    show = pairs[:args.pictures - 1] + [held_captions.index(min(held_captions, key=len))]
-    panels = word_attention(model, held_images[show], args.device)
-    plot_caption_attention(held_images[show], panels, [held_captions[i] for i in show],
-                           os.path.join(args.out, "caption_attention.png"))
-    plot_curves(losses, curve, os.path.join(args.out, "curves.png"))
-    n_shapes = np.array([1 if len(c.split()) == 3 else 2 for c in held_captions])
-    right = np.array([shapes.decode(ids) == ref for ids, ref in zip(generated, held_captions)])
-    metrics = {"exact_match": exact, "token_accuracy": token_acc, "target": TARGET,
-               "exact_match_one_shape": float(right[n_shapes == 1].mean()),
-               "exact_match_two_shapes": float(right[n_shapes == 2].mean()),
-               "held_out": args.held_out, "steps": args.steps, "batch_size": args.batch_size,
-               "lr": args.lr, "d_model": args.d_model, "layers": args.layers, "ff": args.ff,
-               "parameters": sum(p.data.size for p in model.parameters()),
-               "train_seconds": round(train_seconds, 1),
-               "final_loss": float(np.mean(losses[-50:])), "seed": args.seed,
-               "device": args.device, "eval_curve": curve, "n_mistakes": len(mistakes),
-               "mistakes": mistakes[:20]}
-    with open(os.path.join(args.out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    print(results_line(metrics))
-    print_written(args.out, [
-        ("metrics.json", "exact match (for one shape and for two), token accuracy, the first "
-         "mistakes"),
-        ("curves.png", f"training loss, and exact match by step on the first {QUICK_EVAL} "
-         "held-out pictures"),
-        ("caption_attention.png", "each row a picture, then one panel per word: where the "
-         "decoder looked when it chose that word (colour and shape words: the shape they name)")])
-    return metrics
+        # pairs, and one single shape last
+        pairs = [i for i, c in enumerate(held_captions) if len(c.split()) > 3]
+        show = pairs[:args.pictures - 1] + [held_captions.index(min(held_captions, key=len))]
+        panels = word_attention(model, held_images[show], args.device)
+        plot_caption_attention(held_images[show], panels, [held_captions[i] for i in show],
+                               os.path.join(args.out, "caption_attention.png"))
+        plot_curves(losses, curve, os.path.join(args.out, "curves.png"))
+        n_shapes = np.array([1 if len(c.split()) == 3 else 2 for c in held_captions])
+        right = np.array([shapes.decode(ids) == ref for ids, ref in zip(generated, held_captions)])
+        metrics = {"exact_match": exact, "token_accuracy": token_acc, "target": TARGET,
+                   "exact_match_one_shape": share(right[n_shapes == 1]),
+                   "exact_match_two_shapes": share(right[n_shapes == 2]),
+                   "held_out": args.held_out, "steps": args.steps, "batch_size": args.batch_size,
+                   "lr": args.lr, "d_model": args.d_model, "layers": args.layers, "ff": args.ff,
+                   "parameters": sum(p.data.size for p in model.parameters()),
+                   "train_seconds": round(train_seconds, 1),
+                   "final_loss": float(np.mean(losses[-50:])), "seed": args.seed,
+                   "device": args.device, "eval_curve": curve, "n_mistakes": len(mistakes),
+                   "mistakes": mistakes[:20]}
+        with open(os.path.join(args.out, "metrics.json"), "w") as f:
+            json.dump(metrics, f, indent=2)
+        print(results_line(metrics))
+        print_written(args.out, [
+            ("metrics.json", "exact match (for one shape and for two), token accuracy, the first "
+             "mistakes"),
+            ("curves.png", "training loss, and exact match by step on the first "
+             f"{min(QUICK_EVAL, args.held_out)} held-out pictures"),
+            ("caption_attention.png", "each row a picture, then one panel per word: where the "
+             "decoder looked when it chose that word (colour and shape words: the shape they "
+             "name)")])
+        return metrics
+
+
+def share(right):
+    """The fraction of True in ``right``, or None when it is empty (a small --held-out may
+    hold no picture of one or of two shapes)."""
+    return float(right.mean()) if right.size else None
 
 
 def results_line(m):

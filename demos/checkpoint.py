@@ -14,6 +14,7 @@ rename: a crash or Ctrl-C never leaves half a checkpoint):
 ``load_checkpoint`` restores them in place. A model of another size is refused before
 anything is copied, with an error that names the first mismatched key and both shapes.
 """
+import contextlib
 import json
 
 import minigrad as mg
@@ -61,29 +62,30 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, device="cpu",
 
     Raises:
         FileNotFoundError: no file at ``path``.
-        ValueError: the file is not a valid checkpoint (named with its path).
+        ValueError: the file is not a valid checkpoint, or its optimiser, scheduler or
+            random state does not fit (named with its path).
         CheckpointMismatch: the model's keys or shapes differ from the checkpoint's.
     """
     tensors, metadata = nn.load(path, device=device, with_metadata=True)
-    if META_KEY not in metadata:
-        raise ValueError(f"{path}: a safetensors file, but not a training checkpoint "
-                         f"(no {META_KEY!r} metadata)")
-    meta = json.loads(metadata[META_KEY])
+    meta = _training_meta(path, metadata)
     model_sd = {k[len(_MODEL):]: v for k, v in tensors.items() if k.startswith(_MODEL)}
     check_fits(model, model_sd, path)
     model.load_state_dict(model_sd)
     if optimizer is not None:
-        state = {int(i): dict(s) for i, s in meta["optimizer"]["state"].items()}
-        for key, value in tensors.items():
-            if key.startswith(_OPTIM):
-                index, name = key[len(_OPTIM):].split(".", 1)
-                state.setdefault(int(index), {})[name] = value
-        optimizer.load_state_dict({"state": state,
-                                   "param_groups": meta["optimizer"]["param_groups"]})
+        with _named(path, "the optimiser's state"):
+            state = {int(i): dict(s) for i, s in meta["optimizer"]["state"].items()}
+            for key, value in tensors.items():
+                if key.startswith(_OPTIM):
+                    index, name = key[len(_OPTIM):].split(".", 1)
+                    state.setdefault(int(index), {})[name] = value
+            optimizer.load_state_dict({"state": state,
+                                       "param_groups": meta["optimizer"]["param_groups"]})
     if scheduler is not None and meta["scheduler"] is not None:
-        scheduler.load_state_dict(meta["scheduler"])
+        with _named(path, "the scheduler's state"):
+            scheduler.load_state_dict(meta["scheduler"])
     if restore_rng:
-        mg.set_rng_state(meta["rng"])
+        with _named(path, "the random generator's state"):
+            mg.set_rng_state(meta["rng"])
     return meta
 
 
@@ -92,10 +94,48 @@ def read_training_meta(path):
     model: what a program reads first to build the model that fits (its arguments, its
     tokenizer). Raises as load_checkpoint."""
     _, metadata = nn.load(path, with_metadata=True)
+    return _training_meta(path, metadata)
+
+
+# the fields of the metadata, and what each holds
+_FIELDS = {"step": int, "optimizer": dict, "scheduler": (dict, type(None)), "rng": dict,
+           "extra": dict}
+
+
+def _training_meta(path, metadata):
+    """The training metadata in a safetensors file's ``metadata``, checked for the fields
+    save_checkpoint writes; ValueError naming ``path`` if it is not there or not whole."""
     if META_KEY not in metadata:
         raise ValueError(f"{path}: a safetensors file, but not a training checkpoint "
                          f"(no {META_KEY!r} metadata)")
-    return json.loads(metadata[META_KEY])
+    try:
+        meta = json.loads(metadata[META_KEY])
+    except ValueError as e:
+        raise ValueError(f"{path}: its {META_KEY!r} metadata is not JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: its {META_KEY!r} metadata is a {type(meta).__name__}, "
+                         "not a JSON object")
+    for field, kind in _FIELDS.items():
+        if field not in meta:
+            raise ValueError(f"{path}: its {META_KEY!r} metadata has no {field!r}")
+        if not isinstance(meta[field], kind) or isinstance(meta[field], bool):
+            raise ValueError(f"{path}: {field!r} in its {META_KEY!r} metadata is a "
+                             f"{type(meta[field]).__name__}")
+    if not isinstance(meta["optimizer"].get("state"), dict) \
+            or not isinstance(meta["optimizer"].get("param_groups"), list):
+        raise ValueError(f"{path}: 'optimizer' in its {META_KEY!r} metadata has no 'state' "
+                         "and 'param_groups'")
+    return meta
+
+
+@contextlib.contextmanager
+def _named(path, what):
+    """Turn an error restoring ``what`` from the checkpoint at ``path`` into a ValueError
+    that names both."""
+    try:
+        yield
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+        raise ValueError(f"{path}: {what} does not fit ({type(e).__name__}: {e})") from None
 
 
 def check_fits(model, state_dict, path):

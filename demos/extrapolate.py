@@ -19,7 +19,8 @@ layers) with the same seed, batches and schedule; only the positions differ:
 
 The held-out sets are 500 sequences of 1 to 16 symbols (from the training split's held-out
 part) and 500 of 17 to 32; the table gives exact match per band of lengths and the token
-accuracy on 17 to 32, and is written to ``extrapolate.json`` and ``extrapolate.md``.
+accuracy on 17 to 32, and is written to ``extrapolate.json`` and ``extrapolate.md`` (a band
+that a small --eval-size leaves without a sequence shows as "-", null in the JSON).
 """
 import argparse
 import json
@@ -35,7 +36,7 @@ from minigrad.demos.tasks import Dataset, Reverse
 from minigrad.models.transformer import POSITIONAL
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, make_out_dir,
-                   make_parser, positive_int, print_written)
+                   make_parser, positive_int, print_written, writing_to)
 
 TRAIN_LEN, TEST_LEN = 16, 32
 BANDS = ((1, 16), (17, 20), (21, 24), (25, 32))
@@ -90,11 +91,10 @@ def run_scheme(args, positional, short, long):
     update.report()
     row = dict(positional=positional, steps=args.steps, seed=args.seed,
                train_seconds=round(seconds, 1), final_loss=loss)
-    for (lo, hi) in BANDS:
+    for (lo, hi) in BANDS:  # a small --eval-size may leave a band empty: None, shown as "-"
         examples = [e for e in (short if hi <= TRAIN_LEN else long) if lo <= len(e[0]) <= hi]
-        exact, token_acc, _, _ = seq2seq.evaluate(model, Reverse(TEST_LEN), examples,
-                                                  args.device)
-        row[f"exact_{lo}_{hi}"] = exact
+        row[f"exact_{lo}_{hi}"] = seq2seq.evaluate(model, Reverse(TEST_LEN), examples,
+                                                   args.device)[0] if examples else None
     row["token_accuracy_17_32"] = seq2seq.evaluate(model, Reverse(TEST_LEN), long,
                                                    args.device)[1]
     return row
@@ -106,16 +106,23 @@ def table(rows):
                                                                        "train time"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["positional"]] + [f"{r[f'exact_{lo}_{hi}']:.1%}" for lo, hi in BANDS]
+        cells = [r["positional"]] + [_percent(r[f"exact_{lo}_{hi}"]) for lo, hi in BANDS]
         cells += [f"{r['token_accuracy_17_32']:.1%}", f"{r['train_seconds']:.0f} s"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _percent(value):
+    return "-" if value is None else f"{value:.1%}"
 
 
 def parse_args(argv=None):
     """The command line, checked (the output folder included)."""
     p = build_parser()
     args = p.parse_args(argv)
+    twice = sorted({s for s in args.positional if args.positional.count(s) > 1})
+    if twice:
+        p.error(f"argument --positional: {', '.join(twice)} given twice")
     args.out = Path(args.out)
     check_out_dir(p, args.out)
     return args
@@ -124,21 +131,22 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir("extrapolate", args.out)
-    short = Dataset(Reverse(TRAIN_LEN), args.seed, args.eval_size).eval
-    long = long_examples(args.seed, args.eval_size, Reverse(TEST_LEN))
-    rows = []
-    for positional in args.positional:
-        rows.append(run_scheme(args, positional, short, long))
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
-        (args.out / "extrapolate.json").write_text(json.dumps(rows, indent=2) + "\n")
-    text = table(rows)
-    (args.out / "extrapolate.md").write_text(text + "\n")
-    print(f"\ntrained on lengths 1-{TRAIN_LEN}, {args.steps} steps, seed {args.seed}:\n{text}")
-    print_written(args.out, [
-        ("extrapolate.md", "the table above: exact match on the training lengths, token "
-                           "accuracy and exact match beyond them, per scheme"),
-        ("extrapolate.json", "the same figures as data")])
-    return rows
+    with writing_to("extrapolate", args.out):
+        short = Dataset(Reverse(TRAIN_LEN), args.seed, args.eval_size).eval
+        long = long_examples(args.seed, args.eval_size, Reverse(TEST_LEN))
+        rows = []
+        for positional in args.positional:
+            rows.append(run_scheme(args, positional, short, long))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+            (args.out / "extrapolate.json").write_text(json.dumps(rows, indent=2) + "\n")
+        text = table(rows)
+        (args.out / "extrapolate.md").write_text(text + "\n")
+        print(f"\ntrained on lengths 1-{TRAIN_LEN}, {args.steps} steps, seed {args.seed}:\n{text}")
+        print_written(args.out, [
+            ("extrapolate.md", "the table above: exact match on the training lengths, token "
+                               "accuracy and exact match beyond them, per scheme"),
+            ("extrapolate.json", "the same figures as data")])
+        return rows
 
 
 if __name__ == "__main__":

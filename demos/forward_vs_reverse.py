@@ -24,7 +24,7 @@ import minigrad as mg
 from minigrad import func
 from minigrad.autograd import forward_ad
 
-from ._cli import fail, make_out_dir, make_parser, parse_checked, positive_int
+from ._cli import fail, make_out_dir, make_parser, parse_checked, positive_int, writing_to
 from ._pictures import report, save
 
 NAME = "forward_vs_reverse"
@@ -170,32 +170,33 @@ def tangent_graph():
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir(NAME, args.out)
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        fail(NAME, "matplotlib is needed for the plot: pip install matplotlib")
-    results = sweep(args.max_size, args.fixed, args.repeats)
-    for key, other in (("n", "m"), ("m", "n")):
-        print(f"{key:>4}  ({other} = {args.fixed})   jacfwd ms   jacrev ms   faster")
-        for size, fwd, rev in results[key]:
-            print(f"{size:>4}                {fwd * 1e3:9.2f}   {rev * 1e3:9.2f}   "
-                  f"{'forward' if fwd < rev else 'reverse'}")
-    cross = crossover(results["n"])
-    print(f"with m = {args.fixed} outputs, reverse mode is faster from n = {cross} inputs on"
-          if cross else f"forward mode was faster at every n up to {args.max_size}")
-    paths = [os.path.join(args.out, "jacobians.png")]
-    plot(results, args.fixed, paths[0])
+    with writing_to(NAME, args.out):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            fail(NAME, "matplotlib is needed for the plot: pip install matplotlib")
+        results = sweep(args.max_size, args.fixed, args.repeats)
+        for key, other in (("n", "m"), ("m", "n")):
+            print(f"{key:>4}  ({other} = {args.fixed})   jacfwd ms   jacrev ms   faster")
+            for size, fwd, rev in results[key]:
+                print(f"{size:>4}                {fwd * 1e3:9.2f}   {rev * 1e3:9.2f}   "
+                      f"{'forward' if fwd < rev else 'reverse'}")
+        cross = crossover(results["n"])
+        print(f"with m = {args.fixed} outputs, reverse mode is faster from n = {cross} inputs on"
+              if cross else f"forward mode was faster at every n up to {args.max_size}")
+        paths = [os.path.join(args.out, "jacobians.png")]
+        plot(results, args.fixed, paths[0])
 
-    loss, d = logistic_problem()
-    w0 = mg.zeros(d, dtype=mg.float64)
-    w1 = newton_step(loss, w0)
-    gd = w0 - 1.0 * func.grad(loss)(w0)
-    print(f"logistic regression: loss {loss(w0).item():.6f} at w = 0; one gradient step "
-          f"(lr 1) {loss(gd).item():.6f}; one Newton step (CG on hvp) {loss(w1).item():.6f}; "
-          f"two {loss(newton_step(loss, w1)).item():.6f}")
-    paths += save(tangent_graph(), args.out, "tangent_graph")
-    report(args.out, paths, PICTURES)
-    return results
+        loss, d = logistic_problem()
+        w0 = mg.zeros(d, dtype=mg.float64)
+        w1 = newton_step(loss, w0)
+        gd = w0 - 1.0 * func.grad(loss)(w0)
+        print(f"logistic regression: loss {loss(w0).item():.6f} at w = 0; one gradient step "
+              f"(lr 1) {loss(gd).item():.6f}; one Newton step (CG on hvp) {loss(w1).item():.6f}; "
+              f"two {loss(newton_step(loss, w1)).item():.6f}")
+        paths += save(tangent_graph(), args.out, "tangent_graph")
+        report(args.out, paths, PICTURES)
+        return results
 
 
 # What the demo writes, and what to look at in each

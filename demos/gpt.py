@@ -34,7 +34,8 @@ from minigrad.models.gpt import GPT
 from minigrad.models.markov import MarkovChain
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update,
-                   make_out_dir, make_parser, parse_checked, positive_int, print_written)
+                   make_out_dir, make_parser, parse_checked, positive_int, print_written,
+                   writing_to)
 
 N_SYMBOLS, SEQ_LEN = 16, 64                       # the Markov task
 N_KEYS, N_VALUES, N_PAIRS = 16, 16, 8             # the recall task: keys, then values
@@ -257,18 +258,19 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir("gpt", args.out)
-    mg.manual_seed(args.seed)
-    metrics, started = {"seed": args.seed}, time.perf_counter()
-    if args.task in ("markov", "both"):
-        metrics.update(markov_task(args))
-    if args.task in ("recall", "both"):
-        metrics.update(recall_task(args))
-    metrics["train_seconds"] = round(time.perf_counter() - started, 1)
-    with open(os.path.join(args.out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    print(results_line(metrics))
-    print_written(args.out, written_files(args.task))
-    return metrics
+    with writing_to("gpt", args.out):
+        mg.manual_seed(args.seed)
+        metrics, started = {"seed": args.seed}, time.perf_counter()
+        if args.task in ("markov", "both"):
+            metrics.update(markov_task(args))
+        if args.task in ("recall", "both"):
+            metrics.update(recall_task(args))
+        metrics["train_seconds"] = round(time.perf_counter() - started, 1)
+        with open(os.path.join(args.out, "metrics.json"), "w") as f:
+            json.dump(metrics, f, indent=2)
+        print(results_line(metrics))
+        print_written(args.out, written_files(args.task))
+        return metrics
 
 
 def written_files(task):

@@ -31,7 +31,7 @@ from minigrad.viz.graph import nbytes_text
 
 from . import _pictures
 from ._cli import add_device_option, check_out_dir, make_out_dir, make_parser, nonneg_int, \
-    positive_int
+    positive_int, writing_to
 
 NAME = "profile"
 PAD = 0
@@ -105,29 +105,30 @@ def memory_summary(prof):
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir(NAME, args.out)
-    model, step = training_step(args)
-    with sdpa_kernel(KERNELS[args.attention]):
-        step()  # untimed: the first call allocates what later ones reuse
-        with mg.profiler.profile(model=model) as prof:
-            loss = step()
-    print(f"one training step: d_model {args.d_model}, {args.nhead} heads, {args.layers}+"
-          f"{args.layers} layers, batch {args.batch_size} x {LENGTH}, {args.attention} "
-          f"attention; loss {loss.item():.4f}\n")
-    print(prof.table(group_by="op", top=TOP), "\n")
-    print(prof.table(group_by="module", sort_by="total", top=TOP), "\n")
-    print(memory_summary(prof), "\n")
+    with writing_to(NAME, args.out):
+        model, step = training_step(args)
+        with sdpa_kernel(KERNELS[args.attention]):
+            step()  # untimed: the first call allocates what later ones reuse
+            with mg.profiler.profile(model=model) as prof:
+                loss = step()
+        print(f"one training step: d_model {args.d_model}, {args.nhead} heads, {args.layers}+"
+              f"{args.layers} layers, batch {args.batch_size} x {LENGTH}, {args.attention} "
+              f"attention; loss {loss.item():.4f}\n")
+        print(prof.table(group_by="op", top=TOP), "\n")
+        print(prof.table(group_by="module", sort_by="total", top=TOP), "\n")
+        print(memory_summary(prof), "\n")
 
-    paths = [prof.export_chrome_trace(os.path.join(args.out, "trace.json"))]
-    try:
-        prof.memory_timeline(os.path.join(args.out, "memory.png"),
-                             title=f"Saved for backward, {args.attention} attention")
-        paths.append(os.path.join(args.out, "memory.png"))
-    except ImportError as e:
-        print(f"(no memory.png: {e})")
-    graph = mg.viz.draw({"loss": loss}, model=model, depth=2, backward=True, profile=prof)
-    paths += _pictures.save(graph, args.out, "graph")
-    _pictures.report(args.out, paths, WRITTEN)
-    return prof, paths
+        paths = [prof.export_chrome_trace(os.path.join(args.out, "trace.json"))]
+        try:
+            prof.memory_timeline(os.path.join(args.out, "memory.png"),
+                                 title=f"Saved for backward, {args.attention} attention")
+            paths.append(os.path.join(args.out, "memory.png"))
+        except ImportError as e:
+            print(f"(no memory.png: {e})")
+        graph = mg.viz.draw({"loss": loss}, model=model, depth=2, backward=True, profile=prof)
+        paths += _pictures.save(graph, args.out, "graph")
+        _pictures.report(args.out, paths, WRITTEN)
+        return prof, paths
 
 
 # What the demo writes, and what to look at in each

@@ -47,7 +47,8 @@ import minigrad.nn.functional as F
 from minigrad.models.markov import MarkovChain
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, fraction,
-                   make_out_dir, make_parser, positive_float, positive_int, print_written)
+                   make_out_dir, make_parser, positive_float, positive_int, print_written,
+                   writing_to)
 
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 32
 HELD_OUT = 256                    # held-out sequences, scored along the way and at the end
@@ -267,32 +268,33 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir("residuals", args.out)
-    chain = MarkovChain.random(N_SYMBOLS, order=2, alpha=0.5, seed=args.seed)
-    held_out = chain.sample(HELD_OUT, SEQ_LEN + 1, np.random.default_rng([args.seed, 2]))
-    best = chain.transitions.argmax(-1)[held_out[:, :-2], held_out[:, 1:-1]]
-    metrics = {"seed": args.seed, "steps": args.steps, "layers": args.layers,
-               "d_model": args.d_model, "lr": args.lr, "warmup": args.warmup,
-               "entropy_rate": chain.entropy_rate(), "heldout_sequences": HELD_OUT,
-               # the true chain on the same held-out symbols: its loss and argmax accuracy
-               "chain_loss_on_heldout": float(-chain.log_prob(held_out).mean()),
-               "chain_accuracy_on_heldout": float((best == held_out[:, 2:]).mean()),
-               "variants": {}}
-    for name in VARIANTS:
-        metrics["variants"][name] = train_variant(name, chain, held_out, args)
-    ranked = sorted(VARIANTS, key=lambda n: metrics["variants"][n]["heldout_loss"])
-    losses = [metrics["variants"][n]["heldout_loss"] for n in ranked]
-    metrics["best"], metrics["margin"] = ranked[0], losses[1] - losses[0]  # over the next
-    with open(os.path.join(args.out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    plot(metrics, os.path.join(args.out, "residuals.png"))
-    print(results_line(metrics))
-    print_written(args.out, [
-        ("metrics.json", "per variant: held-out loss and accuracy, the loss of every step, "
-         "per-layer gradient norms, wall time"),
-        ("residuals.png", "left, the loss curves (the lower the better, the entropy rate is "
-         "the floor); middle and right, the gradient each layer gets: even across depth is "
-         "healthy")])
-    return metrics
+    with writing_to("residuals", args.out):
+        chain = MarkovChain.random(N_SYMBOLS, order=2, alpha=0.5, seed=args.seed)
+        held_out = chain.sample(HELD_OUT, SEQ_LEN + 1, np.random.default_rng([args.seed, 2]))
+        best = chain.transitions.argmax(-1)[held_out[:, :-2], held_out[:, 1:-1]]
+        metrics = {"seed": args.seed, "steps": args.steps, "layers": args.layers,
+                   "d_model": args.d_model, "lr": args.lr, "warmup": args.warmup,
+                   "entropy_rate": chain.entropy_rate(), "heldout_sequences": HELD_OUT,
+                   # the true chain on the same held-out symbols: its loss and argmax accuracy
+                   "chain_loss_on_heldout": float(-chain.log_prob(held_out).mean()),
+                   "chain_accuracy_on_heldout": float((best == held_out[:, 2:]).mean()),
+                   "variants": {}}
+        for name in VARIANTS:
+            metrics["variants"][name] = train_variant(name, chain, held_out, args)
+        ranked = sorted(VARIANTS, key=lambda n: metrics["variants"][n]["heldout_loss"])
+        losses = [metrics["variants"][n]["heldout_loss"] for n in ranked]
+        metrics["best"], metrics["margin"] = ranked[0], losses[1] - losses[0]  # over the next
+        with open(os.path.join(args.out, "metrics.json"), "w") as f:
+            json.dump(metrics, f, indent=2)
+        plot(metrics, os.path.join(args.out, "residuals.png"))
+        print(results_line(metrics))
+        print_written(args.out, [
+            ("metrics.json", "per variant: held-out loss and accuracy, the loss of every step, "
+             "per-layer gradient norms, wall time"),
+            ("residuals.png", "left, the loss curves (the lower the better, the entropy rate is "
+             "the floor); middle and right, the gradient each layer gets: even across depth is "
+             "healthy")])
+        return metrics
 
 
 def results_line(m):

@@ -38,6 +38,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,7 @@ from minigrad.text import bleu, chrf
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, fail,
                    make_out_dir, make_parser, nonneg_float, nonneg_int, positive_float,
-                   positive_int, print_written, probability)
+                   positive_int, print_written, probability, writing_to)
 
 # What the defaults were tuned for: each task reaches its target on 2 CPU cores.
 DEFAULTS = dict(d_model=64, nhead=4, layers=2, ff=256, dropout=0.0, batch_size=64, lr=2e-3,
@@ -67,6 +68,9 @@ TASK_DEFAULTS = {"copy": dict(steps=1500), "reverse": dict(steps=2000),
 TEXT_TASKS = ("dates", "data")
 MODEL_ARGS = ("d_model", "nhead", "layers", "ff", "positional", "max_len")
 CHECKPOINT = "checkpoint.safetensors"
+# what --resume refuses to change (a change of size shows as weights that do not fit)
+MUST_MATCH = ("nhead", "positional", "schedule")
+RUN_RECORD = dict(step=int, loss=list, accuracy=list, eval=list, train_seconds=(int, float))
 
 
 def build_parser():
@@ -382,8 +386,9 @@ def _checkpoint(args, model, optimizer, scheduler, run, started):
 
 
 def resume(args, model, optimizer, scheduler):
-    """Restore the training state from the checkpoint --resume names; returns the run
-    record (step, history, train_seconds)."""
+    """Restore the training state from the checkpoint --resume names (``resumable`` has
+    checked it against the command line); returns the run record (step, history,
+    train_seconds)."""
     path = checkpoint_path(args)
     try:
         meta = load_checkpoint(path, model, optimizer, scheduler, device=args.device,
@@ -396,8 +401,10 @@ def resume(args, model, optimizer, scheduler):
         fail("seq2seq", f"--resume: cannot read {path} ({e.strerror or e})")
     saved = meta["extra"].pop("args", {})
     meta["extra"].pop("tokenizer", None)
-    if saved.get("task", args.task) != args.task:
-        fail("seq2seq", f"--resume: {path} is a {saved['task']} run, not {args.task}")
+    run = meta["extra"]
+    if not all(isinstance(run.get(k), kind) for k, kind in RUN_RECORD.items()):
+        fail("seq2seq", f"--resume: {path} is not a seq2seq checkpoint (no run record: "
+             f"{', '.join(RUN_RECORD)})")
     for key, value in saved.items():
         if key in ("device", "no_progress", "examples", "tokenizer_state", "compile") \
                 or str(getattr(args, key, None)) == str(value):
@@ -405,20 +412,37 @@ def resume(args, model, optimizer, scheduler):
         print(f"note: --{key.replace('_', '-')} is {getattr(args, key)}, the checkpoint's run "
               f"used {value}", file=sys.stderr)
     print(f"resuming from {path} at step {meta['step']}", file=sys.stderr)
-    return meta["extra"]
+    return run
 
 
-def saved_tokenizer(path):
-    """The tokenizer (as a dict) saved in the checkpoint at ``path``, or None; a checkpoint
-    that cannot be read stops the program with one line."""
+def resumable(args):
+    """The metadata of the checkpoint --resume names, read before any work (a text task's
+    tokenizer is in it) and checked against the command line: a checkpoint that cannot be
+    read, of another task, model or schedule (``MUST_MATCH``), or past --steps, stops the
+    program with one line. A model of another size is found when the weights are loaded."""
+    path = checkpoint_path(args)
     try:
-        return read_training_meta(path)["extra"].get("tokenizer")
+        meta = read_training_meta(path)
     except FileNotFoundError:
         fail("seq2seq", f"--resume: no checkpoint at {path}")
     except ValueError as e:
         fail("seq2seq", f"--resume: {e}")
     except OSError as e:
         fail("seq2seq", f"--resume: cannot read {path} ({e.strerror or e})")
+    saved = meta["extra"].get("args", {})
+    if not isinstance(saved, dict):
+        fail("seq2seq", f"--resume: {path} is not a seq2seq checkpoint (its arguments are a "
+             f"{type(saved).__name__})")
+    if saved.get("task", args.task) != args.task:
+        fail("seq2seq", f"--resume: {path} is a {saved['task']} run, not {args.task}")
+    for key in MUST_MATCH:
+        if key in saved and str(getattr(args, key)) != str(saved[key]):
+            option = "--" + key.replace("_", "-")
+            fail("seq2seq", f"--resume: {path} was trained with {option} {saved[key]}, not "
+                 f"{option} {getattr(args, key)}")
+    if meta["step"] > args.steps:
+        fail("seq2seq", f"--resume: {path} is at step {meta['step']}, past --steps {args.steps}")
+    return meta
 
 
 def plot_curves(run, path):
@@ -480,7 +504,17 @@ def report(args, task, data, model, run, last_eval=None):
     src, pred = data.eval[i][0], decoded[i]
     maps = collect_attention(model, mg.tensor([src], device=args.device),
                              mg.tensor([[BOS] + pred], device=args.device))
-    plot_attention(maps, task.labels(src), task.labels([BOS] + pred), args.out / "attention.png")
+    with warnings.catch_warnings(record=True) as caught:  # text the font cannot draw
+        warnings.simplefilter("default")
+        plot_attention(maps, task.labels(src), task.labels([BOS] + pred),
+                       args.out / "attention.png")
+    glyphs = [w for w in caught if "missing from font" in str(w.message)]
+    for w in caught:
+        if w not in glyphs:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    if glyphs:
+        print(f"note: attention.png: {len(glyphs)} character(s) of the labels are not in the "
+              "font, drawn as boxes", file=sys.stderr)
     print_written(args.out, [(name, what) for name, what in WRITTEN
                              if (args.out / name).exists()])
     return metrics
@@ -505,7 +539,8 @@ def main(argv=None):
     """Run the program with ``argv`` (default: the command line); returns the metrics."""
     args = parse_args(argv)
     try:
-        return _run(args)
+        with writing_to("seq2seq", args.out):
+            return _run(args)
     except KeyboardInterrupt:  # outside the training loop: nothing new to save
         print("\ninterrupted", file=sys.stderr)
         raise SystemExit(130) from None
@@ -513,11 +548,10 @@ def main(argv=None):
 
 def _run(args):
     make_out_dir("seq2seq", args.out)
+    meta = None if args.resume is None else resumable(args)  # checked before any work
     args.tokenizer_state = None
     if args.task in TEXT_TASKS:
-        saved = None
-        if args.resume is not None:
-            saved = saved_tokenizer(checkpoint_path(args))
+        saved = None if meta is None else meta["extra"].get("tokenizer")
         task, data, tokenizer = load_text_data(args, saved)
         tokenizer.save(args.out / "tokenizer.json")
         args.tokenizer_state = tokenizer.to_dict()

@@ -29,17 +29,32 @@ def make_tokenizer(args, train_pairs, saved=None):
     """The tokenizer: the checkpoint's (``saved``, a dict), --tokenizer-file, or one trained
     on the training pairs' sources and targets (--tokenizer, --vocab-size)."""
     if saved is not None:
-        return Tokenizer.from_dict(saved)
+        try:
+            return Tokenizer.from_dict(saved)
+        except (ValueError, KeyError, TypeError) as e:
+            fail("seq2seq", f"--resume: the checkpoint's tokenizer is not valid ({e})")
     if args.tokenizer_file is not None:
         try:
-            return load_tokenizer(args.tokenizer_file)
+            tokenizer = load_tokenizer(args.tokenizer_file)
+        except UnicodeDecodeError as e:  # a ValueError that does not name the file
+            fail("seq2seq", f"--tokenizer-file: {args.tokenizer_file} is not UTF-8 text "
+                 f"({e.reason} at byte {e.start})")
         except (OSError, ValueError) as e:
             fail("seq2seq", f"--tokenizer-file: {e}")
+        if tokenizer.vocab_size <= len(tokenizer.specials):  # every character unknown
+            fail("seq2seq", f"--tokenizer-file: {args.tokenizer_file} has no token beside its "
+                 f"{len(tokenizer.specials)} special tokens")
+        return tokenizer
     texts = [s for pair in train_pairs for s in pair]
     try:
-        return TOKENIZERS[args.tokenizer].train(texts, args.vocab_size)
+        tokenizer = TOKENIZERS[args.tokenizer].train(texts, args.vocab_size)
     except ValueError as e:
         fail("seq2seq", f"--vocab-size: {e}")
+    specials = len(tokenizer.specials)
+    if tokenizer.vocab_size <= specials:  # every character would be unknown
+        fail("seq2seq", f"--vocab-size: {args.vocab_size} leaves no room for a token beside "
+             f"the {specials} special tokens (give at least {specials + 1})")
+    return tokenizer
 
 
 def load_text_data(args, saved_tokenizer=None):
@@ -54,8 +69,10 @@ def load_text_data(args, saved_tokenizer=None):
         fail("seq2seq", f"--data: cannot read {path} ({e.strerror or e})")
     train_pairs, held_out = split_pairs(pairs)
     if not train_pairs or not held_out:
-        fail("seq2seq", f"--data: {path} has {len(pairs)} pairs: too few to hold some out "
-             f"(about 1 source in 10 is held out; {len(held_out)} were)")
+        what = f"--data: {path} has {len(pairs)} pairs:" if args.data is not None \
+            else f"--pairs: {args.pairs} dates pairs are"
+        fail("seq2seq", f"{what} too few to hold some out (about 1 source in 10 is held out; "
+             f"{len(held_out)} were)")
     tokenizer = make_tokenizer(args, train_pairs, saved_tokenizer)
     train, dropped = encode_pairs(train_pairs, tokenizer, args.max_src_len, args.max_tgt_len)
     held, dropped_eval = encode_pairs(held_out, tokenizer, args.max_src_len, args.max_tgt_len)

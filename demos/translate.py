@@ -64,7 +64,7 @@ def load(path, device):
         load_checkpoint(path, model, device=device)
     except FileNotFoundError:
         fail(NAME, f"--ckpt: no checkpoint at {path}")
-    except (CheckpointMismatch, ValueError, KeyError, TypeError) as e:
+    except (CheckpointMismatch, ValueError, KeyError, TypeError, AttributeError) as e:
         fail(NAME, f"--ckpt: {path} is not a seq2seq checkpoint of a text task ({e})")
     except OSError as e:
         fail(NAME, f"--ckpt: cannot read {path} ({e.strerror or e})")
@@ -72,10 +72,16 @@ def load(path, device):
 
 
 def translate(model, tokenizer, texts, device="cpu", beam=1, max_len=128):
-    """The model's output text for each input text."""
+    """The model's output text for each input text; an input longer than the model's
+    positional table stops the program with one line."""
+    longest = getattr(model.src_pos, "max_len", None)  # rotary, ALiBi and T5: no table
     out = []
     for text in texts:
         ids = tokenizer.encode(text) or [tokenizer.unk_id]
+        if longest is not None and len(ids) > longest:
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            fail(NAME, f"texts: {shown!r} is {len(ids)} tokens, more than the model's "
+                 f"{longest} positions")
         src = mg.tensor([ids], device=device)
         row = model.generate(src, max_len, BOS, EOS, beam_size=beam).numpy()[0].tolist()
         out.append(tokenizer.decode(row))
@@ -86,6 +92,8 @@ def main(argv=None):
     args = parse_args(argv)
     model, tokenizer, longest = load(args.ckpt, args.device)
     texts = args.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    if not texts:
+        fail(NAME, "texts: none given, and standard input has no line of text")
     outputs = translate(model, tokenizer, texts, args.device, args.beam,
                         min(args.max_len, longest))
     for text, output in zip(texts, outputs):

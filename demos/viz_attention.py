@@ -32,7 +32,7 @@ from minigrad.autograd import engine
 from minigrad.viz.graph import held_bytes, nbytes_text, shape_text
 
 from . import _pictures
-from ._cli import make_out_dir, parse_checked
+from ._cli import make_out_dir, parse_checked, writing_to
 from ._pictures import save, report
 
 NAME = "viz_attention"
@@ -73,23 +73,24 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir(NAME, args.out)
-    mg.manual_seed(0)
-    attn = nn.MultiheadAttention(16, num_heads=4)
-    x = mg.randn(2, 5, 16, requires_grad=True)                       # (batch, time, features)
-    with nn.attention.sdpa_kernel(nn.attention.SDPBackend.MATH):  # every step a node
-        out, _ = attn(x, x, x, is_causal=True, need_weights=False)
-    loss = (out * out).mean()
-    roots = {"x": x, "loss": loss}
-    paths = save(mg.viz.draw(roots, model=attn), args.out, "attention_forward", args.png)
-    paths += save(mg.viz.draw(roots, model=attn, backward=True), args.out,
-                  "attention_backward", args.png)
-    print(memory_summary(loss, attn))
-    loss.backward()
-    print(f"after backward: x.grad {shape_text(x.grad.shape)}, "
-          f"q_proj.weight.grad {shape_text(attn.q_proj.weight.grad.shape)}; "
-          "the saved arrays are freed")
-    report(args.out, paths, PICTURES)
-    return paths
+    with writing_to(NAME, args.out):
+        mg.manual_seed(0)
+        attn = nn.MultiheadAttention(16, num_heads=4)
+        x = mg.randn(2, 5, 16, requires_grad=True)                       # (batch, time, features)
+        with nn.attention.sdpa_kernel(nn.attention.SDPBackend.MATH):  # every step a node
+            out, _ = attn(x, x, x, is_causal=True, need_weights=False)
+        loss = (out * out).mean()
+        roots = {"x": x, "loss": loss}
+        paths = save(mg.viz.draw(roots, model=attn), args.out, "attention_forward", args.png)
+        paths += save(mg.viz.draw(roots, model=attn, backward=True), args.out,
+                      "attention_backward", args.png)
+        print(memory_summary(loss, attn))
+        loss.backward()
+        print(f"after backward: x.grad {shape_text(x.grad.shape)}, "
+              f"q_proj.weight.grad {shape_text(attn.q_proj.weight.grad.shape)}; "
+              "the saved arrays are freed")
+        report(args.out, paths, PICTURES)
+        return paths
 
 
 if __name__ == "__main__":

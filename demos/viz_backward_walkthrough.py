@@ -34,7 +34,7 @@ from minigrad import nn
 from minigrad.viz.explain import format_table
 
 from . import _pictures
-from ._cli import make_out_dir, parse_checked, print_written
+from ._cli import make_out_dir, parse_checked, print_written, writing_to
 
 NAME = "viz_backward_walkthrough"
 
@@ -88,31 +88,32 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir(NAME, args.out)
-    frames = os.path.join(args.out, "frames")
-    if shutil.which("dot") is None:  # the table needs no Graphviz; the frames do
+    with writing_to(NAME, args.out):
+        frames = os.path.join(args.out, "frames")
+        if shutil.which("dot") is None:  # the table needs no Graphviz; the frames do
+            model, loss = make_loss()
+            print(mg.viz.explain_backward(loss, model=model))
+            print("\n(no frames: " + mg.viz.INSTALL_HELP + ")")
+            return []
         model, loss = make_loss()
-        print(mg.viz.explain_backward(loss, model=model))
-        print("\n(no frames: " + mg.viz.INSTALL_HELP + ")")
-        return []
-    model, loss = make_loss()
-    steps = mg.viz.explain_backward(loss, model=model, frames=frames)
-    print(steps)   # the table
-    paths = [os.path.join(frames, f"step_{s.step:03d}.svg") for s in steps]
-    if args.png:  # the same graph again, drawn as PNG (the table is not printed twice)
-        model, loss = make_loss()
-        mg.viz.explain_backward(loss, model=model, frames=frames, frame_format="png")
-        paths += [os.path.join(frames, f"step_{s.step:03d}.png") for s in steps]
-    paths.append(write_index(args.out, steps, "svg"))
-    print("\nfc.weight.grad, the sum of its three uses:")
-    print(model.fc.weight.grad)
-    first, last = (os.path.basename(paths[i]) for i in (0, len(steps) - 1))
-    frame_names = f"frames/{first} ... {last}"
-    print_written(args.out, [
-        (frame_names + (" (and .png)" if args.png else ""), "one picture per step: the "
-         "running node in gold, the nodes that have run in grey, their saved arrays freed"),
-        (paths[-1], "the frames in order, each beside its row of the table: open it in a "
-         "browser")])
-    return paths
+        steps = mg.viz.explain_backward(loss, model=model, frames=frames)
+        print(steps)   # the table
+        paths = [os.path.join(frames, f"step_{s.step:03d}.svg") for s in steps]
+        if args.png:  # the same graph again, drawn as PNG (the table is not printed twice)
+            model, loss = make_loss()
+            mg.viz.explain_backward(loss, model=model, frames=frames, frame_format="png")
+            paths += [os.path.join(frames, f"step_{s.step:03d}.png") for s in steps]
+        paths.append(write_index(args.out, steps, "svg"))
+        print("\nfc.weight.grad, the sum of its three uses:")
+        print(model.fc.weight.grad)
+        first, last = (os.path.basename(paths[i]) for i in (0, len(steps) - 1))
+        frame_names = f"frames/{first} ... {last}"
+        print_written(args.out, [
+            (frame_names + (" (and .png)" if args.png else ""), "one picture per step: the "
+             "running node in gold, the nodes that have run in grey, their saved arrays freed"),
+            (paths[-1], "the frames in order, each beside its row of the table: open it in a "
+             "browser")])
+        return paths
 
 
 if __name__ == "__main__":

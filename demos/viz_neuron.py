@@ -28,7 +28,7 @@ n = 0.8814 and o = tanh(n) = 0.7071). Three pictures:
 import minigrad as mg
 
 from . import _pictures
-from ._cli import make_out_dir, parse_checked
+from ._cli import make_out_dir, parse_checked, writing_to
 from ._pictures import save, report
 
 NAME = "viz_neuron"
@@ -69,19 +69,20 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir(NAME, args.out)
-    t = neuron()
-    o = t["o"]
-    paths = save(mg.viz.draw(t, show_values=True, rankdir="LR"), args.out, "neuron_forward",
-                 args.png)
-    paths += save(mg.viz.draw(t, backward=True), args.out, "neuron_backward_graph", args.png)
-    o.backward()
-    paths += save(mg.viz.draw(t, show_values=True, show_grad=True, rankdir="LR"), args.out,
-                  "neuron_grads", args.png)
-    print(f"o = tanh(w1 x1 + w2 x2 + b) = {o.item():.4f}")
-    print("gradients: " + ", ".join(f"d{k} = {t[k].grad.item():g}"
-                                    for k in ("x1", "w1", "x2", "w2", "b")))
-    report(args.out, paths, PICTURES)
-    return paths
+    with writing_to(NAME, args.out):
+        t = neuron()
+        o = t["o"]
+        paths = save(mg.viz.draw(t, show_values=True, rankdir="LR"), args.out, "neuron_forward",
+                     args.png)
+        paths += save(mg.viz.draw(t, backward=True), args.out, "neuron_backward_graph", args.png)
+        o.backward()
+        paths += save(mg.viz.draw(t, show_values=True, show_grad=True, rankdir="LR"), args.out,
+                      "neuron_grads", args.png)
+        print(f"o = tanh(w1 x1 + w2 x2 + b) = {o.item():.4f}")
+        print("gradients: " + ", ".join(f"d{k} = {t[k].grad.item():g}"
+                                        for k in ("x1", "w1", "x2", "w2", "b")))
+        report(args.out, paths, PICTURES)
+        return paths
 
 
 if __name__ == "__main__":

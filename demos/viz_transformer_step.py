@@ -38,7 +38,7 @@ from minigrad.autograd import engine
 from minigrad.models import Transformer
 
 from . import _pictures
-from ._cli import make_out_dir, parse_checked
+from ._cli import make_out_dir, parse_checked, writing_to
 from ._pictures import save, report
 
 NAME = "viz_transformer_step"
@@ -73,39 +73,40 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     make_out_dir(NAME, args.out)
-    mg.manual_seed(0)
-    model = Transformer(VOCAB, VOCAB, d_model=16, nhead=2, num_encoder_layers=2,
-                        num_decoder_layers=2, dim_feedforward=32, dropout=0.0, pad_id=PAD)
-    optimizer = mg.optim.Adam(model.parameters(), lr=1e-3)
-    src, tgt_in, tgt_out = batch()
-    logits = model(src, tgt_in)                                      # (B, T, V)
-    loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1), ignore_index=PAD)
-    ops = len(engine.topological_order([loss.grad_fn]))
-    roots = {"loss": loss}
+    with writing_to(NAME, args.out):
+        mg.manual_seed(0)
+        model = Transformer(VOCAB, VOCAB, d_model=16, nhead=2, num_encoder_layers=2,
+                            num_decoder_layers=2, dim_feedforward=32, dropout=0.0, pad_id=PAD)
+        optimizer = mg.optim.Adam(model.parameters(), lr=1e-3)
+        src, tgt_in, tgt_out = batch()
+        logits = model(src, tgt_in)                                      # (B, T, V)
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1), ignore_index=PAD)
+        ops = len(engine.topological_order([loss.grad_fn]))
+        roots = {"loss": loss}
 
-    pictures = {"transformer_step_backward_depth1":
-                mg.viz.draw(roots, model=model, depth=1, backward=True)}
-    loss.backward(retain_graph=True)
-    for depth in (1, 2):  # the gradients as backward left them, before clipping
-        pictures[f"transformer_step_depth{depth}"] = mg.viz.draw(
-            roots, model=model, depth=depth, show_grad=True)
-    norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
-    optimizer.step()
-    with nn.utils.evaluating(model):
-        after = F.cross_entropy(model(src, tgt_in).reshape(-1, VOCAB), tgt_out.reshape(-1),
-                                ignore_index=PAD)
+        pictures = {"transformer_step_backward_depth1":
+                    mg.viz.draw(roots, model=model, depth=1, backward=True)}
+        loss.backward(retain_graph=True)
+        for depth in (1, 2):  # the gradients as backward left them, before clipping
+            pictures[f"transformer_step_depth{depth}"] = mg.viz.draw(
+                roots, model=model, depth=depth, show_grad=True)
+        norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+        optimizer.step()
+        with nn.utils.evaluating(model):
+            after = F.cross_entropy(model(src, tgt_in).reshape(-1, VOCAB), tgt_out.reshape(-1),
+                                    ignore_index=PAD)
 
-    print(f"loss {loss.item():.4f} -> {after.item():.4f} after one Adam step "
-          f"(gradient norm {norm.item():.3f}, clipped to 1)")
-    print(f"the graph has {ops} ops; drawn: " + ", ".join(
-        f"{name.replace('transformer_step_', '')} {count_nodes(g)} nodes"
-        for name, g in pictures.items()))
-    paths = []
-    for name in ("transformer_step_depth1", "transformer_step_depth2",
-                 "transformer_step_backward_depth1"):
-        paths += save(pictures[name], args.out, name, args.png)
-    report(args.out, paths, PICTURES)
-    return paths
+        print(f"loss {loss.item():.4f} -> {after.item():.4f} after one Adam step "
+              f"(gradient norm {norm.item():.3f}, clipped to 1)")
+        print(f"the graph has {ops} ops; drawn: " + ", ".join(
+            f"{name.replace('transformer_step_', '')} {count_nodes(g)} nodes"
+            for name, g in pictures.items()))
+        paths = []
+        for name in ("transformer_step_depth1", "transformer_step_depth2",
+                     "transformer_step_backward_depth1"):
+            paths += save(pictures[name], args.out, name, args.png)
+        report(args.out, paths, PICTURES)
+        return paths
 
 
 if __name__ == "__main__":
