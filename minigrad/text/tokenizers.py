@@ -102,11 +102,16 @@ def load_tokenizer(path):
     try:
         with open(path, encoding="utf-8") as f:
             d = json.load(f)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not a tokenizer file (not UTF-8 text: {e.reason} at byte "
+                         f"{e.start})") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not a tokenizer file (invalid JSON: {e})") from None
     try:
         return Tokenizer.from_dict(d)
-    except (ValueError, KeyError, TypeError) as e:
+    except KeyError as e:
+        raise ValueError(f"{path}: not a tokenizer file (no field {e.args[0]!r})") from None
+    except (ValueError, TypeError) as e:
         raise ValueError(f"{path}: {e}") from None
 
 

@@ -127,6 +127,13 @@ def test_errors_name_the_problem(bpe, tmp_path):
     bad.write_text('{"type": "wordpiece"}')
     with pytest.raises(ValueError, match="bad.json: not a minigrad tokenizer: type 'wordpiece'"):
         load_tokenizer(bad)
+    bad.write_bytes(b'{"type": "char", "chars": "\xff\xfe"}')
+    with pytest.raises(ValueError, match="bad.json: not a tokenizer file .not UTF-8 text"):
+        load_tokenizer(bad)
+    for kind in ("char", "byte-bpe"):
+        bad.write_text(f'{{"type": "{kind}"}}')
+        with pytest.raises(ValueError, match="bad.json: not a tokenizer file .no field '"):
+            load_tokenizer(bad)
 
 
 def test_char_tokenizer(tmp_path):
