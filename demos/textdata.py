@@ -36,10 +36,7 @@ def make_tokenizer(args, train_pairs, saved=None):
     if args.tokenizer_file is not None:
         try:
             tokenizer = load_tokenizer(args.tokenizer_file)
-        except UnicodeDecodeError as e:  # a ValueError that does not name the file
-            fail("seq2seq", f"--tokenizer-file: {args.tokenizer_file} is not UTF-8 text "
-                 f"({e.reason} at byte {e.start})")
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError) as e:  # (the error names the file)
             fail("seq2seq", f"--tokenizer-file: {e}")
         if tokenizer.vocab_size <= len(tokenizer.specials):  # every character unknown
             fail("seq2seq", f"--tokenizer-file: {args.tokenizer_file} has no token beside its "

@@ -218,7 +218,8 @@ def test_a_tokenizer_file_that_is_not_utf8_is_named(tmp_path, pairs_file):
     path.write_bytes(b"\xff\xfe{}")
     fails(seq2seq, [*TINY, "--data", str(pairs_file), "--tokenizer-file", str(path),
                     "--steps", "1", "--out", str(tmp_path)],
-          f"--tokenizer-file: {path} is not UTF-8 text (invalid start byte at byte 0)")
+          f"--tokenizer-file: {path}: not a tokenizer file (not UTF-8 text: invalid start "
+          "byte at byte 0)")
 
 
 # --- translate ---------------------------------------------------------------------------------
