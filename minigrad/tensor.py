@@ -1096,9 +1096,10 @@ class Tensor(TensorBase):
         if places is None:
             out = x.clone()
         elif isinstance(given, Tensor):
-            out = Scatter.apply(x, given, index=places)
+            out = Scatter.apply(x, given, index=places, then=None)
         else:
-            out = ScatterValue.apply(x, _wrapped(_py_scalar(given), x.data.dtype), index=places)
+            out = ScatterValue.apply(x, _wrapped(_py_scalar(given), x.data.dtype),
+                                     index=places, then=None)
         return out.reshape(()) if self.ndim == 0 else out
 
     def scatter_add(self, dim, index, src):

@@ -21,7 +21,8 @@ from .reduce import (Amax, Amin, Cumprod, Cumsum, LogSoftmax, LogSumExp, Max, Ma
                      SumDim, Var)
 from .shape import (Alias, Cat, Embedding, EmbeddingDenseBackward, Expand, Flip,  # noqa
                     GetItem, IndexAdd, IndexAddAlong, MaskedSelect, MatrixTranspose, NewAxis,
-                    Permute, Reshape, Roll, Scatter, ScatterAdd, ScatterValue, Select, Slice,
+                    Permute, Reshape, Roll, ScatterAdd, Select, Slice,
                     Split, Squeeze, SqueezeDim, SqueezeDims, Stack, Transpose, Unsqueeze,
                     indexing_op)
-from .inplace import CopySlices, Overwrite, SetItem, replay_view  # noqa: F401
+from .inplace import (CopySlices, Overwrite, Scatter, ScatterValue, SetItem,  # noqa: F401
+                      replay_view)

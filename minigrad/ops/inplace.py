@@ -45,6 +45,21 @@ class SetItem(Primitive):
     node_name = "IndexPutBackward0"
 
 
+class Scatter(SetItem):
+    """out = x with out[index] = src (``scatter``: index holds an array per dim);
+    dx = grad with 0 where out was written,  dsrc = grad[index]
+
+    ``scatter(dim, index, src)`` (PyTorch's ScatterBackward0)."""
+    node_name = "ScatterBackward0"
+
+
+class ScatterValue(SetItem):
+    """out = x with out[index] = value (a number);  dx = grad with 0 where out was written
+
+    ``scatter(dim, index, value)`` (PyTorch's ScatterBackward1)."""
+    node_name = "ScatterBackward1"
+
+
 class Overwrite(Primitive):
     """out = value broadcast to x's shape and cast to x's dtype (``copy_``, ``fill_``);
     dx = 0,  dvalue = grad (summed back over the broadcast dims by the engine)"""

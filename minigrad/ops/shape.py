@@ -250,43 +250,6 @@ class MaskedSelect(GetItem):
     node_name = "MaskedSelectBackward0"
 
 
-class Scatter(Primitive):
-    """out = x with out[index] = src (``scatter``: index holds an array per dim);
-    dx = grad with 0 where out was written,  dsrc = grad[index]"""
-    node_name = "ScatterBackward0"
-
-    @staticmethod
-    def forward(ctx, x, src, index):
-        out = x.copy()
-        out[index] = src
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        index = ctx.params["index"]
-        dx = dsrc = None
-        if ctx.needs_input_grad[0]:
-            written = ctx.xp.zeros(grad.shape, dtype=bool)
-            written[index] = True
-            dx = grad.masked_fill(grad._make(written), 0.0)
-        if ctx.needs_input_grad[1]:
-            dsrc = GetItem.apply(grad, index=index)
-        return dx, dsrc
-
-    @staticmethod
-    def jvp(ctx, dx, dsrc):  # x's tangent with src's written in the same places
-        x = ctx.inputs[0]
-        dx = x.new_zeros(x.shape) if dx is None else dx
-        return Scatter.apply(dx, 0.0 if dsrc is None else dsrc, **ctx.params)
-
-
-class ScatterValue(Scatter):
-    """out = x with out[index] = value (a number);  dx = grad with 0 where out was written
-
-    ``scatter(dim, index, value)`` (PyTorch's ScatterBackward1)."""
-    node_name = "ScatterBackward1"
-
-
 class ScatterAdd(Primitive):
     """out = x with src added at index (``scatter_add``: index holds an array per dim;
     repeats accumulate);  dx = grad,  dsrc = grad[index]"""
