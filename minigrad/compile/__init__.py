@@ -24,7 +24,7 @@ mode gives a ``grad_fn`` and replay could not) runs eagerly from then on, and sa
 import inspect
 import warnings
 
-from ..autograd.grad_mode import PROCESS, STATE
+from ..autograd.grad_mode import STATE
 from ..autograd.graph import TensorBase
 from ..tensor import Tensor
 from .program import Program  # noqa: F401
@@ -111,8 +111,7 @@ class CompiledStep:
         if entry.first is not None:  # what replay will find when it starts
             entry.grads_set = tuple(leaf._grad is not None for leaf in entry.leaves)
         recorder = Recorder(tensors)
-        walked = _Walked()
-        with recorder, walked:
+        with recorder:
             result = self.fn(*args, **kwargs)
         reason = recorder.broken
         if reason is None:
@@ -138,7 +137,7 @@ class CompiledStep:
                 entry.grads_set = tuple(leaf._grad is not None for leaf in entry.leaves)
                 return result
             if reason is None:
-                reason = _graph_returned(result, walked.nodes)
+                reason = _graph_returned(result, recorder.walked)
         if reason is not None:
             entry.eager = reason
             self._note(f"running eagerly: {reason}")
@@ -186,27 +185,6 @@ def _flatten(obj, tensors, signature):
 
 def _describe(tensors):
     return ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in tensors) or "no tensors"
-
-
-class _Walked:
-    """Watches a capture for the nodes that its backward passes walk (``walk_backward``, as
-    the recorder and the profiler do)."""
-
-    def __init__(self):
-        self.nodes = set()
-
-    def __enter__(self):
-        PROCESS.watchers = PROCESS.watchers + (self,)
-        return self
-
-    def __exit__(self, *exc):
-        PROCESS.watchers = tuple(w for w in PROCESS.watchers if w is not self)
-        return False
-
-    def walk_backward(self, order, grads_of):
-        for node in order:
-            self.nodes.add(node)
-            yield node
 
 
 def _outputs(result, recorder):

@@ -97,6 +97,7 @@ class Recorder:
     reason when something in it cannot be replayed (the call itself still runs to the end)."""
 
     def __init__(self, input_tensors):
+        self.walked = set()    # the nodes the step's backward passes ran
         self.program = Program()
         self.slot_of = {}      # id(array) -> slot
         self.arrays = []       # slot -> array (kept alive: ids stay unique during the capture)
@@ -343,7 +344,9 @@ class Recorder:
     def _walk(self, order):
         self.walking += 1
         try:
-            yield from order
+            for node in order:
+                self.walked.add(node)
+                yield node
         finally:
             self.walking -= 1
 
