@@ -267,9 +267,10 @@ def grad(func, argnums=0, has_aux=False):
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """``(output, jvp_out)`` (and ``aux``): ``func(*primals)`` and its directional derivative
     J v along ``tangents``, in one forward pass that carries the tangents."""
-    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
-        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to be "
-                           "tuples")
+    for what, value in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(value, tuple):  # (as torch.func: a list is refused too)
+            raise RuntimeError(f"jvp(f, primals, tangents): Expected {what} to be a tuple, "
+                               f"got {type(value).__name__}")
     if strict:
         raise RuntimeError("jvp(f, primals, tangents): strict=True is not implemented")
     p_leaves, rebuild = _flatten(tuple(primals))

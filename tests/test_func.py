@@ -99,6 +99,9 @@ def test_errors_name_the_transform(device):
         func.jvp(lambda x: x, (x,), (mg.ones(2, device=device, dtype=mg.float64),))
     with pytest.raises(RuntimeError, match="tuple \\(output, aux\\)"):
         func.grad(lambda x: x.sum(), has_aux=True)(x)
+    for primals, tangents in (([x], (x,)), ((x,), [x]), (x, x)):  # tuples only, as torch.func
+        with pytest.raises(RuntimeError, match="jvp.*Expected (primals|tangents) to be a tuple"):
+            func.jvp(lambda x: x, primals, tangents)
 
 
 # --- nn layers through functional_call ---------------------------------------------------------
