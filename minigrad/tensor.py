@@ -377,7 +377,7 @@ class Tensor(TensorBase):
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that does not require grad")
         if self.grad_fn is not None:
-            return self.grad_fn.register_hook(self._out_idx, hook)
+            return self.grad_fn._register_output_hook(self._out_idx, hook)
         if self._hooks is None:
             self._hooks = []
         return graph.append_hook(self._hooks, hook)

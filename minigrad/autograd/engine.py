@@ -169,8 +169,10 @@ class _Pass:
             if type(node) is AccumulateGrad:
                 self.accumulate(node, grads[0])
                 continue
-            if len(grads) > 1 or node._pre_hooks or node._retained or wanted:
-                self.prepare(node, grads)
+            received = grads
+            if len(grads) > 1 or node._pre_hooks or node._retained or wanted or \
+                    node._node_prehooks:
+                received = self.prepare(node, grads)
             if node.released:
                 raise RuntimeError(FREED_MESSAGE.format(op=node.name()))
             if capture is None:
@@ -184,6 +186,8 @@ class _Pass:
                 in_grads = _one_per_input(node, in_grads, len(edges))
             if not node._raw:  # a user's backward may return tensors it keeps, or arrays
                 in_grads = tuple(_rewrap(g, e, grads[0]) for g, e in zip(in_grads, edges))
+            if node._node_hooks:
+                in_grads = self.post_hooks(node, in_grads, received)
             if anomalous:
                 anomaly.check_backward(node, grads, in_grads)
             if on_node is not None:
@@ -238,10 +242,30 @@ class _Pass:
                 self.hand_out(g)
                 self.captured[k] = g
         proto = next(g for g in grads if g is not None)
+        if node._node_prehooks:
+            for g in grads:
+                if g is not None:
+                    self.hand_out(g)
+            grads[:] = _run_node_hooks(node._node_prehooks, tuple(grads), (tuple(grads),))
+        received = tuple(grads)  # (what the node's own hooks see: None for an unused output)
         for i, g in enumerate(grads):
             if g is None:  # an unused output of a multi-output op: its gradient is zero
                 shape, dtype = node.output_meta[i]
                 grads[i] = proto._make(node.xp.zeros(shape, dtype))
+        return received
+
+    def post_hooks(self, node, in_grads, received):
+        """``register_hook``'s hooks: each sees the gradients for the inputs (one per entry
+        of ``next_functions``) and those the node received; a tuple returned replaces the
+        former."""
+        edges = node.edges
+        shown = tuple(g if e else None for g, e in zip(in_grads, edges) if e is not False)
+        for g in shown:
+            if g is not None:
+                self.hand_out(g)
+        shown = _run_node_hooks(node._node_hooks, shown, (shown, tuple(received)))
+        it = iter(shown)
+        return tuple(g if e is False else next(it) for g, e in zip(in_grads, edges))
 
     def accumulate(self, node, g):
         """A leaf's total gradient: its hooks, then into ``.grad`` (or to the caller)."""
@@ -256,7 +280,13 @@ class _Pass:
             for k in positions:
                 self.captured[k] = g
         elif not self.wanted and leaf._requires_grad:  # (set to False since: no .grad,
-            write_grad(leaf, g, self.create_graph, id(g.data) in self.fresh)  # as PyTorch)
+            if node._node_prehooks:                    # as PyTorch)
+                self.hand_out(g)
+                (g,) = _run_node_hooks(node._node_prehooks, (g,), ((g,),))
+            write_grad(leaf, g, self.create_graph, id(g.data) in self.fresh)
+            if node._node_hooks:  # (no gradients for inputs: a leaf's node has none)
+                self.hand_out(g)
+                _run_node_hooks(node._node_hooks, (), ((), (g,)))
         self.hand_out(g)
 
 
@@ -301,6 +331,39 @@ def _reduce_to(grad, shape, dtype, node, i):
     if grad.data.dtype != dtype:
         grad = grad.to(dtype)
     return grad
+
+
+def _run_node_hooks(hooks, grads, args):
+    """Call each of a node's hooks with ``args`` (its first item ``grads``, a tuple, as the
+    hook before sees it); a tuple returned replaces ``grads``, checked as PyTorch checks it:
+    as many items, None where there was none, the same shapes and dtypes."""
+    for hook in hooks:
+        new = hook(*args)
+        if new is None:
+            continue
+        name = getattr(hook, "__name__", type(hook).__name__)
+        if type(new) is not tuple:
+            raise TypeError(f"expected tuple, but hook '{name}' returned "
+                            f"'{type(new).__name__}'")
+        if len(new) != len(grads):
+            raise RuntimeError(f"hook '{name}' has returned an incorrect number of values "
+                               f"(got {len(new)}, but expected {len(grads)})")
+        for old, g in zip(grads, new):
+            if g is None:
+                continue
+            if old is None:
+                raise RuntimeError(f"hook '{name}' can't replace a None gradient with a "
+                                   f"non-None value (it returned shape {tuple(g.shape)})")
+            if tuple(g.shape) != tuple(old.shape):
+                raise RuntimeError(f"hook '{name}' has changed the size of value: it returned "
+                                   f"shape {tuple(g.shape)} for a gradient of shape "
+                                   f"{tuple(old.shape)}")
+            if g.dtype != old.dtype:
+                raise RuntimeError(f"hook '{name}' has changed the type of value (was "
+                                   f"{old.dtype}, got {g.dtype})")
+        grads = new
+        args = (new,) + args[1:]
+    return grads
 
 
 def _run_hooks(hooks, grad):

@@ -74,6 +74,7 @@ class Node:
     seq = -1
     released = False  # backward freed what it saved
     _pre_hooks = _retained = None  # hooks on outputs, and outputs that called retain_grad
+    _node_prehooks = _node_hooks = None  # register_prehook's and register_hook's
 
     def name(self):
         """The node's name, as PyTorch's: ``MulBackward0``, ``AccumulateGrad``, ..."""
@@ -146,8 +147,26 @@ class Node:
             self._saved = None
             self.released = True
 
-    def register_hook(self, index, hook):
-        """Call ``hook(grad)`` on the gradient of output ``index`` before this node runs."""
+    def register_prehook(self, hook):
+        """Call ``hook(grad_outputs)`` before this node runs, as PyTorch's: the gradients of
+        its outputs as a tuple (None for an output that got none), after the outputs' own
+        tensor hooks; a tuple it returns replaces them. Returns a handle with ``remove()``."""
+        if self._node_prehooks is None:
+            self._node_prehooks = []
+        return append_hook(self._node_prehooks, hook)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad_inputs, grad_outputs)`` after this node ran, as PyTorch's: the
+        gradients it computed, one per entry of ``next_functions`` (None where an input
+        takes none), and those it received; a tuple it returns replaces ``grad_inputs``.
+        Returns a handle with ``remove()``."""
+        if self._node_hooks is None:
+            self._node_hooks = []
+        return append_hook(self._node_hooks, hook)
+
+    def _register_output_hook(self, index, hook):
+        """Call ``hook(grad)`` on the gradient of output ``index`` before this node runs (a
+        tensor's ``register_hook``)."""
         if self._pre_hooks is None:
             self._pre_hooks = {}
         return append_hook(self._pre_hooks.setdefault(index, []), hook)
