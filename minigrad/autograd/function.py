@@ -21,7 +21,7 @@ change through either is seen by the other, as in PyTorch.
 from .. import backend
 from . import anomaly, forward_ad
 from .grad_mode import PROCESS, STATE, no_grad
-from .graph import SEQUENCE, Node, TensorBase, accumulator_of
+from .graph import _PLAIN, SEQUENCE, Node, Packed, TensorBase, accumulator_of
 
 _new = object.__new__
 _NOTHING_SAVED = (None, None, None, None, 0, None, None)  # (SavedTensor's fields)
@@ -422,4 +422,21 @@ def _save(items, args, arrays, raw, results, make):
             if isinstance(arr, _generic):
                 arr = backend.np.asarray(arr)  # a NumPy scalar would upcast float32 math
             saved.append((None, arr, None, None, 0, make, k if k < n else None))
+    if STATE.saved_hooks:
+        return _pack(saved, STATE.saved_hooks[-1], make, results)
     return tuple(saved)
+
+
+def _pack(saved, hooks, make, results):
+    """The records of ``_save`` with each tensor (an input, one of ``results``, or a
+    constant array as a Tensor) given to a ``saved_tensors_hooks`` pair's pack hook (see
+    ``graph.Packed``)."""
+    out = []
+    for tensor, arr, output, counter, version, _, k in saved:
+        if type(arr) in _PLAIN or arr is None:
+            out.append((tensor, arr, output, counter, version, make, k))
+            continue
+        if tensor is None:
+            tensor = make(arr) if output is None else results[output]
+        out.append((None, Packed(tensor, hooks, output, make), None, None, 0, None, k))
+    return tuple(out)

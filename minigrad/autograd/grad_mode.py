@@ -14,6 +14,7 @@ class _State(threading.local):
     """The modes of the calling thread (a new thread starts with grad mode on)."""
     grad_enabled = True
     scope = None  # the innermost nn.Module running forward (recorded on each node)
+    saved_hooks = ()  # (pack_hook, unpack_hook) pairs of saved_tensors_hooks, innermost last
 
 
 class _Process:

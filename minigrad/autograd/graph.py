@@ -133,7 +133,8 @@ class Node:
         if saved is None and self.released:
             raise RuntimeError(FREED_MESSAGE.format(op=self.name()))
         for s, value in zip(saved or (), self.saved_tensors):
-            if (s.input if kind == "input" else s.output) == position:
+            output = s.array.output if type(s.array) is Packed else s.output
+            if (s.input if kind == "input" else output) == position:
                 return value
         return None
 
@@ -207,6 +208,8 @@ class SavedTensor(namedtuple("SavedTensor", "tensor array output counter version
     __slots__ = ()
 
     def unpack(self, node):
+        if type(self.array) is Packed:
+            return self.array.unpack(node)
         t = self.tensor
         if t is not None:
             if t.data is not self.array and t._detached_in_place:
@@ -234,6 +237,64 @@ class SavedTensor(namedtuple("SavedTensor", "tensor array output counter version
                     f"version {self.version} instead")
             return self.make(self.array, True, node, self.output)
         return self.make(self.array) if hasattr(self.array, "shape") else self.array
+
+
+class saved_tensors_hooks:
+    """``with saved_tensors_hooks(pack_hook, unpack_hook):``, as PyTorch's: every tensor an
+    op recorded inside saves for backward is given to ``pack_hook(tensor)``, and what that
+    returns is kept instead; backward gets the tensor back from ``unpack_hook(packed)``
+    (to print what is saved, to compress it or to keep it elsewhere). The unpacked tensor
+    takes the saved one's place in the graph, so higher-order gradients still flow. As in
+    PyTorch, an in-place change of a packed tensor is not detected: that is the hooks'
+    business. The hooks apply on the thread that entered the block; the innermost pair
+    wins."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+
+    def __enter__(self):
+        from .grad_mode import STATE
+        STATE.saved_hooks = STATE.saved_hooks + ((self.pack_hook, self.unpack_hook),)
+        return self
+
+    def __exit__(self, *exc):
+        from .grad_mode import STATE
+        STATE.saved_hooks = STATE.saved_hooks[:-1]
+
+
+class Packed:
+    """What ``saved_tensors_hooks``' pack hook returned for a saved tensor, with what is
+    needed to put the unpacked tensor back in the graph where the saved one was: the
+    input's ``grad_fn`` and output index (or a leaf's ``AccumulateGrad``), or, for the
+    node's own output, its index."""
+    __slots__ = ("value", "unpack_hook", "shape", "dtype", "grad_fn", "index", "accumulator",
+                 "output", "make")
+
+    def __init__(self, tensor, hooks, output, make):
+        pack, self.unpack_hook = hooks
+        self.shape, self.dtype, self.output, self.make = tensor.shape, tensor.dtype, output, make
+        self.grad_fn, self.index, self.accumulator = tensor.grad_fn, tensor._out_idx, None
+        if tensor.grad_fn is None and tensor.requires_grad:
+            self.accumulator = accumulator_of(tensor)
+        self.value = pack(tensor)
+
+    def __repr__(self):
+        return f"Packed(shape={tuple(self.shape)}, dtype={self.dtype})"
+
+    def unpack(self, node):
+        t = self.unpack_hook(self.value)
+        if not isinstance(t, TensorBase):
+            raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but "
+                            f"got result of type {type(t).__name__}")
+        if self.output is not None:  # the node's own output: made again with it as grad_fn
+            return self.make(t.data, True, node, self.output)
+        if self.grad_fn is not None:
+            return self.make(t.data, True, self.grad_fn, self.index)
+        if self.accumulator is not None:  # a leaf: gradients go to its AccumulateGrad
+            alias = self.make(t.data)
+            alias._requires_grad, alias._accumulator = True, self.accumulator
+            return alias
+        return t
 
 
 class RemovableHandle:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import engine
-from ..autograd.graph import AccumulateGrad
+from ..autograd.graph import AccumulateGrad, Packed
 
 SMALL = 8  # tensors of at most this many elements can show their values
 
@@ -314,6 +314,8 @@ def saved_records(node):
                     break
         elif s.output is not None:
             what = "out" if len(node.output_meta) == 1 else f"out{s.output}"
+        elif type(arr) is Packed:  # kept by a saved_tensors_hooks pack hook
+            what = "packed"
         else:
             what = "const" if isinstance(arr, _SCALARS) else "tmp"
         out.append((what, arr, getattr(arr, "nbytes", 0)))
