@@ -153,3 +153,24 @@ def test_hooks_on_a_user_function_survive_its_backward():
     y.sum().backward()
     assert seen == [[[2.0, 2.0]], [[2.0, 2.0]]]
     assert x.grad.tolist() == [4.0, 4.0]
+
+
+def test_metadata_is_the_nodes_own_dict_for_its_life():
+    class Double(mg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    for y in (x.exp(), Double.apply(x)):
+        y.grad_fn.metadata["step"] = 3
+        y.sum().backward()  # (frees what the node saved, not its metadata)
+        assert y.grad_fn.metadata == {"step": 3}
+    a, b = (x * 2).grad_fn, (x * 2).grad_fn
+    a.metadata["mine"] = True
+    assert b.metadata == {} and a.next_functions[0][0].metadata == {}
+    assert isinstance(a, mg.autograd.graph.Node)

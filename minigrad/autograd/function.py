@@ -272,7 +272,8 @@ class Function(Node):
 
     _STRUCTURE = frozenset(("_to_save", "_non_diff", "params", "needs_input_grad", "edges",
                             "seq", "output_meta", "scope", "trace", "xp", "_saved", "released",
-                            "_pre_hooks", "_retained", "_node_prehooks", "_node_hooks"))
+                            "_pre_hooks", "_retained", "_node_prehooks", "_node_hooks",
+                            "_metadata"))
 
     def release(self):
         """Free the saved tensors and, for a user Function, any array or tensor its forward

@@ -148,6 +148,14 @@ class Node:
             self._saved = None
             self.released = True
 
+    @property
+    def metadata(self):
+        """A dict of the user's own, kept with the node for its life, as PyTorch's."""
+        d = self.__dict__.get("_metadata")
+        if d is None:
+            d = self._metadata = {}
+        return d
+
     def register_prehook(self, hook):
         """Call ``hook(grad_outputs)`` before this node runs, as PyTorch's: the gradients of
         its outputs as a tuple (None for an output that got none), after the outputs' own
