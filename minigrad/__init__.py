@@ -15,8 +15,9 @@ if "numpy" not in sys.modules:
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
 from . import autograd, backend, dtypes  # noqa: F401
-from .autograd import (detect_anomaly, enable_grad, grad, is_anomaly_check_nan_enabled,  # noqa
-                       is_anomaly_enabled, is_grad_enabled, no_grad, set_grad_enabled)
+from .autograd import (detect_anomaly, enable_grad, grad, inference_mode,  # noqa: F401
+                       is_anomaly_check_nan_enabled, is_anomaly_enabled, is_grad_enabled,
+                       is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .backend import (Device, DeviceError, cuda_is_available, get_rng_state,  # noqa: F401
                       manual_seed, set_rng_state)
 from .autograd.function import ShapeError  # noqa: F401

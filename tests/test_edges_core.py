@@ -454,6 +454,41 @@ def test_decorated_generator_that_raises_restores_callers_mode(name):
     assert run(mg) == run(torch) == (False, True)
 
 
+def _mode_trace(lib):
+    """Grad mode and inference mode through nested blocks of inference_mode, no_grad and
+    enable_grad, and anomaly mode through set_detect_anomaly."""
+    trace = []
+
+    def note(where):
+        trace.append((where, lib.is_grad_enabled(), lib.is_inference_mode_enabled()))
+    with lib.inference_mode():
+        note("inference")
+        with lib.inference_mode(False):
+            note("inference(False) inside")
+        with lib.enable_grad():
+            note("enable_grad inside")
+        note("inference again")
+    with lib.no_grad():
+        with lib.inference_mode(False):
+            note("inference(False) inside no_grad")
+    note("after")
+    lib.autograd.set_detect_anomaly(True)
+    trace.append(("set", lib.is_anomaly_enabled(), lib.is_anomaly_check_nan_enabled()))
+    lib.autograd.set_detect_anomaly(False)
+    with lib.autograd.set_detect_anomaly(True, check_nan=False):
+        trace.append(("block", lib.is_anomaly_enabled(), lib.is_anomaly_check_nan_enabled()))
+    trace.append(("after", lib.is_anomaly_enabled(), lib.is_anomaly_check_nan_enabled()))
+    return trace
+
+
+def test_inference_mode_and_set_detect_anomaly_as_torch():
+    assert _mode_trace(mg) == _mode_trace(torch)
+    x = mg.tensor([1.0, 2.0], requires_grad=True)
+    with mg.inference_mode():
+        y = x * 2
+    assert y.grad_fn is None and not y.requires_grad
+
+
 # --- gradgradcheck of user Functions whose backward is not differentiable --------------------
 # Each backward is right to first order (gradcheck passes) but cuts the graph, so the second
 # derivative it yields is zero; torch.autograd.gradgradcheck reports that.

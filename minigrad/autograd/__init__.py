@@ -6,8 +6,10 @@ backward pass), ``grad_mode.py`` (no_grad, detect_anomaly), ``gradcheck.py``.
 from .function import Function, Primitive, ShapeError  # noqa: F401
 from .graph import AccumulateGrad, Node, RemovableHandle, SavedTensor, TensorBase  # noqa
 from .graph import starts_backward as _starts_backward
-from .grad_mode import (detect_anomaly, enable_grad, is_anomaly_check_nan_enabled,  # noqa
-                        is_anomaly_enabled, is_grad_enabled, no_grad, set_grad_enabled)
+from .grad_mode import (detect_anomaly, enable_grad, inference_mode,  # noqa: F401
+                        is_anomaly_check_nan_enabled, is_anomaly_enabled, is_grad_enabled,
+                        is_inference_mode_enabled, no_grad, set_detect_anomaly,
+                        set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from . import engine, forward_ad  # noqa: F401
 

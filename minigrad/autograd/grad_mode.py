@@ -15,6 +15,7 @@ class _State(threading.local):
     grad_enabled = True
     scope = None  # the innermost nn.Module running forward (recorded on each node)
     saved_hooks = ()  # (pack_hook, unpack_hook) pairs of saved_tensors_hooks, innermost last
+    inference = False  # inside inference_mode()
 
 
 class _Process:
@@ -42,6 +43,10 @@ PROCESS.anomaly = False
 
 def is_grad_enabled():
     return STATE.grad_enabled
+
+
+def is_inference_mode_enabled():
+    return STATE.inference
 
 
 def is_anomaly_enabled():
@@ -175,3 +180,62 @@ class detect_anomaly(_Mode):
 
     def _clone(self):
         return type(self)(self.check_nan)
+
+
+class set_detect_anomaly(detect_anomaly):
+    """``set_detect_anomaly(mode, check_nan=True)`` turns anomaly mode on or off at once; as
+    a context manager (or a decorator) it restores the previous mode afterwards, as
+    PyTorch's does."""
+
+    def __new__(cls, mode, check_nan=True):
+        return object.__new__(cls)
+
+    def __init__(self, mode, check_nan=True):
+        self._value, self.check_nan = bool(mode), bool(check_nan)
+        self._prev, self._prev_check_nan = PROCESS.anomaly, PROCESS.check_nan
+        PROCESS.check_nan, PROCESS.anomaly = self.check_nan, self._value
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        PROCESS.check_nan, PROCESS.anomaly = self._prev_check_nan, self._prev
+        return False
+
+    def _clone(self):
+        return detect_anomaly(self.check_nan) if self._value else _no_anomaly()
+
+    def __call__(self, fn):
+        PROCESS.check_nan, PROCESS.anomaly = self._prev_check_nan, self._prev  # (not now)
+        return super().__call__(fn)
+
+
+class _no_anomaly(_Mode):
+    _flag, _value, _modes = "anomaly", False, PROCESS
+
+
+class inference_mode(_Mode):
+    """PyTorch's ``inference_mode(mode=True)``, as a context manager or decorator: with
+    mode True, ``no_grad`` (and ``is_inference_mode_enabled()`` is True); with mode False,
+    grad mode on, as PyTorch's. Tensors made inside are ordinary tensors: minigrad has no
+    separate inference tensors, whose later use in autograd PyTorch refuses."""
+
+    def __new__(cls, mode=True):
+        if callable(mode):  # bare @inference_mode
+            return cls()(mode)
+        return object.__new__(cls)
+
+    def __init__(self, mode=True):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self._prev = STATE.grad_enabled, STATE.inference
+        STATE.grad_enabled, STATE.inference = not self.mode, self.mode
+        return self
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled, STATE.inference = self._prev
+        return False
+
+    def _clone(self):
+        return type(self)(self.mode)
