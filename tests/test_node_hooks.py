@@ -174,3 +174,51 @@ def test_metadata_is_the_nodes_own_dict_for_its_life():
     a.metadata["mine"] = True
     assert b.metadata == {} and a.next_functions[0][0].metadata == {}
     assert isinstance(a, mg.autograd.graph.Node)
+
+
+def post_accumulate_program(M):
+    log = []
+    x = M.tensor([1.0, 2.0], requires_grad=True)
+    first = x.register_post_accumulate_grad_hook(lambda t: log.append(("x", t.grad.tolist())))
+    (x * x).sum().backward()
+    M.autograd.grad((x * x).sum(), x)  # no .grad written: no call
+    first.remove()
+    (x * 3).sum().backward()
+    log.append(("x.grad", x.grad.tolist()))
+
+    z = M.tensor([1.0, 2.0], requires_grad=True)
+
+    def sgd_in_backward(t):  # the optimiser step as soon as the gradient is complete
+        with M.no_grad():
+            t -= 0.5 * t.grad
+        t.grad = None
+    z.register_post_accumulate_grad_hook(sgd_in_backward)
+    (z * z).sum().backward()
+    log.append(("z", z.tolist(), z.grad))
+
+    w = M.tensor([1.0], requires_grad=True)
+    w.register_post_accumulate_grad_hook(lambda t: log.append("post"))
+    w.register_hook(lambda g: log.append("tensor hook"))
+    node = (w * 2).grad_fn.next_functions[0][0]
+    node.register_prehook(lambda go: log.append("node prehook"))
+    node.register_hook(lambda gi, go: log.append("node hook"))
+    (w * 2).sum().backward()
+    return log
+
+
+@needs_torch
+def test_post_accumulate_grad_hooks_as_torch():
+    assert post_accumulate_program(mg) == post_accumulate_program(torch)
+
+
+@needs_torch
+def test_post_accumulate_grad_hook_refusals_as_torch():
+    for M in (torch, mg):
+        x = M.tensor([1.0, 2.0], requires_grad=True)
+        with pytest.raises(RuntimeError, match="non-leaf"):
+            (x * 2).register_post_accumulate_grad_hook(lambda t: None)
+        with pytest.raises(RuntimeError, match="doesn't require gradient"):
+            M.tensor([1.0]).register_post_accumulate_grad_hook(lambda t: None)
+        x.register_post_accumulate_grad_hook(lambda t: 5)
+        with pytest.raises(TypeError):
+            (x * 2).sum().backward()

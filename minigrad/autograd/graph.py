@@ -340,6 +340,7 @@ class TensorBase:
     _detached_in_place = False  # detach_() cut it from the graph that may have saved it
     _accumulator = None  # a leaf's AccumulateGrad, once an op has recorded an edge to it
     _hooks = None      # gradient hooks of a leaf
+    _post_accumulate_hooks = None  # a leaf's hooks called after its .grad was written
     _output_class = None  # the class of the tensors that ops make from this one
 
     @property
@@ -350,6 +351,21 @@ class TensorBase:
     @requires_grad.setter
     def requires_grad(self, value):
         self._requires_grad = value
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(tensor)`` each time backward has added into this leaf's ``.grad``
+        (after its gradient hooks and its node's prehooks), as PyTorch's: where an
+        optimiser can update a parameter as soon as its gradient is complete. Returns a
+        handle with ``remove()``."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        if self._post_accumulate_hooks is None:
+            self._post_accumulate_hooks = []
+        return append_hook(self._post_accumulate_hooks, hook)
 
     @property
     def _version(self):
