@@ -248,6 +248,8 @@ class _Pass:
                     self.hand_out(g)
             grads[:] = _run_node_hooks(node._node_prehooks, tuple(grads), (tuple(grads),))
         received = tuple(grads)  # (what the node's own hooks see: None for an unused output)
+        if not node._materialize_grads:  # (a Function's ctx.set_materialize_grads(False))
+            return received
         for i, g in enumerate(grads):
             if g is None:  # an unused output of a multi-output op: its gradient is zero
                 shape, dtype = node.output_meta[i]

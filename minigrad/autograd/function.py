@@ -18,6 +18,8 @@ A view op (``view = True``: reshape, permute, basic indexing, ...) also links it
 to its input (``Tensor._view_of``) and shares the input's version counter, so an in-place
 change through either is seen by the other, as in PyTorch.
 """
+import functools
+
 from .. import backend
 from . import anomaly, forward_ad
 from .grad_mode import PROCESS, STATE, no_grad
@@ -86,6 +88,13 @@ class Function(Node):
         positional input of forward, as PyTorch's ``Function.jvp``."""
         raise NotImplementedError
 
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        """PyTorch's other way to write a Function: ``forward(*args)`` without ctx, and
+        this, called after it with the inputs (a tuple) and forward's output, to save what
+        backward needs on ctx."""
+        raise NotImplementedError
+
     node_name = None  # the name of the op's nodes where it is not PyTorch's usual one
 
     def __init_subclass__(cls, **kwargs):
@@ -96,6 +105,8 @@ class Function(Node):
         super().__init_subclass__(**kwargs)
         if "op" in cls.__dict__:  # this is a node class
             return
+        if "vjp" in cls.__dict__ and "backward" not in cls.__dict__:  # (PyTorch's alias)
+            cls.backward = cls.__dict__["vjp"]
         cls.op = cls
         name = cls.__dict__.get("node_name") or \
             cls.__name__ + ("Backward0" if cls._raw else "Backward")
@@ -112,6 +123,16 @@ class Function(Node):
 
     def mark_non_differentiable(self, *outputs):
         self._non_diff = {id(o.data if isinstance(o, TensorBase) else o) for o in outputs}
+
+    def mark_dirty(self, *tensors):
+        raise NotImplementedError(
+            f"{type(self).__name__[:-len('Backward')]}: mark_dirty (a Function that changes "
+            "its inputs in place) is not supported; return a new tensor instead")
+
+    def set_materialize_grads(self, value):
+        """With False, backward gets None (not zeros) for an output that received no
+        gradient, as PyTorch's."""
+        self._materialize_grads = bool(value)
 
     # --- the call ----------------------------------------------------------------------------
     @classmethod
@@ -259,7 +280,11 @@ class Function(Node):
             else:
                 inputs = [first._make(a) if type(a) in _XP_BY_TYPE else a for a in arrays]
                 with no_grad():
-                    out = cls.forward(node, *inputs, **params)
+                    if cls.setup_context is Function.setup_context:
+                        out = cls.forward(node, *inputs, **params)
+                    else:  # forward(*args), then setup_context(ctx, inputs, output)
+                        out = cls.forward(*inputs, **params)
+                        cls.setup_context(node, tuple(args), out)
                 if isinstance(out, tuple):
                     out = tuple(o.data if isinstance(o, TensorBase) else o for o in out)
                 elif isinstance(out, TensorBase):
@@ -273,7 +298,7 @@ class Function(Node):
     _STRUCTURE = frozenset(("_to_save", "_non_diff", "params", "needs_input_grad", "edges",
                             "seq", "output_meta", "scope", "trace", "xp", "_saved", "released",
                             "_pre_hooks", "_retained", "_node_prehooks", "_node_hooks",
-                            "_metadata"))
+                            "_metadata", "_materialize_grads"))
 
     def release(self):
         """Free the saved tensors and, for a user Function, any array or tensor its forward
@@ -358,6 +383,42 @@ def _new_history(t, grad_fn, out_idx, requires_grad=True):
         return
     del retained[idx]
     t.retain_grad()
+
+
+def once_differentiable(backward):
+    """Decorates a Function's ``backward`` that is not differentiable itself, as PyTorch's:
+    it runs without recording a graph, and with ``create_graph=True`` the gradients it
+    returns (where a gradient it received requires grad) raise if they are differentiated
+    again, instead of giving a silent zero."""
+    @functools.wraps(backward)
+    def wrapper(ctx, *grads):
+        create_graph = STATE.grad_enabled
+        with no_grad():
+            out = backward(ctx, *grads)
+        if not create_graph:
+            return out
+        deps = [g for g in grads if isinstance(g, TensorBase) and g.requires_grad]
+        if not deps:
+            return out
+        many = isinstance(out, tuple)
+        out = tuple(_DelayedError.apply(g, *deps) if isinstance(g, TensorBase) else g
+                    for g in (out if many else (out,)))
+        return out if many else out[0]
+    return wrapper
+
+
+class _DelayedError(Function):
+    """The node after a ``once_differentiable`` backward's gradients: its own backward
+    raises."""
+
+    @staticmethod
+    def forward(ctx, g, *deps):
+        return g.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("trying to differentiate twice a function that was marked with "
+                           "@once_differentiable")
 
 
 def multiple_views_op(view):

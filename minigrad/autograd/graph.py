@@ -75,6 +75,7 @@ class Node:
     released = False  # backward freed what it saved
     _pre_hooks = _retained = None  # hooks on outputs, and outputs that called retain_grad
     _node_prehooks = _node_hooks = None  # register_prehook's and register_hook's
+    _materialize_grads = True  # zeros for an output that got no gradient (else None)
 
     def name(self):
         """The node's name, as PyTorch's: ``MulBackward0``, ``AccumulateGrad``, ..."""
