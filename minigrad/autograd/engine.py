@@ -170,9 +170,8 @@ class _Pass:
                 self.accumulate(node, grads[0])
                 continue
             received = grads
-            if len(grads) > 1 or node._pre_hooks or node._retained or wanted or \
-                    node._node_prehooks:
-                received = self.prepare(node, grads)
+            if len(grads) > 1 or node._pre_hooks or node._retained or wanted:
+                received = self.prepare(node, grads)  # (a new tuple)
             if node.released:
                 raise RuntimeError(FREED_MESSAGE.format(op=node.name()))
             if capture is None:
@@ -186,7 +185,7 @@ class _Pass:
                 in_grads = _one_per_input(node, in_grads, len(edges))
             if not node._raw:  # a user's backward may return tensors it keeps, or arrays
                 in_grads = tuple(_rewrap(g, e, grads[0]) for g, e in zip(in_grads, edges))
-            if node._node_hooks:
+            if received is not grads and node._node_hooks:
                 in_grads = self.post_hooks(node, in_grads, received)
             if anomalous:
                 anomaly.check_backward(node, grads, in_grads)
@@ -226,9 +225,10 @@ class _Pass:
         mg.grad asked for, then zeros for the unused outputs of a multi-output op. An
         unused output's hooks see None, its ``.grad`` stays None and mg.grad finds no
         gradient for it, as in PyTorch; only the node's backward gets the zeros."""
-        if node._pre_hooks:
-            for i, hooks in node._pre_hooks.items():
-                if hooks:
+        table = node._pre_hooks
+        if table:
+            for i, hooks in table.items():
+                if hooks and i != "node":  # (tensor hooks, by output)
                     if grads[i] is not None:
                         self.hand_out(grads[i])
                     grads[i] = _run_hooks(hooks, grads[i])
@@ -242,11 +242,11 @@ class _Pass:
                 self.hand_out(g)
                 self.captured[k] = g
         proto = next(g for g in grads if g is not None)
-        if node._node_prehooks:
+        if table and table.get("node"):  # the node's own prehooks
             for g in grads:
                 if g is not None:
                     self.hand_out(g)
-            grads[:] = _run_node_hooks(node._node_prehooks, tuple(grads), (tuple(grads),))
+            grads[:] = _run_node_hooks(table["node"], tuple(grads), (tuple(grads),))
         received = tuple(grads)  # (what the node's own hooks see: None for an unused output)
         if not node._materialize_grads:  # (a Function's ctx.set_materialize_grads(False))
             return received
@@ -282,9 +282,10 @@ class _Pass:
             for k in positions:
                 self.captured[k] = g
         elif not self.wanted and leaf._requires_grad:  # (set to False since: no .grad,
-            if node._node_prehooks:                    # as PyTorch)
+            prehooks = node._pre_hooks and node._pre_hooks.get("node")  # as PyTorch)
+            if prehooks:
                 self.hand_out(g)
-                (g,) = _run_node_hooks(node._node_prehooks, (g,), ((g,),))
+                (g,) = _run_node_hooks(prehooks, (g,), ((g,),))
             write_grad(leaf, g, self.create_graph, id(g.data) in self.fresh)
             if leaf._post_accumulate_hooks:
                 self.hand_out(g)

@@ -297,7 +297,7 @@ class Function(Node):
 
     _STRUCTURE = frozenset(("_to_save", "_non_diff", "params", "needs_input_grad", "edges",
                             "seq", "output_meta", "scope", "trace", "xp", "_saved", "released",
-                            "_pre_hooks", "_retained", "_node_prehooks", "_node_hooks",
+                            "_pre_hooks", "_retained", "_node_hooks",
                             "_metadata", "_materialize_grads"))
 
     def release(self):

@@ -73,8 +73,10 @@ class Node:
     _saved = None  # what ``saved`` shows, as plain tuples in SavedTensor's field order
     seq = -1
     released = False  # backward freed what it saved
-    _pre_hooks = _retained = None  # hooks on outputs, and outputs that called retain_grad
-    _node_prehooks = _node_hooks = None  # register_prehook's and register_hook's
+    # hooks that run before the node: its outputs' tensor hooks by output index, and its
+    # own register_prehook's under "node"; outputs that called retain_grad
+    _pre_hooks = _retained = None
+    _node_hooks = None  # register_hook's (after the node ran)
     _materialize_grads = True  # zeros for an output that got no gradient (else None)
 
     def name(self):
@@ -161,25 +163,27 @@ class Node:
         """Call ``hook(grad_outputs)`` before this node runs, as PyTorch's: the gradients of
         its outputs as a tuple (None for an output that got none), after the outputs' own
         tensor hooks; a tuple it returns replaces them. Returns a handle with ``remove()``."""
-        if self._node_prehooks is None:
-            self._node_prehooks = []
-        return append_hook(self._node_prehooks, hook)
+        return append_hook(self._hook_table().setdefault("node", []), hook)
 
     def register_hook(self, hook):
         """Call ``hook(grad_inputs, grad_outputs)`` after this node ran, as PyTorch's: the
         gradients it computed, one per entry of ``next_functions`` (None where an input
         takes none), and those it received; a tuple it returns replaces ``grad_inputs``.
         Returns a handle with ``remove()``."""
-        if self._node_hooks is None:
+        self._hook_table().setdefault("node", [])  # (the engine's step before the node
+        if self._node_hooks is None:                # runs only for nodes with a table)
             self._node_hooks = []
         return append_hook(self._node_hooks, hook)
 
     def _register_output_hook(self, index, hook):
         """Call ``hook(grad)`` on the gradient of output ``index`` before this node runs (a
         tensor's ``register_hook``)."""
+        return append_hook(self._hook_table().setdefault(index, []), hook)
+
+    def _hook_table(self):
         if self._pre_hooks is None:
             self._pre_hooks = {}
-        return append_hook(self._pre_hooks.setdefault(index, []), hook)
+        return self._pre_hooks
 
 
 class AccumulateGrad(Node):
