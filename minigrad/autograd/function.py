@@ -484,7 +484,7 @@ def _save(items, args, arrays, raw, results, make):
             if isinstance(arr, _generic):
                 arr = backend.np.asarray(arr)  # a NumPy scalar would upcast float32 math
             saved.append((None, arr, None, None, 0, make, k if k < n else None))
-    if STATE.saved_hooks:
+    if PROCESS.packing and STATE.saved_hooks:
         return _pack(saved, STATE.saved_hooks[-1], make, results)
     return tuple(saved)
 

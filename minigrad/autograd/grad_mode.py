@@ -24,9 +24,11 @@ class _Process:
 
     ``watched`` is true while any of them is on: ``Function.apply`` then takes its general
     path, so the fast path pays for all of them with one check. It is kept up to date on
-    every change of the other two.
+    every change of the other two. ``packing`` counts the ``saved_tensors_hooks`` blocks
+    open on any thread (each thread's own hooks are ``STATE.saved_hooks``), so that saving
+    for backward checks one plain attribute while there are none.
     """
-    __slots__ = ("anomaly", "check_nan", "watchers", "watched")
+    __slots__ = ("anomaly", "check_nan", "watchers", "watched", "packing")
 
     def __setattr__(self, name, value):
         object.__setattr__(self, name, value)
@@ -38,6 +40,7 @@ STATE = _State()
 PROCESS = _Process()
 object.__setattr__(PROCESS, "watchers", ())
 object.__setattr__(PROCESS, "check_nan", True)  # anomaly mode's NaN/inf checks (check_nan=)
+object.__setattr__(PROCESS, "packing", 0)
 PROCESS.anomaly = False
 
 

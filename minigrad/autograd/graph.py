@@ -266,13 +266,15 @@ class saved_tensors_hooks:
         self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
 
     def __enter__(self):
-        from .grad_mode import STATE
+        from .grad_mode import PROCESS, STATE
         STATE.saved_hooks = STATE.saved_hooks + ((self.pack_hook, self.unpack_hook),)
+        object.__setattr__(PROCESS, "packing", PROCESS.packing + 1)
         return self
 
     def __exit__(self, *exc):
-        from .grad_mode import STATE
+        from .grad_mode import PROCESS, STATE
         STATE.saved_hooks = STATE.saved_hooks[:-1]
+        object.__setattr__(PROCESS, "packing", PROCESS.packing - 1)
 
 
 class Packed:
