@@ -10,6 +10,7 @@ The names follow PyTorch: ``grad_fn.next_functions`` lists ``(node, output index
 ``AccumulateGrad.variable`` is the leaf, and nodes name themselves ``MulBackward0`` etc.
 """
 import itertools
+import threading
 import weakref
 from collections import namedtuple
 
@@ -268,13 +269,18 @@ class saved_tensors_hooks:
     def __enter__(self):
         from .grad_mode import PROCESS, STATE
         STATE.saved_hooks = STATE.saved_hooks + ((self.pack_hook, self.unpack_hook),)
-        object.__setattr__(PROCESS, "packing", PROCESS.packing + 1)
+        with _PACKING:
+            object.__setattr__(PROCESS, "packing", PROCESS.packing + 1)
         return self
 
     def __exit__(self, *exc):
         from .grad_mode import PROCESS, STATE
         STATE.saved_hooks = STATE.saved_hooks[:-1]
-        object.__setattr__(PROCESS, "packing", PROCESS.packing - 1)
+        with _PACKING:
+            object.__setattr__(PROCESS, "packing", PROCESS.packing - 1)
+
+
+_PACKING = threading.Lock()  # (blocks open and close on several threads at once)
 
 
 class Packed:
