@@ -2,6 +2,7 @@
 ``axis=`` aliases), shapes given as ``f(2, 3)`` or ``f((2, 3))``, and indices."""
 import builtins
 import math
+import operator
 
 import numpy as np
 
@@ -66,7 +67,16 @@ def _shape_arg(shape):
     """Accept ``f(2, 3)`` and ``f((2, 3))`` alike."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return tuple(builtins.int(s) for s in shape)
+    try:
+        return tuple(operator.index(s) for s in shape)
+    except TypeError:  # (a float size: PyTorch's TypeError too, never a silent truncation)
+        pass
+    for s in shape:
+        try:
+            operator.index(s)
+        except TypeError:
+            raise TypeError(f"a size must be a tuple of ints, got {type(s).__name__} {s!r} in "
+                            f"{tuple(shape)}") from None
 
 
 def _index(index, like):

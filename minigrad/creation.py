@@ -16,6 +16,8 @@ from .tensor import Tensor, _shape_arg, _wrapped, as_array
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (Python floats become float32, ints int64;
     NumPy scalars and arrays, and tensors, inside a list keep their dtype, as in PyTorch)."""
+    if data is None:
+        raise RuntimeError("tensor: Could not infer dtype of NoneType (data is None)")
     if dtype is None and isinstance(data, (list, tuple)):
         dtype = _list_dtype(data)
     try:

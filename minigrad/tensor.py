@@ -103,7 +103,13 @@ class Tensor(TensorBase):
     device = property(lambda self: backend.device_of(self.data))
     is_cuda = property(lambda self: type(self.data) is not np.ndarray)
     T = property(lambda self: self.permute(*reversed(range(self.ndim))))
-    mT = property(lambda self: self.transpose(-2, -1))
+    mT = property(lambda self: self._matrix_transpose())
+
+    def _matrix_transpose(self):
+        if self.data.ndim == 1:  # (of a 0-d tensor: itself, as PyTorch)
+            raise RuntimeError(f"tensor.mT is only supported on matrices or batches of "
+                               f"matrices, got a {self.data.ndim}-D tensor")
+        return self.transpose(-2, -1)
 
     @property
     def requires_grad(self):
@@ -159,6 +165,11 @@ class Tensor(TensorBase):
     def numel(self):
         return int(self.data.size)
 
+    nelement = numel
+
+    def ndimension(self):
+        return self.data.ndim
+
     def element_size(self):
         return self.data.dtype.itemsize
 
@@ -206,11 +217,18 @@ class Tensor(TensorBase):
 
     def __float__(self):
         read_on_host("Tensor.__float__()")
-        return builtins.float(self.item())
+        return builtins.float(self._one_value())
 
     def __int__(self):
         read_on_host("Tensor.__int__()")
-        return builtins.int(self.item())
+        return builtins.int(self._one_value())
+
+    def _one_value(self):
+        """The one element, for ``int()`` and ``float()``: PyTorch's ValueError otherwise."""
+        if self.data.size != 1:
+            raise ValueError(f"only one element tensors can be converted to Python scalars "
+                             f"(got {self.data.size} elements, shape {tuple(self.shape)})")
+        return self.data.item()
 
     def __index__(self):
         """An integer tensor of one element as a Python int (``[10, 20][t]``, ``range(t)``)."""
@@ -324,6 +342,14 @@ class Tensor(TensorBase):
     def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
         return self._new("empty", _shape_arg(size), dtype, device, requires_grad)
 
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        """A new tensor holding a copy of ``data``, of this tensor's dtype and device unless
+        given (as ``torch.Tensor.new_tensor``)."""
+        from . import creation
+        return creation.tensor(data, dtype=self.dtype if dtype is None else dtype,
+                               device=self.device if device is None else device,
+                               requires_grad=requires_grad)
+
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
         return self._new("full", _shape_arg((size,)), dtype, device, requires_grad,
                          fill_value)
@@ -421,7 +447,13 @@ class Tensor(TensorBase):
     floor_divide = __floordiv__
     remainder = __mod__
     def __neg__(self): return Neg.apply(_no_bool("neg", self))
-    def __pos__(self): return self
+
+    def __pos__(self):
+        if self.data.dtype.kind == "b":
+            raise RuntimeError(f"the `+` operator, on a bool tensor is not supported (shape "
+                               f"{tuple(self.shape)})")
+        return self
+
     def __abs__(self): return self.abs()
     def __matmul__(self, other): return self.matmul(other)
     def __rmatmul__(self, other): return as_tensor(other, like=self).matmul(self)
@@ -433,6 +465,8 @@ class Tensor(TensorBase):
                 raise RuntimeError("pow: integers to negative integer powers are not allowed")
             _wrapped(exponent, self.data.dtype, "pow")  # (raises if it does not fit)
             base, exponent = _operands(self, exponent)  # bool ** 2 is int64, int ** 0.5 float
+            if base.data.dtype == np.float16:  # (an exponent beyond float16's range: refused)
+                _fitting(exponent, base.data.dtype, "pow")
             if base.data.dtype.kind == "b":  # bool ** bool: x ** True is x, x ** False is True
                 return base.clone() if exponent else base.new_ones(base.shape)
             return Pow.apply(base, exponent)
@@ -470,6 +504,9 @@ class Tensor(TensorBase):
     def matmul(self, other):
         """Matrix product with PyTorch's rules for 1-D operands and broadcast batch dims."""
         other = as_tensor(other, like=self)
+        if self.data.dtype.kind == "b" or other.data.dtype.kind == "b":
+            raise NotImplementedError(f"matmul: not implemented for 'Bool' (shapes "
+                                      f"{tuple(self.shape)} and {tuple(other.shape)})")
         if self.ndim == 0 or other.ndim == 0:
             raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes "
                              f"{self.shape} and {other.shape}")
@@ -497,9 +534,17 @@ class Tensor(TensorBase):
     __ge__ = lambda self, o: self._cmp(o, "greater_equal")  # noqa: E731
     __eq__ = lambda self, o: self._cmp(o, "equal")  # noqa: E731
     __ne__ = lambda self, o: self._cmp(o, "not_equal")  # noqa: E731
-    logical_and = lambda self, o: self._cmp(o, "logical_and")  # noqa: E731
-    logical_or = lambda self, o: self._cmp(o, "logical_or")  # noqa: E731
-    logical_xor = lambda self, o: self._cmp(o, "logical_xor")  # noqa: E731
+    logical_and = lambda self, o: self._logical(o, "logical_and")  # noqa: E731
+    logical_or = lambda self, o: self._logical(o, "logical_or")  # noqa: E731
+    logical_xor = lambda self, o: self._logical(o, "logical_xor")  # noqa: E731
+
+    def _logical(self, other, fn):
+        """``logical_and``/``or``/``xor``: the other operand is a tensor (or an array), never
+        a number, as in PyTorch."""
+        if type(other) in _PY_SCALARS or isinstance(other, np.generic):
+            raise TypeError(f"{fn}(): argument 'other' (position 1) must be Tensor, not "
+                            f"{type(other).__name__}")
+        return self._cmp(other, fn)
 
     def _bitwise(self, other, fn):
         """``&``, ``|``, ``^``: bitwise on integers (and on bools, where it is logical), as in
@@ -599,8 +644,9 @@ class Tensor(TensorBase):
         elif kind == "b" and all(b is None or type(b) is builtins.bool for b in (min, max)):
             raise NotImplementedError(f"clamp: not implemented for bool tensors with bool "
                                       f"bounds (shape {tuple(self.shape)})")
-        else:  # an int bound is wrapped to an integer dtype, as PyTorch's C cast
-            min, max = (_wrapped(b, self.data.dtype, "clamp") for b in (min, max))
+        # an int bound is wrapped to an integer dtype, as PyTorch's C cast; a bound beyond
+        # float32's (or float16's) range is refused
+        min, max = (_fitting(b, x.data.dtype, "clamp") for b in (min, max))
         return Clamp.apply(x, min=min, max=max)
 
     clip = clamp
@@ -620,11 +666,16 @@ class Tensor(TensorBase):
             if value.ndim != 0:
                 raise RuntimeError(f"masked_fill: only a 0-d value tensor is supported, got "
                                    f"shape {tuple(value.shape)}")
-            value = value.to(self.dtype)
-        elif type(value) is builtins.int and self.data.dtype.kind in "iu":
-            value = _wrapped(value, self.data.dtype, "masked_fill")
-        elif self.data.dtype.kind != "f":
-            value = self.data.dtype.type(value).item()  # 2.5 into an int tensor is 2
+            if self.data.dtype.kind == "f":
+                return MaskedFill.apply(mask, value.to(self.dtype), self)
+            value = value.item()  # (no gradient to keep: read as a number, checked as one)
+        kind = self.data.dtype.kind
+        if type(value) in (builtins.int, builtins.float) and kind in "iuf":
+            value = _fitting(value, self.data.dtype, "masked_fill")
+            if kind != "f":
+                value = builtins.int(value)  # 2.5 into an int tensor is 2
+        elif kind != "f":
+            value = self.data.dtype.type(value).item()
         return MaskedFill.apply(mask, value, self)
 
     # --- reductions --------------------------------------------------------------------------
@@ -829,6 +880,71 @@ class Tensor(TensorBase):
             return self
         dims[d0], dims[d1] = dims[d1], dims[d0]
         return Transpose.apply(self, dims=tuple(dims))
+
+    swapaxes = swapdims = transpose
+
+    def movedim(self, source, destination):
+        """The dims ``source`` (an int or a sequence of ints) moved to the places
+        ``destination``, the other dims keeping their order (a view, as ``permute``)."""
+        src = _int_tuple("movedim", "source", source)
+        dst = _int_tuple("movedim", "destination", destination)
+        if len(src) != len(dst):
+            raise RuntimeError(f"movedim: Invalid source or destination dims: source "
+                               f"({list(src)} dims) should contain the same number of dims as "
+                               f"destination ({list(dst)} dims)")
+        src = tuple(_dim(self, d) for d in src)
+        dst = tuple(_dim(self, d) for d in dst)
+        for name, dims, given in (("source", src, source), ("destination", dst, destination)):
+            if len(set(dims)) != len(dims):
+                raise RuntimeError(f"movedim: repeated dim in `{name}` ({given})")
+        if self.ndim == 0:
+            return self.permute(())
+        order = [None] * self.ndim
+        for s_, d_ in zip(src, dst):
+            order[d_] = s_
+        rest = iter(d for d in range(self.ndim) if d not in src)
+        return self.permute(tuple(next(rest) if o is None else o for o in order))
+
+    moveaxis = movedim
+
+    def narrow(self, dim, start, length):
+        """The ``length`` entries from ``start`` along ``dim`` (a view)."""
+        if self.ndim == 0:
+            raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+        d = _dim(self, dim)
+        start, length = (builtins.int(v) if isinstance(v, Tensor) else v for v in (start, length))
+        size = self.shape[d]
+        if not -size <= start <= size:
+            raise IndexError(f"narrow(): start out of range (expected to be in range of "
+                             f"[{-size}, {size}], but got {start}) for dim {d} of shape "
+                             f"{tuple(self.shape)}")
+        if length < 0:
+            raise RuntimeError(f"narrow(): length must be non-negative, got {length}")
+        start = start + size if start < 0 else start
+        if start + length > size:
+            raise RuntimeError(f"narrow(): start ({start}) + length ({length}) exceeds dimension "
+                               f"size ({size}) of dim {d} (shape {tuple(self.shape)})")
+        return self[(slice(None),) * d + (slice(start, start + length),)]
+
+    def unflatten(self, dim, sizes):
+        """Dim ``dim`` split into dims of ``sizes`` (one of them may be -1), a view."""
+        if self.ndim == 0:
+            raise RuntimeError(f"unflatten: Dimension specified as {dim} but tensor has no "
+                               "dimensions")
+        d = _dim(self, dim)
+        sizes = _int_tuple("unflatten", "sizes", sizes)
+        if not sizes:
+            raise RuntimeError("unflatten: sizes must be non-empty")
+        if sizes.count(-1) > 1 or builtins.any(n < -1 for n in sizes):
+            raise RuntimeError(f"unflatten: only one dimension can be inferred, and sizes must "
+                               f"be >= -1, got sizes {list(sizes)}")
+        known = math.prod(n for n in sizes if n != -1)
+        n = self.shape[d]
+        if (n != known) if -1 not in sizes else (known == 0 or n % known):
+            raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to "
+                               f"the size of dim {d} ({n}) in the input tensor")
+        sizes = tuple(n // known if s_ == -1 else s_ for s_ in sizes)
+        return self.view(self.shape[:d] + sizes + self.shape[d + 1:])
 
     def unsqueeze(self, dim):
         d = _dim(self, dim, self.ndim + 1)
@@ -1130,7 +1246,16 @@ class Tensor(TensorBase):
         return out.reshape(()) if self.ndim == 0 else out
 
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-        """Elementwise ``|self - other| <= atol + rtol * |other|`` (bool), as PyTorch."""
+        """Elementwise ``|self - other| <= atol + rtol * |other|`` (bool), as PyTorch:
+        ``other`` is a tensor of this tensor's dtype."""
+        if not isinstance(other, Tensor):
+            raise TypeError(f"isclose(): argument 'other' (position 1) must be Tensor, not "
+                            f"{type(other).__name__}")
+        if other.dtype != self.dtype:
+            raise RuntimeError(f"isclose: {dtypes.torch_name(self.dtype)} did not match "
+                               f"{dtypes.torch_name(other.dtype)} (the two tensors must have "
+                               f"the same dtype; shapes {tuple(self.shape)} and "
+                               f"{tuple(other.shape)})")
         return NonDiff.apply(*_operands(self, other), fn="isclose", rtol=rtol, atol=atol,
                              equal_nan=equal_nan)
 
@@ -1292,10 +1417,14 @@ class Tensor(TensorBase):
         return self._update("copy_", lambda t: _overwrite(t, src), src, cast=True, written=src)
 
     def fill_(self, value):
+        if isinstance(value, Tensor) and value.ndim != 0:
+            raise RuntimeError(f"fill_: only supports a 0-dimension value tensor, but got a "
+                               f"tensor with {value.ndim} dimensions (shape "
+                               f"{tuple(value.shape)})")
         if self._view_of is not None and self._view_of[1] is Expand:
             self._view_of[0].fill_(value)  # every element of the expanded view is one of these
             return self
-        value = _wrapped(value, self.data.dtype, "fill_")
+        value = _fitting(value, self.data.dtype, "fill_")
         return self._update("fill_", lambda t: _overwrite(t, value), value, cast=True)
 
     def zero_(self):
@@ -1318,7 +1447,8 @@ class Tensor(TensorBase):
         integers: the view is overwritten, ``CopySlices``), or as an index put (index
         tensors)."""
         basic, advanced = _split_index(_index(index, self), self.ndim)
-        value = _wrapped(value, self.data.dtype, "__setitem__")  # (-1 into uint8: 255)
+        value = _fitting(value, self.data.dtype, "__setitem__") if \
+            self.data.dtype.kind in "iu" else value  # (-1 into uint8: 255; inf refused)
         if isinstance(value, (list, tuple)):
             value = np.asarray(value)  # host data (NumPy's dtypes), copied to the device below
         if _is_array(value):
@@ -1348,6 +1478,13 @@ class Tensor(TensorBase):
             self._shared_counter()[0] += 1
 
     def __iadd__(self, other): return self.add_(other)
+    def __ipow__(self, other): return self.pow_(other)
+    def __iand__(self, other): return self.bitwise_and_(other)
+    def __ior__(self, other): return self.bitwise_or_(other)
+    def __ixor__(self, other): return self.bitwise_xor_(other)
+    def bitwise_and_(self, other): return self._update("bitwise_and_", lambda t: t & other, other)
+    def bitwise_or_(self, other): return self._update("bitwise_or_", lambda t: t | other, other)
+    def bitwise_xor_(self, other): return self._update("bitwise_xor_", lambda t: t ^ other, other)
     def __isub__(self, other): return self.sub_(other)
     def __imul__(self, other): return self.mul_(other)
     def __itruediv__(self, other): return self.div_(other)
@@ -1503,6 +1640,24 @@ def _checked_number(n, dtype, op):
     is a RuntimeError for float32 (PyTorch checks that one; float16 overflows to inf)."""
     if type(n) is builtins.float and np.dtype(dtype) == np.float32 and math.isfinite(n) \
             and abs(n) > np.finfo(np.float32).max:
+        raise RuntimeError(f"{op}: value {n} cannot be converted to {dtype} without overflow")
+    return _wrapped(n, dtype, op)
+
+
+def _fitting(n, dtype, op):
+    """A number as a value of ``dtype`` by PyTorch's checked conversion of a fill value, a
+    clamp bound or an exponent: an int as ``_wrapped`` takes it; a float into an integer
+    dtype must be finite and within its range (it is then truncated); a finite number
+    beyond the largest float16 or float32 is refused by those dtypes (not rounded to inf)."""
+    kind = np.dtype(dtype).kind
+    if type(n) is builtins.float and kind in "iu":
+        info = np.iinfo(dtype)
+        if not (math.isfinite(n) and info.min <= n <= info.max):
+            raise RuntimeError(f"{op}: value {n} cannot be converted to {dtype} without "
+                               "overflow")
+    elif type(n) in (builtins.int, builtins.float) and kind == "f" and \
+            np.dtype(dtype).itemsize <= 4 and math.isfinite(n) and \
+            abs(n) > builtins.float(np.finfo(dtype).max):
         raise RuntimeError(f"{op}: value {n} cannot be converted to {dtype} without overflow")
     return _wrapped(n, dtype, op)
 
@@ -1733,6 +1888,11 @@ def _trunc_divide(x, y):
     return xp.asarray(q + fix.astype(q.dtype))  # (an array even of 0-d operands)
 
 
+class IndexOutOfRange(IndexError, RuntimeError):
+    """An index tensor's entry outside its dim (``gather``, ``index_select``): PyTorch raises
+    an IndexError or a RuntimeError depending on the dim and the kernel; this is both."""
+
+
 def _index_tensor(op, index, like, dim, allowed):
     """``index`` for ``gather``/``index_select``: an integer tensor of a dtype in ``allowed``
     on ``like``'s device, every entry within [0, size of ``dim``) (an IndexError otherwise,
@@ -1745,8 +1905,9 @@ def _index_tensor(op, index, like, dim, allowed):
     if index.numel():
         low, high = builtins.int(index.data.min()), builtins.int(index.data.max())
         if low < 0 or high >= n:
-            raise IndexError(f"{op}: index {low if low < 0 else high} is out of bounds for "
-                             f"dim {dim} of size {n} (input shape {tuple(like.shape)})")
+            raise IndexOutOfRange(f"{op}: index {low if low < 0 else high} is out of bounds "
+                                  f"for dim {dim} of size {n} (input shape "
+                                  f"{tuple(like.shape)})")
     return index
 
 
@@ -1961,7 +2122,10 @@ def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):
     dim = axis if dim is None else dim
     keepdim = _kd(keepdim, keepdims)
     name = full_op.__name__.lower()  # max or min
-    if isinstance(dim, _PY_SCALARS):
+    if dim is not None and not _is_int(dim):  # (amax/amin take several dims)
+        raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__} "
+                        f"(use amax/amin to reduce over several dims)")
+    if dim is not None:
         _reducible(t, name, dim)
         if t.ndim == 0:  # a 0-d tensor has one dim to reduce, of size 1
             _dim(t, dim)
@@ -2004,7 +2168,7 @@ def _reducible(t, op, dim):
     an empty tensor: IndexError over a dim of size 0, RuntimeError over every dim."""
     dims = _dims(t, dim, None)
     if t.data.size == 0:
-        if dim is None:
+        if dim is None or isinstance(dim, (tuple, list)) and not dim:  # (): every dim
             raise RuntimeError(f"{op}(): Expected reduction dim to be specified for an empty "
                                f"input (shape {tuple(t.shape)}); give the dim argument")
         for d in dims:

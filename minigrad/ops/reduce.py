@@ -96,14 +96,14 @@ class Var(Primitive):
     """out = sum((x - mean(x))^2, dims) / (count - correction);
     dx = grad * 2 (x - mean(x)) / (count - correction)
 
-    The mean and the sum of squares are ``Mean``'s and ``Sum``'s own (the same roundings);
-    ``count`` is how many elements each output reduces; no degrees of freedom left (count
-    <= correction) gives inf or NaN, as PyTorch."""
+    The mean and the sum of squares are ``Mean``'s and ``Sum``'s own, of float32 in float64
+    and rounded once, as PyTorch accumulates them; ``count`` is how many elements each
+    output reduces; no degrees of freedom left (count <= correction) gives inf or NaN, as
+    PyTorch."""
     @staticmethod
     def forward(ctx, x, dims, keepdim, correction, count):
         ctx.save_for_backward(x)
-        diff = x - Mean.forward(ctx, x, dims, True, count)
-        return Sum.forward(ctx, diff * diff, dims, keepdim) / max(0, count - correction)
+        return _wide_var(ctx, x, dims, keepdim, correction, count).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, grad):
@@ -122,7 +122,8 @@ class Std(Var):
     spread gets a zero gradient rather than NaN, as in PyTorch)"""
     @staticmethod
     def forward(ctx, x, dims, keepdim, correction, count):
-        out = ctx.xp.sqrt(Var.forward(ctx, x, dims, keepdim, correction, count))
+        wide = _wide_var(ctx, x, dims, keepdim, correction, count)
+        out = ctx.xp.sqrt(wide).astype(x.dtype, copy=False)
         ctx.save_for_backward(x, out)
         return out
 
@@ -135,6 +136,17 @@ class Std(Var):
     def jvp(ctx, dx):
         out = ctx.result
         return (Var.jvp(ctx, dx) / (2 * out)).masked_fill(out == 0, 0.0)
+
+
+def _wide_var(ctx, x, dims, keepdim, correction, count):
+    """The variance of ``x`` over ``dims``, of float32 in float64 (not rounded back)."""
+    if x.dtype == _SINGLE:
+        x = x.astype(_DOUBLE)
+    diff = x - Mean.forward(ctx, x, dims, True, count)
+    return Sum.forward(ctx, diff * diff, dims, keepdim) / max(0, count - correction)
+
+
+_SINGLE, _DOUBLE = backend.np.dtype("float32"), backend.np.dtype("float64")
 
 
 def _var_grad(x, grad, params):
