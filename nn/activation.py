@@ -34,8 +34,9 @@ class GELU(Module):
 
     def __init__(self, approximate="none"):
         super().__init__()
-        if approximate not in ("none", "tanh"):
-            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        if approximate not in ("none", "tanh"):  # (a RuntimeError too, as PyTorch's)
+            raise F.ArgumentError(f"GELU: approximate must be 'none' or 'tanh', got "
+                                  f"{approximate!r}")
         self.approximate = approximate
 
     def forward(self, x):

@@ -21,13 +21,18 @@ class MultiheadAttention(Module):
         dropout: probability of dropping an attention weight in training (default 0.0).
         bias: learn biases in the four projections (default True).
         kdim, vdim: sizes of the key and value inputs (default E), for cross-attention.
+        batch_first: batched inputs and output are (B, T, E), batch first (True, the
+            default here; PyTorch's default is False), or (T, B, E), sequence first (False).
         rotary: an optional RotaryEmbedding(D) applied to each head's queries and keys.
         position_bias: an optional relative-position bias (nn.positional.ALiBi or
             RelativePositionBias): called as position_bias(T, S, offset, like) for the
             (H, T, S) bias it adds to every batch element's scores.
+        add_bias_kv, add_zero_attn: PyTorch's options, not implemented (True is an error).
     Shape:
         query (B, T, E), key (B, S, kdim), value (B, S, vdim) -> output (B, T, E), and
-        weights (B, T, S) averaged over heads, or (B, H, T, S) if not average_attn_weights.
+        weights (B, T, S) averaged over heads, or (B, H, T, S) if not average_attn_weights
+        (with batch_first=False, query (T, B, E), key (S, B, kdim), value (S, B, vdim) ->
+        output (T, B, E); the masks and weights are as with batch_first=True).
         attn_mask (T, S) or (B*H, T, S), key_padding_mask (B, S): where bool, True means
         "may not attend"; where float, added to the scores (masks of other dtypes are an
         error). is_causal=True masks the keys after each query (and is combined with
@@ -39,15 +44,20 @@ class MultiheadAttention(Module):
         new positions; S counts the cached keys too, and masks are given for all S.
     """
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
-                 rotary=None, position_bias=None, device=None, dtype=None):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
+                 add_zero_attn=False, kdim=None, vdim=None, batch_first=True, device=None,
+                 dtype=None, rotary=None, position_bias=None):
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError(f"MultiheadAttention: embed_dim and num_heads must be greater "
                              f"than 0, got embed_dim={embed_dim} and num_heads={num_heads}")
-        if embed_dim % num_heads != 0:
-            raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible "
-                             f"by num_heads ({num_heads})")
+        if embed_dim % num_heads != 0:  # (PyTorch's AssertionError; also a ValueError)
+            raise F.ArgumentError(f"MultiheadAttention: embed_dim ({embed_dim}) must be "
+                                  f"divisible by num_heads ({num_heads})")
+        if add_bias_kv or add_zero_attn:
+            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are "
+                                      "not implemented (expected False)")
+        self.batch_first = batch_first
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.kdim = embed_dim if kdim is None else kdim
@@ -79,6 +89,9 @@ class MultiheadAttention(Module):
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False, cache=None):
         batched = self._check_inputs(query, key, value, key_padding_mask, attn_mask)
+        seq_first = batched and not self.batch_first
+        if seq_first:  # (T, B, E) in and out
+            query, key, value = (x.transpose(0, 1) for x in (query, key, value))
         if not batched:  # a batch of one, given back without its batch dim
             query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
             if key_padding_mask is not None:
@@ -90,7 +103,7 @@ class MultiheadAttention(Module):
         if not batched:
             out = out.squeeze(0)
             weights = None if weights is None else weights.squeeze(0)
-        return out, weights
+        return (out.transpose(0, 1) if seq_first else out), weights
 
     def _attention(self, query, key, value, key_padding_mask, need_weights, attn_mask,
                    is_causal, cache):
@@ -139,7 +152,7 @@ class MultiheadAttention(Module):
         if key.shape[:-1] != value.shape[:-1]:
             raise F.ArgumentError(f"{op}: key of shape {key.shape} and value of shape "
                                   f"{value.shape} must have the same batch size and length")
-        if batched and key.shape[0] != query.shape[0]:
+        if batched and key.shape[1 - self.batch_first] != query.shape[1 - self.batch_first]:
             raise F.ArgumentError(f"{op}: query of shape {query.shape} and key of shape "
                                   f"{key.shape} must have the same batch size")
         F.check_mask_dtype(op, "key_padding_mask", key_padding_mask)
@@ -179,7 +192,8 @@ class MultiheadAttention(Module):
 
     def extra_repr(self):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
-                f"dropout={self.dropout}, kdim={self.kdim}, vdim={self.vdim}")
+                f"dropout={self.dropout}, kdim={self.kdim}, vdim={self.vdim}"
+                + ("" if self.batch_first else ", batch_first=False"))
 
 
 class KVCache:

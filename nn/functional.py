@@ -32,14 +32,35 @@ class DTypeError(TypeError, NotImplementedError, AssertionError):
 
 def linear(input, weight, bias=None):
     """y = x @ W^T + b, with W of shape (out_features, in_features) (one fused op, see
-    minigrad.fused.Linear). A 1-D weight without a bias gives x @ w, as PyTorch's."""
+    minigrad.fused.Linear); b is (out_features,) or, as in PyTorch, any shape that
+    broadcasts to the output. A 1-D weight without a bias gives x @ w, as PyTorch's."""
     if weight.ndim == 1:
         if bias is not None:
             raise mg.ShapeError(f"linear: a 1-D weight of shape {tuple(weight.shape)} takes no "
                                 f"bias (got one of shape {tuple(bias.shape)}); the weight must "
                                 "be a matrix")
         return input.matmul(weight)
+    if bias is not None and bias.shape != weight.shape[:1]:
+        return _linear_broadcast_bias(input, weight, bias)
     return Linear.apply(input, weight, bias)
+
+
+def _linear_broadcast_bias(input, weight, bias):
+    """x @ W^T + b for a bias other than (out_features,) that broadcasts to the output (a
+    scalar, (1,), (N, out_features), ...), as PyTorch adds it."""
+    if bias.dtype != input.dtype:
+        raise RuntimeError(f"linear: expected input, weight and bias of one dtype, got "
+                           f"{input.dtype}, {weight.dtype}, {bias.dtype}")
+    out = Linear.apply(input, weight, None)
+    try:
+        fits = np.broadcast_shapes(bias.shape, out.shape) == tuple(out.shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise mg.ShapeError(f"linear: bias of shape {bias.shape} does not broadcast to the "
+                            f"output's shape {out.shape} (input {input.shape}, weight "
+                            f"{weight.shape})")
+    return out + bias
 
 
 def relu(input, inplace=False):
@@ -150,13 +171,13 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout: p must be between 0 and 1, got {p}")
     if not training or p == 0.0:
         return input
-    if input.dtype.kind != "f":
+    if input.dtype.kind != "f" and p != 1.0:  # (p = 1 zeroes any input, as PyTorch's)
         raise DTypeError(f"dropout: the input must be floating point to be scaled by "
                          f"1 / (1 - p), got {input.dtype} (shape {input.shape})")
     if inplace:
         return input._update("dropout_", lambda t: dropout(t, p))
     if p == 1.0:
-        return input * 0.0
+        return input * 0
     return Dropout.apply(input, p=p)
 
 
@@ -168,6 +189,12 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         normalized_shape = (normalized_shape,)
     n = len(normalized_shape)
     normalized_shape = tuple(normalized_shape)
+    if n == 0:
+        raise ArgumentError(f"layer_norm: normalized_shape must have at least one dim, got "
+                            f"() for input of shape {input.shape}")
+    if input.dtype.kind != "f":
+        raise DTypeError(f"layer_norm: not implemented for {input.dtype} tensors (shape "
+                         f"{input.shape}); call .float() first")
     if n > input.ndim or tuple(input.shape[input.ndim - n:]) != normalized_shape:
         raise mg.ShapeError(f"layer_norm: normalized_shape {normalized_shape} does not "
                             f"match the last dims of the input shape {input.shape}")
@@ -187,10 +214,16 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return LayerNorm.apply(input, weight, bias, n=n, eps=eps)
 
 
-def embedding(input, weight, padding_idx=None):
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
     """Rows of ``weight`` picked by the int64 or int32 tensor ``input`` (ids in
     [0, num_embeddings)); the row at ``padding_idx`` (negative counts from the end) gets no
-    gradient."""
+    gradient. With ``max_norm``, each row picked whose ``norm_type``-norm exceeds it is
+    first rescaled in ``weight`` itself (in place, outside the graph) to norm max_norm,
+    as PyTorch's. ``scale_grad_by_freq`` and ``sparse`` gradients are not implemented."""
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not "
+                                  "implemented (expected False)")
     if input.dtype not in (mg.int64, mg.int32):
         raise DTypeError(f"embedding: indices must be an int64 or int32 tensor, "
                          f"got {input.dtype}")
@@ -203,10 +236,28 @@ def embedding(input, weight, padding_idx=None):
         raise IndexError(f"embedding: index {bad} is out of range for {n} embeddings "
                          f"(expected ids in [0, {n}))")
     padding_idx = padding_index("embedding", padding_idx, n)
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
     # the rows by the ids (one op; weight[input] would check the ids again: on a GPU, a
     # second read-back)
     return Embedding.apply(weight, index=backend.to_device(input.data, weight.device),
                            padding_idx=padding_idx)
+
+
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    """Rescale in place each row of ``weight`` indexed by ``input`` whose norm exceeds
+    ``max_norm`` by max_norm / (norm + 1e-7), as PyTorch's embedding_renorm_."""
+    xp = backend.xp_of(weight.data)
+    ids = backend.to_device(backend.xp_of(input.data).unique(input.data), weight.device)
+    picked = weight.data[ids.astype("int64")]
+    # each norm accurately (in float64) and rounded once to the weight's dtype, the scale
+    # from it in float64, rounded once more, and the product in the weight's dtype
+    norms = xp.linalg.norm(picked.astype("float64"), ord=norm_type, axis=1)
+    norms = norms.astype(picked.dtype).astype("float64")
+    scale = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(picked.dtype)
+    rows = weight._make(ids.astype("int64"))
+    with mg.no_grad():
+        weight[rows] = weight._make(picked * scale[:, None])
 
 
 def padding_index(op, padding_idx, num_embeddings):
@@ -238,16 +289,18 @@ def _first_out_of_range(ids, n, ignore_index=None):
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
-    """Cross-entropy of logits ``input`` (N, C) or (N, C, d1, ...) (or (C,)) against class
-    indices or class probabilities ``target``, as torch.nn.functional.cross_entropy.
+    """Cross-entropy of logits ``input`` (N, C) or (N, C, d1, ...) (or (C,), with a 0-d or
+    one-element target) against class indices or class probabilities ``target``, as
+    torch.nn.functional.cross_entropy.
 
     Computed from log_softmax (never log of a softmax, so never log(0)). With
     ``label_smoothing`` = e the loss is (1 - e) * nll + e * (mean over classes of -log p),
     and the mean reduction divides by the summed weights of the targets, as PyTorch.
 
-    Arguments are checked first, as PyTorch's: class-index targets are int64 (or uint8) in
-    [0, C) or ``ignore_index``; ``weight`` has C entries; label_smoothing is at most 1 (as
-    PyTorch, a negative or NaN label_smoothing means none). ``size_average`` and ``reduce``
+    Arguments are checked first, as PyTorch's: class-index targets are int64 (or uint8 for
+    an (N, C) or (C,) input) in [0, C) or ``ignore_index``; ``weight`` has C entries;
+    label_smoothing is at most 1 (as PyTorch, a negative or NaN label_smoothing means
+    none). ``size_average`` and ``reduce``
     are PyTorch's deprecated spelling of ``reduction``.
     """
     reduction = _reduction("cross_entropy", reduction, size_average, reduce)
@@ -275,7 +328,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         rows, targets = moved.reshape(target.numel(), n_classes), target.reshape(-1)
     loss = CrossEntropy.apply(rows, targets, weight, ignore_index=ignore_index,
                               label_smoothing=label_smoothing, reduction=reduction)
-    return loss.reshape(target.shape) if reduction == "none" else loss
+    if reduction == "none":
+        return loss.reshape(() if input.ndim == 1 else target.shape)
+    return loss
 
 
 def _check_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing):
@@ -311,16 +366,17 @@ def _check_probability_target(input, target, ignore_index):
 
 
 def _check_class_target(input, target, weight, ignore_index, n_classes):
-    if target.dtype not in (mg.int64, mg.uint8):
-        raise DTypeError(f"cross_entropy: class-index targets must be int64 (or uint8), got "
-                         f"{target.dtype} (class probabilities are floating point)")
+    if target.dtype != mg.int64 and not (target.dtype == mg.uint8 and input.ndim <= 2):
+        raise DTypeError(f"cross_entropy: class-index targets must be int64 (or uint8 for a "
+                         f"(N, C) or (C,) input), got {target.dtype} for input of shape "
+                         f"{input.shape} (class probabilities are floating point)")
     _check_not_differentiable("cross_entropy", "weight", weight)
     if weight is not None and weight.dtype != input.dtype:
         raise DTypeError(f"cross_entropy: weight of dtype {weight.dtype} should have the "
                          f"input's dtype {input.dtype}")
     class_dim = 0 if input.ndim == 1 else 1
     expected = input.shape[:class_dim] + input.shape[class_dim + 1:]
-    if target.shape != expected:
+    if target.shape != expected and not (input.ndim == 1 and target.shape == (1,)):
         raise mg.ShapeError(f"cross_entropy: target of shape {target.shape} does not fit input "
                             f"of shape {input.shape} (expected {expected})")
     bad = _first_out_of_range(target, n_classes, ignore_index)
@@ -395,15 +451,15 @@ def _check_pair(op, input, target):
     shapes that do not broadcast an error."""
     if target.shape == input.shape:
         return
+    warnings.warn(f"{op}: Using a target size {target.shape} that is different to the input "
+                  f"size {input.shape}. This will likely lead to incorrect results due to "
+                  "broadcasting. Please ensure they have the same size.", UserWarning,
+                  stacklevel=3)
     try:
         np.broadcast_shapes(input.shape, target.shape)
     except ValueError:
         raise ArgumentError(f"{op}: target of shape {target.shape} does not broadcast with "
                             f"input of shape {input.shape}") from None
-    warnings.warn(f"{op}: Using a target size {target.shape} that is different to the input "
-                  f"size {input.shape}. This will likely lead to incorrect results due to "
-                  "broadcasting. Please ensure they have the same size.", UserWarning,
-                  stacklevel=3)
 
 
 def _check_floating(op, *tensors):
@@ -860,13 +916,16 @@ def _index_pad(x, d, left, right, mode):
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None):
+                                 is_causal=False, scale=None, enable_gqa=False):
     """softmax(q @ k^T * scale + mask) @ v over the last two dims, as PyTorch's.
 
     PyTorch's convention for this function: a bool ``attn_mask`` is True where attention
     IS allowed (the opposite of MultiheadAttention's); a float mask is added to the scores.
     A row whose every key is masked gives zeros, not NaN. Dropout applies whenever
-    dropout_p > 0 (as PyTorch's, whatever the training mode).
+    dropout_p > 0 (as PyTorch's, whatever the training mode). With ``enable_gqa``
+    (grouped-query attention), key and value may have fewer heads (dim -3) than the query,
+    a number that divides the query's: each of their heads serves that many consecutive
+    query heads.
 
     Runs the tiled attention of minigrad.fused.Attention (the FlashAttention algorithm: no
     (T, S) matrix per head is kept, and long sequences are computed tile by tile), unless
@@ -874,6 +933,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     a float mask requires grad (only the composite differentiates the mask).
     """
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal)
+    if enable_gqa:
+        key, value = _repeat_kv_heads(query, key, value)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     mask = None
     if attn_mask is not None:
@@ -895,6 +956,23 @@ def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal):
     check_mask_dtype(op, "attn_mask", attn_mask)
     if not 0.0 <= dropout_p <= 1.0:
         raise ArgumentError(f"{op}: dropout_p must be between 0 and 1, got {dropout_p}")
+
+
+def _repeat_kv_heads(query, key, value):
+    """Key and value with each head (dim -3) repeated to the query's number of heads, as
+    PyTorch's grouped-query attention (``enable_gqa``)."""
+    op = "scaled_dot_product_attention"
+    if min(query.ndim, key.ndim, value.ndim) < 3:
+        raise IndexError(f"{op}: enable_gqa needs query, key and value with a heads dim "
+                         f"(..., H, L, E), got shapes {query.shape}, {key.shape} and "
+                         f"{value.shape}")
+    heads = query.shape[-3]
+    if heads % key.shape[-3] or heads % value.shape[-3]:
+        raise ArgumentError(f"{op}: Number of heads in key and value must divide the number "
+                            f"of heads in query (enable_gqa), got query {query.shape}, key "
+                            f"{key.shape} and value {value.shape}")
+    return tuple(t if t.shape[-3] == heads else
+                 t.repeat_interleave(heads // t.shape[-3], dim=-3) for t in (key, value))
 
 
 # which implementation ``attend`` runs: "auto" (the tiled primitive) or "math" (the

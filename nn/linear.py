@@ -51,18 +51,27 @@ class Embedding(Module):
         num_embeddings, embedding_dim: table size; ``weight`` is N(0, 1) initialised.
         padding_idx: this row starts at zero and never receives a gradient (negative:
             counted from the end; it must lie in [-num_embeddings, num_embeddings)).
+        max_norm, norm_type: rows looked up whose norm_type-norm (default 2) exceeds
+            max_norm are rescaled in ``weight`` to norm max_norm first (see F.embedding).
+        scale_grad_by_freq, sparse: PyTorch's options, not implemented (True is an error).
     Shape:
         input (*) int64 or int32 ids in [0, num_embeddings) -> output (*, embedding_dim)
 
     ``Embedding.from_pretrained(embeddings)`` makes one whose weight is a given table.
     """
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None,
-                 dtype=None, _weight=None, _freeze=False):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
+                 norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
+                 _freeze=False, device=None, dtype=None):
         super().__init__()
         padding_idx = F.padding_index("Embedding", padding_idx, num_embeddings)
+        if scale_grad_by_freq or sparse:
+            raise NotImplementedError("Embedding: scale_grad_by_freq and sparse are not "
+                                      "implemented (expected False)")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_idx
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if _weight is None:
             self.weight = Parameter(mg.empty(num_embeddings, embedding_dim, device=device,
                                              dtype=dtype), requires_grad=not _freeze)
@@ -74,7 +83,8 @@ class Embedding(Module):
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     @classmethod
-    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None):
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
+                        norm_type=2.0, scale_grad_by_freq=False, sparse=False):
         """An Embedding whose weight is the 2-D tensor ``embeddings`` (num_embeddings,
         embedding_dim), sharing its memory, as PyTorch's. ``freeze`` (default True) keeps it
         out of training (requires_grad False); the ``padding_idx`` row keeps its values (it is
@@ -84,7 +94,9 @@ class Embedding(Module):
                                   f"(num_embeddings, embedding_dim), got shape "
                                   f"{embeddings.shape}")
         rows, cols = embeddings.shape
-        return cls(rows, cols, padding_idx=padding_idx, _weight=embeddings, _freeze=freeze)
+        return cls(rows, cols, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
+                   scale_grad_by_freq=scale_grad_by_freq, sparse=sparse, _weight=embeddings,
+                   _freeze=freeze)
 
     def reset_parameters(self):
         init.normal_(self.weight)
@@ -93,11 +105,17 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type)
 
     def extra_repr(self):
-        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
-        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        return s
 
 
 class Identity(Module):

@@ -14,9 +14,12 @@ the numerics and mask conventions are PyTorch's ``nn.TransformerEncoderLayer`` a
 sequence, as in PyTorch.
 """
 import copy
+import warnings
 
+import minigrad as mg
 from minigrad import cat
 
+from . import functional as F
 from .activation import Dropout
 from .attention import KVCache, MultiheadAttention
 from .ffn import FeedForward
@@ -40,7 +43,12 @@ class TransformerEncoderLayer(Module):
         dim_feedforward, dropout, activation: the feed-forward block; activation is "relu"
             or "gelu" (another string raises RuntimeError, as PyTorch) or a callable (a
             function such as ``F.gelu``, or a Module, held as ``ffn.activation``).
+        layer_norm_eps: the eps of the layer's norms (default 1e-5).
+        batch_first: batched tensors are (B, T, E) (True, the default here; PyTorch's
+            default is False) or (T, B, E), sequence first (False).
         norm_first: pre-LN (True) or the paper's post-LN (False, the default).
+        bias: learn the biases of the attention, feed-forward and norms (default True).
+        device, dtype: of the parameters.
         residual: "add" (ordinary) or "mhc" (manifold-constrained hyper-connections with
             ``n_streams`` residual streams, one nn.HyperConnection per sublayer: ``hc1``,
             ``hc2``).
@@ -48,7 +56,8 @@ class TransformerEncoderLayer(Module):
         position_bias: an optional relative-position bias of the self-attention's scores
             (nn.positional.ALiBi or RelativePositionBias; see nn.MultiheadAttention).
     Shape:
-        src (B, T, E) -> (B, T, E), or unbatched (T, E) -> (T, E) with a
+        src (B, T, E) -> (B, T, E) ((T, B, E) with batch_first=False; key padding masks
+        are (B, T) either way), or unbatched (T, E) -> (T, E) with a
         src_key_padding_mask of shape (T,). With residual="mhc" also streams
         (B, T, n, E) -> (B, T, n, E), as a stack of mHC layers passes them on.
         With a ``cache`` (an nn.KVCache, for incremental decoding), src holds only the
@@ -56,21 +65,27 @@ class TransformerEncoderLayer(Module):
     """
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 norm_first=False, residual="add", n_streams=4, layer_norm_eps=1e-5,
-                 rotary=None, position_bias=None):
+                 layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
+                 device=None, dtype=None, residual="add", n_streams=4, rotary=None,
+                 position_bias=None):
         super().__init__()
         _check_activation(activation)
+        kw = dict(bias=bias, batch_first=batch_first, device=device, dtype=dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, rotary=rotary,
-                                            position_bias=position_bias)
-        self.ffn = FeedForward(d_model, dim_feedforward, dropout, activation)
+                                            position_bias=position_bias, **kw)
+        self.ffn = FeedForward(d_model, dim_feedforward, dropout, activation, bias,
+                               device=device, dtype=dtype)
         _add_residual_parts(self, 2, d_model, dropout, norm_first, residual, n_streams,
-                            layer_norm_eps)
+                            layer_norm_eps, bias, device, dtype)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False,
                 cache=None):
         unbatched = _is_unbatched(src, src_key_padding_mask=src_key_padding_mask)
+        b = _batch_dim(self)
         if unbatched:
-            src, src_key_padding_mask = _batch_of_one(src, src_key_padding_mask)
+            src, src_key_padding_mask = src.unsqueeze(b), _batch_of_one(src_key_padding_mask)
+        src_mask, src_key_padding_mask = _same_kind_masks(
+            src_mask, src_key_padding_mask, src, "src_key_padding_mask and src_mask")
         x = _widen(self, src)
         attend = dict(attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
                       is_causal=is_causal, cache=cache)
@@ -87,7 +102,7 @@ class TransformerEncoderLayer(Module):
             x = self.norm1(x + self._sa_block(x, **attend))
             x = self.norm2(x + self._ff_block(x))
         x = _narrow(self, src, x)
-        return x.squeeze(0) if unbatched else x
+        return x.squeeze(b) if unbatched else x
 
     _sa_block = _self_attention_block
 
@@ -109,25 +124,30 @@ class TransformerDecoderLayer(Module):
     """
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 norm_first=False, residual="add", n_streams=4, layer_norm_eps=1e-5,
-                 rotary=None, position_bias=None):
+                 layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
+                 device=None, dtype=None, residual="add", n_streams=4, rotary=None,
+                 position_bias=None):
         super().__init__()
         _check_activation(activation)
+        kw = dict(bias=bias, batch_first=batch_first, device=device, dtype=dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, rotary=rotary,
-                                            position_bias=position_bias)
-        self.cross_attn = MultiheadAttention(d_model, nhead, dropout=dropout)
-        self.ffn = FeedForward(d_model, dim_feedforward, dropout, activation)
+                                            position_bias=position_bias, **kw)
+        self.cross_attn = MultiheadAttention(d_model, nhead, dropout=dropout, **kw)
+        self.ffn = FeedForward(d_model, dim_feedforward, dropout, activation, bias,
+                               device=device, dtype=dtype)
         _add_residual_parts(self, 3, d_model, dropout, norm_first, residual, n_streams,
-                            layer_norm_eps)
+                            layer_norm_eps, bias, device, dtype)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False,
                 cache=None):
         unbatched = _is_unbatched(tgt, memory, tgt_key_padding_mask=tgt_key_padding_mask,
                                   memory_key_padding_mask=memory_key_padding_mask)
+        b = _batch_dim(self)
         if unbatched:
-            tgt, memory, tgt_key_padding_mask, memory_key_padding_mask = _batch_of_one(
-                tgt, memory, tgt_key_padding_mask, memory_key_padding_mask)
+            tgt, memory = tgt.unsqueeze(b), memory.unsqueeze(b)
+            tgt_key_padding_mask, memory_key_padding_mask = _batch_of_one(
+                tgt_key_padding_mask, memory_key_padding_mask)
         caches = cache or {}
         attend_self = dict(attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
                            is_causal=tgt_is_causal, cache=caches.get("self_attn"))
@@ -153,7 +173,7 @@ class TransformerDecoderLayer(Module):
             x = self.norm2(x + self._mha_block(x, memory, **attend_memory))
             x = self.norm3(x + self._ff_block(x))
         x = _narrow(self, tgt, x)
-        return x.squeeze(0) if unbatched else x
+        return x.squeeze(b) if unbatched else x
 
     _sa_block = _self_attention_block
 
@@ -174,7 +194,7 @@ def _check_activation(activation):
 
 
 def _add_residual_parts(layer, n_sublayers, d_model, dropout, norm_first, residual, n_streams,
-                        layer_norm_eps):
+                        layer_norm_eps, bias=True, device=None, dtype=None):
     """Register ``norm1``, ``dropout1`` (and ``hc1`` with residual="mhc"), ... for each
     sublayer of ``layer``, and its residual settings."""
     if residual not in ("add", "mhc"):
@@ -182,10 +202,14 @@ def _add_residual_parts(layer, n_sublayers, d_model, dropout, norm_first, residu
     layer.norm_first, layer.residual = norm_first, residual
     layer.n_streams = n_streams if residual == "mhc" else None
     for i in range(1, n_sublayers + 1):
-        setattr(layer, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps))
+        setattr(layer, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias,
+                                             device=device, dtype=dtype))
         setattr(layer, f"dropout{i}", Dropout(dropout))
         if residual == "mhc":
-            setattr(layer, f"hc{i}", HyperConnection(n_streams))
+            hc = HyperConnection(n_streams)
+            if device is not None or dtype is not None:
+                hc.to(*(a for a in (device, dtype) if a is not None))
+            setattr(layer, f"hc{i}", hc)
 
 
 def _widen(layer, x):
@@ -226,6 +250,24 @@ def _is_unbatched(query, memory=None, **key_padding_masks):
     return True
 
 
+def _same_kind_masks(attn_mask, key_padding_mask, like, names):
+    """The two masks as they are, or, where one is bool and the other floating point, both
+    as additive float masks, with PyTorch's deprecation warning naming them (once, here,
+    rather than in every attention below)."""
+    if attn_mask is None or key_padding_mask is None or \
+            (attn_mask.dtype == mg.bool) == (key_padding_mask.dtype == mg.bool):
+        return attn_mask, key_padding_mask
+    warnings.warn(f"Support for mismatched {names} is deprecated. Use same type for both "
+                  "instead.", UserWarning, stacklevel=4)
+    return F._additive(attn_mask, like), F._additive(key_padding_mask, like)
+
+
+def _batch_dim(layer):
+    """The batch dim of a layer's batched tensors: 0, or 1 where its self-attention is
+    sequence first (batch_first=False)."""
+    return 0 if getattr(getattr(layer, "self_attn", None), "batch_first", True) else 1
+
+
 def _batch_of_one(*tensors):
     """Each tensor with a leading batch dimension of 1 (None stays None)."""
     out = tuple(None if t is None else t.unsqueeze(0) for t in tensors)
@@ -247,26 +289,32 @@ class TransformerEncoder(Module):
             function that makes one.
         num_layers: how many layers; they are ``layers.0``, ``layers.1``, ...
         norm: an optional final LayerNorm (needed after pre-LN layers).
+        enable_nested_tensor, mask_check: PyTorch's switches of its nested-tensor fast
+            path, accepted and without effect (the results are the same).
     Shape:
         src (B, T, E) -> (B, T, E), or unbatched (T, E) -> (T, E)
     """
 
-    def __init__(self, layer_or_factory, num_layers, norm=None):
+    def __init__(self, layer_or_factory, num_layers, norm=None, enable_nested_tensor=True,
+                 mask_check=True):
         super().__init__()
         self.layers = _layers(layer_or_factory, num_layers)
         self.norm = norm
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=False):
         unbatched = _is_unbatched(src, src_key_padding_mask=src_key_padding_mask)
+        b = _batch_dim(self.layers[0]) if len(self.layers) else 0
         if unbatched:
-            src, src_key_padding_mask = _batch_of_one(src, src_key_padding_mask)
+            src, src_key_padding_mask = src.unsqueeze(b), _batch_of_one(src_key_padding_mask)
+        mask, src_key_padding_mask = _same_kind_masks(mask, src_key_padding_mask, src,
+                                                      "src_key_padding_mask and mask")
         x = _widen_stack(self.layers, src)
         for layer in self.layers:
             x = layer(x, mask, src_key_padding_mask, is_causal)
         x = _narrow_stack(self.layers, x)
         if self.norm is not None:
             x = self.norm(x)
-        return x.squeeze(0) if unbatched else x
+        return x.squeeze(b) if unbatched else x
 
 
 class TransformerDecoder(Module):
@@ -289,10 +337,12 @@ class TransformerDecoder(Module):
                 cache=None):
         unbatched = _is_unbatched(tgt, memory, tgt_key_padding_mask=tgt_key_padding_mask,
                                   memory_key_padding_mask=memory_key_padding_mask)
+        b = _batch_dim(self.layers[0]) if len(self.layers) else 0
         if unbatched:
-            tgt, memory, tgt_key_padding_mask, memory_key_padding_mask = _batch_of_one(
-                tgt, memory, tgt_key_padding_mask, memory_key_padding_mask)
-        caches = [None] * len(self.layers) if cache is None else cache.advance(tgt.shape[1])
+            tgt, memory = tgt.unsqueeze(b), memory.unsqueeze(b)
+            tgt_key_padding_mask, memory_key_padding_mask = _batch_of_one(
+                tgt_key_padding_mask, memory_key_padding_mask)
+        caches = [None] * len(self.layers) if cache is None else cache.advance(tgt.shape[1 - b])
         x = _widen_stack(self.layers, tgt)
         for layer, layer_cache in zip(self.layers, caches):
             x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
@@ -300,7 +350,7 @@ class TransformerDecoder(Module):
         x = _narrow_stack(self.layers, x)
         if self.norm is not None:
             x = self.norm(x)
-        return x.squeeze(0) if unbatched else x
+        return x.squeeze(b) if unbatched else x
 
 
 class DecoderCache:
