@@ -319,7 +319,7 @@ class Module:
                     out[key] = value if keep_vars else value.detach()
         return out
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copy ``state_dict``'s tensors into this module's parameters and buffers in place.
 
         Each is written as ``tensor.copy_(value)`` under no_grad, as PyTorch does: the
@@ -327,6 +327,11 @@ class Module:
         of them before the load refuses to backpropagate through the old values. Values
         may be Tensors or NumPy or CuPy arrays (moved to the tensor's device).
         ``state_dict`` must be a mapping (TypeError otherwise, as PyTorch).
+
+        With ``assign=True`` the module takes the state dict's tensors themselves instead
+        (their dtype, device and memory, as PyTorch's ``assign``): a parameter becomes an
+        ``nn.Parameter`` of the value, keeping the ``requires_grad`` the module's had; a
+        buffer becomes the value.
 
         Returns (missing_keys, unexpected_keys); with ``strict`` any of them, and always a
         shape mismatch, raises an error that names the key (and both shapes). Nothing is
@@ -352,10 +357,32 @@ class Module:
         if errors:
             raise RuntimeError(f"load_state_dict: error(s) loading the state_dict of "
                                f"{type(self).__name__}: " + "; ".join(errors))
-        with mg.no_grad():
-            for key, value in values.items():
-                own[key].copy_(backend.to_device(value, own[key].device))
+        if assign:
+            self._assign_from(state_dict, values)
+        else:
+            with mg.no_grad():
+                for key, value in values.items():
+                    own[key].copy_(backend.to_device(value, own[key].device))
         return IncompatibleKeys(missing, unexpected)
+
+    def _assign_from(self, state_dict, keys):
+        """``load_state_dict(assign=True)``: every key of ``keys`` (checked already) takes
+        the state dict's value itself, a Parameter where the module holds one."""
+        for mod_prefix, module in self.named_modules(remove_duplicate=False):
+            for table in ("_parameters", "_buffers"):
+                for name, current in list(getattr(module, table).items()):
+                    key = f"{mod_prefix}.{name}" if mod_prefix else name
+                    if current is None or key not in keys:
+                        continue
+                    value = state_dict[key]
+                    if not isinstance(value, mg.Tensor):  # an array: a Tensor sharing it
+                        value = mg.Tensor(keys[key])
+                    if table == "_parameters":
+                        if isinstance(value, Parameter):
+                            value.requires_grad_(current.requires_grad)
+                        else:
+                            value = Parameter(value, requires_grad=current.requires_grad)
+                    getattr(module, table)[name] = value
 
     # --- modes and moves --------------------------------------------------------------------
     def train(self, mode=True):
@@ -377,11 +404,19 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
+        """Set every parameter's ``.grad`` to None (the default), or fill it with zeros in
+        place (the same Tensor, no longer recording: ``detach_()`` as in PyTorch)."""
         for p in self.parameters():
+            if p.grad is None:
+                continue
             if set_to_none:
                 p.grad = None
-            elif p.grad is not None:
-                p.grad = p.grad.detach().zero_() if p.grad.grad_fn is None else None
+            else:
+                if p.grad.grad_fn is not None:
+                    p.grad.detach_()
+                else:
+                    p.grad.requires_grad_(False)
+                p.grad.zero_()
 
     def apply(self, fn):
         """Call ``fn(module)`` on every submodule (children first) and on self."""

@@ -1,6 +1,7 @@
 """Optimisers and learning-rate schedulers, as ``torch.optim``: ``SGD``, ``Adam``, ``AdamW``
-and ``lr_scheduler`` (PyTorch's schedulers, ``StepLR`` to ``OneCycleLR``, ``SequentialLR``,
-``ChainedScheduler`` and ``ReduceLROnPlateau``; minigrad's ``NoamLR``, ``WarmupCosineLR``).
+and ``lr_scheduler`` (PyTorch's schedulers, ``StepLR`` to ``OneCycleLR`` and ``CyclicLR``,
+``SequentialLR``, ``ChainedScheduler`` and ``ReduceLROnPlateau``; minigrad's ``NoamLR``,
+``WarmupCosineLR``).
 
 Read ``optimizer.py`` first (param groups, state, checkpoints), then ``sgd.py``, ``adam.py``.
 """

@@ -16,6 +16,7 @@ chainable lr in the last bits.
 Resuming: build the optimiser and the scheduler, then load both state dicts; or pass
 ``last_epoch=k`` to a scheduler whose param groups already hold ``"initial_lr"``.
 """
+import functools
 import math
 import types
 import warnings
@@ -695,6 +696,156 @@ def _phase(end_step, start_lr, end_lr, start_momentum, end_momentum):
     """One phase of OneCycleLR: its last step and the group keys it anneals between."""
     return {"end_step": end_step, "start_lr": start_lr, "end_lr": end_lr,
             "start_momentum": start_momentum, "end_momentum": end_momentum}
+
+
+class CyclicLR(LRScheduler):
+    """The cyclical learning rate policy (Smith, 2017), one lr per step (batch), not
+    chainable: each cycle of ``step_size_up + step_size_down`` steps takes the lr from
+    base_lr up to max_lr and back. With ``cycle = floor(1 + t / total)`` and
+    ``x = 1 + t / total - cycle`` (t = last_epoch)::
+
+        scale = x / ratio if x <= ratio else (x - 1) / (ratio - 1)   (ratio = up / total)
+        lr = base_lr + (max_lr - base_lr) * scale * scale_fn(cycle or t)
+
+    ``mode`` picks ``scale_fn``: "triangular" (1), "triangular2" (halved every cycle,
+    ``1 / 2**(cycle - 1)``) or "exp_range" (``gamma**t``); a ``scale_fn`` of your own is
+    called with the cycle (``scale_mode="cycle"``) or the step (``"iterations"``). With
+    cycle_momentum, the momentum (SGD's ``momentum`` or Adam's beta1) runs the other way,
+    from max_momentum down to base_momentum at max_lr. PyTorch's
+    ``torch.optim.lr_scheduler.CyclicLR``.
+
+    Args:
+        optimizer (Optimizer): the optimiser.
+        base_lr (float or list): the lowest lr of the cycle, or one per param group.
+        max_lr (float or list): the highest lr of the cycle, or one per param group.
+        step_size_up (int): the steps from base_lr up to max_lr. Default: 2000.
+        step_size_down (int): the steps back down (None: step_size_up). Default: None.
+        mode (str): "triangular", "triangular2" or "exp_range". Default: "triangular".
+        gamma (float): the base of "exp_range". Default: 1.
+        scale_fn (callable): a scale of your own, replacing ``mode``. Default: None.
+        scale_mode (str): "cycle" or "iterations", what ``scale_fn`` is given.
+        cycle_momentum (bool): cycle the momentum inversely to the lr. Default: True.
+        base_momentum (float or list): the momentum at max_lr. Default: 0.8.
+        max_momentum (float or list): the momentum at base_lr. Default: 0.9.
+        last_epoch (int): see ``LRScheduler`` (the index of the last batch).
+    """
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
+                 mode="triangular", gamma=1.0, scale_fn=None, scale_mode="cycle",
+                 cycle_momentum=True, base_momentum=0.8, max_momentum=0.9, last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        base_lrs = _format_param("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                _set_group_value(group, "lr", lr)
+        self.max_lrs = _format_param("max_lr", optimizer, max_lr)
+        step_size_up = float(step_size_up)
+        step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
+        self.total_size = step_size_up + step_size_down
+        self.step_ratio = step_size_up / self.total_size
+        if mode not in ["triangular", "triangular2", "exp_range"] and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode
+        self._init_scale_fn()
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with "
+                                 "`cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in self.optimizer.defaults
+            self.base_momentums = _format_param("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _format_param("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for m_momentum, b_momentum, group in zip(self.max_momentums,
+                                                         self.base_momentums,
+                                                         optimizer.param_groups):
+                    self._set_momentum(group, m_momentum)
+                    group["max_momentum"] = m_momentum
+                    group["base_momentum"] = b_momentum
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _set_momentum(self, group, momentum):
+        if self.use_beta1:
+            group["betas"] = (momentum, *group["betas"][1:])
+        else:
+            group["momentum"] = momentum
+
+    def _init_scale_fn(self):
+        if self._scale_fn_custom is not None:
+            return
+        if self.mode == "triangular":
+            self._scale_fn_ref = _triangular_scale_fn
+            self.scale_mode = "cycle"
+        elif self.mode == "triangular2":
+            self._scale_fn_ref = _triangular2_scale_fn
+            self.scale_mode = "cycle"
+        elif self.mode == "exp_range":
+            self._scale_fn_ref = functools.partial(_exp_range_scale_fn, self.gamma)
+            self.scale_mode = "iterations"
+
+    def scale_fn(self, x):
+        """The scale of the cycle's height at ``x`` (a cycle or a step, see scale_mode)."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        return self._scale_fn_ref(x)
+
+    def get_lr(self):
+        """The lr of step ``last_epoch`` (and, with cycle_momentum, the momentum, written
+        into the groups here)."""
+        _warn_get_lr_called_within_step(self)
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale_factor = x / self.step_ratio
+        else:
+            scale_factor = (x - 1) / (self.step_ratio - 1)
+        at = cycle if self.scale_mode == "cycle" else self.last_epoch
+        lrs = [base_lr + (max_lr - base_lr) * scale_factor * self.scale_fn(at)
+               for base_lr, max_lr in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for base_momentum, max_momentum, group in zip(
+                    self.base_momentums, self.max_momentums, self.optimizer.param_groups):
+                base_height = (max_momentum - base_momentum) * scale_factor
+                self._set_momentum(group, max_momentum - base_height * self.scale_fn(at))
+        return lrs
+
+    def state_dict(self):
+        """Every attribute but the optimiser and the scale functions: a ``scale_fn`` of
+        your own is saved as its ``__dict__`` where it is a callable object (functions and
+        lambdas are not saved, as in PyTorch)."""
+        state = super().state_dict()
+        state.pop("_scale_fn_ref", None)
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = None
+        if fn is not None and not isinstance(fn, types.FunctionType):
+            state["_scale_fn_custom"] = fn.__dict__.copy()
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        fn = state_dict.pop("_scale_fn_custom")
+        super().load_state_dict(state_dict)
+        if fn is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+        self._init_scale_fn()
+
+
+def _triangular_scale_fn(x):
+    return 1.0
+
+
+def _triangular2_scale_fn(x):
+    return 1 / (2.0 ** (x - 1))
+
+
+def _exp_range_scale_fn(gamma, x):
+    return gamma ** x
 
 
 class SequentialLR(LRScheduler):

@@ -148,8 +148,10 @@ class Optimizer:
                 if set_to_none:
                     p.grad = None
                 else:
-                    if p.grad.grad_fn is not None or p.grad.requires_grad:
-                        p.grad = p.grad.detach()  # as torch's detach_(): stop recording
+                    if p.grad.grad_fn is not None:
+                        p.grad.detach_()  # the same Tensor, no longer recording
+                    else:
+                        p.grad.requires_grad_(False)
                     p.grad.zero_()
 
     def step(self, closure=None):
