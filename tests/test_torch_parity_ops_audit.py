@@ -471,3 +471,14 @@ def test_setitem_numbers_are_checked_as_torch(device, dt):
     for value in (-1, 300, -300, 2 ** 40, 2.7, -1.5, 255.9, 1e10, float("inf"), float("nan"),
                   True):
         assert_as_torch(write(value), device)
+
+
+@needs_torch
+@pytest.mark.parametrize("call", ["swapaxes(X, 0, 2)", "swapdims(X, 1, 2)",
+                                  "movedim(X, 0, -1)", "moveaxis(X, (0, 1), (2, 0))",
+                                  "narrow(X, 1, 1, 2)", "unflatten(X, 2, (2, 2))",
+                                  "logical_xor(X > 3, X < 10)"])
+def test_function_forms_as_torch(device, call):
+    assert_as_torch(lambda M: eval("M." + call, {"M": M, "X": M.arange(24).reshape(2, 3, 4)}),
+                    device)
+    assert mg.numel(mg.ones(2, 3)) == torch.numel(torch.ones(2, 3)) == 6
