@@ -127,6 +127,16 @@ def test_autograd_grad_runs_no_leaf_node_hooks_as_torch():
     assert run(mg) == run(torch) == [3.0, 3.0]
 
 
+class Double(mg.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
 def test_a_prehook_changes_what_reaches_the_leaves():
     x = mg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     y = x.exp()
@@ -136,15 +146,6 @@ def test_a_prehook_changes_what_reaches_the_leaves():
 
 
 def test_hooks_on_a_user_function_survive_its_backward():
-    class Double(mg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * 2
-
     x = mg.tensor([1.0, 2.0], requires_grad=True)
     y = Double.apply(x)
     seen = []
@@ -156,15 +157,6 @@ def test_hooks_on_a_user_function_survive_its_backward():
 
 
 def test_metadata_is_the_nodes_own_dict_for_its_life():
-    class Double(mg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * 2
-
     x = mg.tensor([1.0, 2.0], requires_grad=True)
     for y in (x.exp(), Double.apply(x)):
         y.grad_fn.metadata["step"] = 3

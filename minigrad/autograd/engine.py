@@ -359,21 +359,26 @@ def _run_node_hooks(hooks, grads, args):
             raise RuntimeError(f"hook '{name}' has returned an incorrect number of values "
                                f"(got {len(new)}, but expected {len(grads)})")
         for old, g in zip(grads, new):
-            if g is None:
-                continue
-            if old is None:
-                raise RuntimeError(f"hook '{name}' can't replace a None gradient with a "
-                                   f"non-None value (it returned shape {tuple(g.shape)})")
-            if tuple(g.shape) != tuple(old.shape):
-                raise RuntimeError(f"hook '{name}' has changed the size of value: it returned "
-                                   f"shape {tuple(g.shape)} for a gradient of shape "
-                                   f"{tuple(old.shape)}")
-            if g.dtype != old.dtype:
-                raise RuntimeError(f"hook '{name}' has changed the type of value (was "
-                                   f"{old.dtype}, got {g.dtype})")
+            if g is not None:
+                _check_replacement(name, old, g)
         grads = new
         args = (new,) + args[1:]
     return grads
+
+
+def _check_replacement(name, old, new):
+    """A hook named ``name`` returned ``new`` for the gradient ``old``: it must be one of the
+    same shape and dtype, and may not fill a gradient that is None."""
+    if old is None:
+        raise RuntimeError(f"hook '{name}' can't replace a None gradient with a non-None "
+                           f"value (it returned shape {tuple(new.shape)} for an output that "
+                           "gets no gradient)")
+    if tuple(new.shape) != tuple(old.shape):
+        raise RuntimeError(f"hook '{name}' has changed the size of value: it returned shape "
+                           f"{tuple(new.shape)} for a gradient of shape {tuple(old.shape)}")
+    if new.dtype != old.dtype:
+        raise RuntimeError(f"hook '{name}' has changed the type of value: it returned "
+                           f"{new.dtype} for a gradient of dtype {old.dtype}")
 
 
 def _run_hooks(hooks, grad):
@@ -382,18 +387,7 @@ def _run_hooks(hooks, grad):
     for hook in hooks:
         new = hook(grad)
         if new is not None:
-            name = getattr(hook, "__name__", type(hook).__name__)
-            if grad is None:
-                raise RuntimeError(f"hook '{name}' can't replace a None gradient with a "
-                                   f"non-None value (it returned shape {tuple(new.shape)} for "
-                                   "an output that gets no gradient)")
-            if tuple(new.shape) != tuple(grad.shape):
-                raise RuntimeError(f"hook '{name}' has changed the size of value: it returned "
-                                   f"shape {tuple(new.shape)} for a gradient of shape "
-                                   f"{tuple(grad.shape)}")
-            if new.dtype != grad.dtype:
-                raise RuntimeError(f"hook '{name}' has changed the type of value: it returned "
-                                   f"{new.dtype} for a gradient of dtype {grad.dtype}")
+            _check_replacement(getattr(hook, "__name__", type(hook).__name__), grad, new)
             grad = new
     return grad
 
