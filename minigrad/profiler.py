@@ -55,7 +55,7 @@ backward."""
 # --- FLOPs of the products, from the shapes ------------------------------------------------------
 
 def _product_flops(arrays, out):
-    """MatMul and Linear: 2 * (output elements) * (inner dim)."""
+    """MatMul (and Mm, Bmm, Mv, Dot) and Linear: 2 * (output elements) * (inner dim)."""
     return 2 * out.size * arrays[0].shape[-1]
 
 
@@ -78,8 +78,12 @@ def _linear_backward_flops(arrays, out):
     return 2 * _product_flops(arrays, out)
 
 
-FORWARD_FLOPS = {"MatMul": _product_flops, "Mm": _product_flops, "Linear": _product_flops,
+FORWARD_FLOPS = {"MatMul": _product_flops, "Mm": _product_flops, "Bmm": _product_flops,
+                 "Dot": _product_flops, "Mv": _product_flops, "Linear": _product_flops,
                  "Attention": _attention_flops}
+# ops that are no views in the graph but whose output shares their input's memory (reshape's
+# last step after a row-major copy): they allocate nothing
+SHARING = frozenset(("UnsafeView",))
 # ops whose backward computes on raw arrays, its products out of sight: (the estimate is
 # used when the backward ran no product op of its own, as under create_graph)
 BACKWARD_FLOPS = {"Attention": _attention_backward_flops, "Linear": _linear_backward_flops}
@@ -219,7 +223,7 @@ class profile:
                       parent.phase == BACKWARD else FORWARD, parent, scope, _user_line())
         event._profile = self
         event.node_ref = node  # (until op_end: the node itself)
-        if event.name in FORWARD_FLOPS or cls.view:
+        if event.name in FORWARD_FLOPS or cls.view or event.name in SHARING:
             event._inputs = arrays
         stack.append(event)
         self.events.append(event)
@@ -713,7 +717,7 @@ def _user_line():
 def _new_bytes(node, inputs, outs):
     """Bytes of the outputs, except those of a view op that share its input's memory (a
     view allocates nothing)."""
-    if type(node).view:
+    if type(node).view or type(node).op.__name__ in SHARING:
         source = _base(inputs[0])
         return sum(o.nbytes for o in outs if _base(o) is not source)
     return sum(getattr(o, "nbytes", 0) for o in outs)

@@ -28,6 +28,8 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, Co
                   Relu, Remainder, Reshape, Roll, SetItem, Sigmoid, Sign, Sin, Softmax, Split,
                   Sqrt, Squeeze, SqueezeDim, SqueezeDims, Sub, Sum, SumDim, Tanh,
                   ToDevice, Transpose, Unsqueeze, indexing_op, replay_view)
+from .ops import (Bmm, Dot, Gather, IndexSelect, Mv, Repeat, ReshapeAlias, RoundedDiv, Rsqrt,
+                  Sort, SplitWithSizes, SqueezeDimInPlace, Topk, Tril, Triu, UnsafeView)
 from .ops.shape import Unbind
 from .fused import Gelu, GeluTanh
 from .autograd.function import Primitive, on_arrays, read_on_host
@@ -513,9 +515,17 @@ class Tensor(TensorBase):
         inner = other.shape[-2] if other.ndim > 1 else other.shape[0]
         if self.shape[-1] != inner:
             raise ShapeError(f"matmul: shapes {self.shape} and {other.shape} are not aligned")
+        if other.ndim == 2:  # (PyTorch's graph: mm, or unsqueeze, mm and squeeze_)
+            if self.ndim == 2:
+                return Mm.apply(self, other)
+            if self.ndim == 1:
+                return SqueezeDimInPlace.apply(Mm.apply(self.unsqueeze(0), other),
+                                               shape=other.shape[1:])
+        elif other.ndim == 1 and self.ndim <= 2:
+            return (Dot if self.ndim == 1 else Mv).apply(self, other)
         x = self.unsqueeze(0) if self.ndim == 1 else self
         y = other.unsqueeze(-1) if other.ndim == 1 else other
-        out = (Mm if self.ndim == other.ndim == 2 else MatMul).apply(x, y)
+        out = MatMul.apply(x, y)
         if other.ndim == 1:
             out = out.squeeze(-1)
         if self.ndim == 1:
@@ -610,7 +620,7 @@ class Tensor(TensorBase):
     def square(self):  # x ** 2, as PyTorch (PowBackward0; a bool squared is int64)
         return Pow.apply(self.long() if self.data.dtype.kind == "b" else self, 2)
 
-    def rsqrt(self): return self.sqrt().reciprocal()
+    def rsqrt(self): return Rsqrt.apply(_floating(self))
     def reciprocal(self): return Reciprocal.apply(_floating(self))
     def maximum(self, other): return Maximum.apply(*_operands(self, _tensor_arg("maximum", other)))
     def minimum(self, other): return Minimum.apply(*_operands(self, _tensor_arg("minimum", other)))
@@ -823,7 +833,14 @@ class Tensor(TensorBase):
     def reshape(self, *shape):
         """A tensor of the given shape with these values: a view when the memory allows
         it (always a new tensor, as in PyTorch, even for the same shape)."""
-        return Reshape.apply(self, shape=_new_shape("reshape", self, shape))
+        shape = _new_shape("reshape", self, shape)
+        data = self.data
+        if data.flags.c_contiguous:
+            return Reshape.apply(self, shape=shape)
+        # as PyTorch: a view of another layout, or a row-major copy seen with the shape
+        if _viewable(data, shape):
+            return ReshapeAlias.apply(self, shape=shape)
+        return UnsafeView.apply(Clone.apply(self, dtype=self.dtype, order="C"), shape=shape)
 
     def view(self, *shape):
         """The same memory seen with another shape. Unlike reshape, never a copy: where the
@@ -1008,9 +1025,9 @@ class Tensor(TensorBase):
                                    f"size 0), got {step} for dim {d} of size {n}")
             step = step or 1
             sizes = [step] * (n // step) + ([n % step] if n % step else [])
-        else:
-            sizes = list(split_size_or_sections)
-        return Split.apply(self, sizes=tuple(sizes or [0]), dim=d)
+            return Split.apply(self, sizes=tuple(sizes or [0]), dim=d)
+        sizes = tuple(split_size_or_sections)  # (PyTorch's split_with_sizes)
+        return SplitWithSizes.apply(self, sizes=sizes or (0,), dim=d)
 
     def chunk(self, chunks, dim=0):
         _check_not_0d(self, "chunk")
@@ -1061,19 +1078,11 @@ class Tensor(TensorBase):
     # --- PyTorch's conveniences, each a few lines of the ops above ------------------------------
     def tril(self, diagonal=0):
         """The lower triangle of the last two dims: elements above diagonal ``diagonal`` are 0."""
-        return self.masked_fill(~self._at_or_below("tril", diagonal), 0)
+        return Tril.apply(_matrices(self, "tril"), diagonal=_diagonal("tril", diagonal))
 
     def triu(self, diagonal=0):
         """The upper triangle of the last two dims: elements below diagonal ``diagonal`` are 0."""
-        return self.masked_fill(self._at_or_below("triu", diagonal - 1), 0)
-
-    def _at_or_below(self, op, k):
-        """A bool (n, m) tensor over the last two dims: True where column <= row + k."""
-        if self.ndim < 2:
-            raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got shape "
-                               f"{tuple(self.shape)}")
-        n, m = self.shape[-2:]
-        return self._make(backend.xp_of(self.data).tri(n, m, k, dtype=np.bool_))
+        return Triu.apply(_matrices(self, "triu"), diagonal=_diagonal("triu", diagonal))
 
     def mm(self, mat2):
         """Matrix product of two matrices (``matmul`` without broadcasting)."""
@@ -1090,7 +1099,9 @@ class Tensor(TensorBase):
         if self.shape[0] != mat2.shape[0]:
             raise RuntimeError(f"bmm: batch1 and batch2 must have the same batch size, got "
                                f"shapes {tuple(self.shape)} and {tuple(mat2.shape)}")
-        return self.matmul(mat2)
+        if self.data.dtype.kind == "b" or mat2.data.dtype.kind == "b":
+            return self.matmul(mat2)  # (refused there)
+        return Bmm.apply(self, mat2)
 
     def gather(self, dim, index):
         """``out[i][j] = self[index[i][j]][j]`` for dim 0 (likewise for any dim), as PyTorch:
@@ -1105,11 +1116,7 @@ class Tensor(TensorBase):
             raise RuntimeError(f"gather: index of shape {tuple(index.shape)} does not fit the "
                                f"input of shape {tuple(self.shape)} (same number of dims, no "
                                f"larger except along dim {d})")
-        xp = backend.xp_of(self.data)
-        places = tuple(index if k == d else  # with aranges along the other dims
-                       self._make(xp.arange(n).reshape((n,) + (1,) * (index.ndim - k - 1)))
-                       for k, n in enumerate(index.shape))
-        return self[places]
+        return Gather.apply(self, index=_gather_places(self, d, index))
 
     def index_select(self, dim, index):
         """The entries ``index`` (a vector of ints) along ``dim`` (of a 0-d tensor: the
@@ -1124,7 +1131,8 @@ class Tensor(TensorBase):
         if index.ndim > 1:
             raise IndexError(f"index_select: index must be a vector, got shape "
                              f"{tuple(index.shape)}")
-        return self[(slice(None),) * d + (index.reshape(-1),)]
+        places = _index((slice(None),) * d + (index.reshape(-1),), self)
+        return IndexSelect.apply(self, index=places)
 
     def unbind(self, dim=0):
         """The slices along ``dim``, each without that dim: views, all outputs of one node
@@ -1139,11 +1147,7 @@ class Tensor(TensorBase):
         if len(sizes) < self.ndim or builtins.any(r < 0 for r in sizes):
             raise RuntimeError(f"repeat: sizes {tuple(sizes)} must be non-negative and at least "
                                f"as many as the dims of the tensor's shape {tuple(self.shape)}")
-        shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
-        pairs = self.reshape(tuple(v for n in shape for v in (1, n)))  # (1, n0, 1, n1, ...)
-        pairs = pairs._expand_to(tuple(v for r, n in zip(sizes, shape) for v in (r, n)))
-        out = pairs.reshape(tuple(r * n for r, n in zip(sizes, shape)))
-        return out.clone() if builtins.all(r == 1 for r in sizes) else out  # never a view
+        return Repeat.apply(self, sizes=tuple(sizes))
 
     def tile(self, *dims):
         """The tensor repeated ``dims[k]`` times along dim k, as ``repeat``; with fewer
@@ -1273,7 +1277,7 @@ class Tensor(TensorBase):
         either direction. NaN counts as the largest value. ``values`` is gathered from this
         tensor, so it carries the gradient; ``indices`` is int64."""
         indices = self.argsort(dim, descending)
-        return ValuesIndices(self._gathered(dim, indices), indices)
+        return ValuesIndices(self._gathered(dim, indices, Sort), indices)
 
     def argsort(self, dim=-1, descending=False, *, stable=False):
         """The int64 indices that sort the tensor along ``dim`` (see ``sort``: always stable)."""
@@ -1300,13 +1304,14 @@ class Tensor(TensorBase):
         indices = self.argsort(d, descending=largest)
         if self.ndim:  # (a 0-d tensor gives its one element for k = 0 or 1, as PyTorch)
             indices = indices[(slice(None),) * d + (slice(0, k),)]
-        return ValuesIndices(self._gathered(d, indices), indices)
+        return ValuesIndices(self._gathered(d, indices, Topk), indices)
 
-    def _gathered(self, dim, indices):
-        """``gather(dim, indices)``, also for a 0-d tensor (seen as one element)."""
+    def _gathered(self, dim, indices, op):
+        """``gather(dim, indices)`` recorded as ``op`` (a Gather named for the call), also
+        for a 0-d tensor (seen as one element)."""
         if self.ndim == 0:
             return self.reshape(1).gather(0, indices.reshape(1)).reshape(())
-        return self.gather(dim, indices)
+        return op.apply(self, index=_gather_places(self, _dim(self, dim), indices))
 
     def nonzero(self, *, as_tuple=False):
         """The indices of the nonzero elements, in row-major order: an (n, ndim) int64 tensor,
@@ -1870,13 +1875,32 @@ def _rounded_division(x, other, mode, reflected=False):
             return NonDiff.apply(a, b, fn="floor_divide")
         raw = [t.data if isinstance(t, Tensor) else t for t in (a, b)]
         return Tensor._make(on_arrays(_trunc_divide, raw[0], raw[1]))
-    if dtype == dtypes.float16:
-        a, b = (t.float() if isinstance(t, Tensor) else t for t in (a, b))
-    if mode == "floor":
-        out = NonDiff.apply(a, b, fn="floor_divide")
-    else:
-        out = NonDiff.apply(NonDiff.apply(a, b, fn="true_divide"), fn="trunc")
-    return out.half() if dtype == dtypes.float16 else out
+    return RoundedDiv.apply(a, b, mode=mode)
+
+
+def _matrices(x, op):
+    """``x``, checked to have the two dims of a matrix (``tril``, ``triu``)."""
+    if x.ndim < 2:
+        raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got shape "
+                           f"{tuple(x.shape)}")
+    return x
+
+
+def _diagonal(op, k):
+    """The ``diagonal`` argument of ``tril``/``triu``: an int, as PyTorch's."""
+    if not _is_int(k):
+        raise TypeError(f"{op}(): argument 'diagonal' must be int, not {type(k).__name__}")
+    return builtins.int(k)
+
+
+def _gather_places(x, dim, index):
+    """The index arrays of ``x.gather(dim, index)`` (``index`` a checked integer tensor):
+    ``index`` along ``dim``, aranges along the other dims."""
+    xp = backend.xp_of(x.data)
+    places = tuple(index if k == dim else  # with aranges along the other dims
+                   x._make(xp.arange(n).reshape((n,) + (1,) * (index.ndim - k - 1)))
+                   for k, n in enumerate(index.shape))
+    return _index(places, x)
 
 
 def _trunc_divide(x, y):

@@ -3,9 +3,10 @@ its derivative rule in its docstring and its ``backward``:
 
     elementwise.py  arithmetic, exp/log/..., comparisons (no gradient), where, casts
     reduce.py       sum, prod, max, cumsum, cumprod, softmax and log_softmax
-    linalg.py       matmul
-    shape.py        reshape, permute, expand, indexing, masked_select, scatter, index_add,
-                    embedding, cat/split, flip, roll
+    linalg.py       matmul, mm, bmm, dot, mv
+    shape.py        reshape, permute, expand, indexing (gather, index_select, sort, topk),
+                    masked_select, scatter, index_add, embedding, cat/split, repeat,
+                    tril/triu, flip, roll
     inplace.py      what an in-place op records: SetItem, Overwrite, CopySlices
 
 Every other differentiable method of Tensor is a few lines of these. The layers' hot
@@ -13,16 +14,17 @@ composites, fused into one op each for speed, live in ``minigrad.fused``.
 """
 from .elementwise import (Abs, Add, Cast, Clamp, ClampTensor, Clone, Cos, Div, Erf, Exp,  # noqa
                           FloorDivide, Log, MaskedFill, Maximum, Minimum, Mul, Neg, NonDiff,
-                          Pow, Reciprocal, Relu, Remainder, Rsub, ScalarPow, Sigmoid, Sign, Sin,
-                          Sqrt, Sub, Tanh, TensorPow, ToDevice, Where)
-from .linalg import MatMul, Mm  # noqa: F401
+                          Pow, Reciprocal, Relu, Remainder, RoundedDiv, Rsqrt, Rsub, ScalarPow,
+                          Sigmoid, Sign, Sin, Sqrt, Sub, Tanh, TensorPow, ToDevice, Where)
+from .linalg import Bmm, Dot, MatMul, Mm, Mv  # noqa: F401
 from .reduce import (Amax, Amin, Cumprod, Cumsum, LogSoftmax, LogSumExp, Max, MaxDim,  # noqa
                      Mean, MeanAll, Min, MinDim, Prod, ProdDim, SafeSoftmax, Softmax, Std, Sum,
                      SumDim, Var)
 from .shape import (Alias, Cat, Embedding, EmbeddingDenseBackward, Expand, Flip,  # noqa
-                    GetItem, IndexAdd, IndexAddAlong, MaskedSelect, MatrixTranspose, NewAxis,
-                    Permute, Reshape, Roll, ScatterAdd, Select, Slice,
-                    Split, Squeeze, SqueezeDim, SqueezeDims, Stack, Transpose, Unsqueeze,
-                    indexing_op)
+                    Gather, GetItem, IndexAdd, IndexAddAlong, IndexSelect, MaskedSelect,
+                    MatrixTranspose, NewAxis, Permute, Repeat, Reshape, ReshapeAlias, Roll,
+                    ScatterAdd, Select, Slice, Sort, Split, SplitWithSizes, Squeeze,
+                    SqueezeDim, SqueezeDimInPlace, SqueezeDims, Stack, Topk, Transpose, Tril,
+                    Triu, UnsafeView, Unsqueeze, indexing_op)
 from .inplace import (CopySlices, Overwrite, Scatter, ScatterValue, SetItem,  # noqa: F401
                       replay_view)

@@ -156,6 +156,33 @@ class Reciprocal(Primitive):
         return -dx * (out * out)
 
 
+class Rsqrt(Primitive):
+    """out = 1 / sqrt(x);  dx = -0.5 * grad * out^3
+
+    The product in PyTorch's order, its cube rounded once as PyTorch's pow rounds it, so
+    the gradient has its bits (float16 as PyTorch's CPU kernels give it for tensors of
+    fewer than 32 elements; beyond, its vectorised loop rounds 1 / sqrt(x) once, where
+    this rounds the square root and the reciprocal each)."""
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.reciprocal(ctx.xp.sqrt(x))
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        if out.dtype == ctx.xp.float16:  # (the cube rounded once, as PyTorch's pow)
+            wide = out.float()
+            return (grad * -0.5) * (wide * wide * wide).half()
+        return (grad * -0.5) * (out * out * out)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        out = ctx.result
+        return (dx * -0.5) * (out * out * out)
+
+
 class Remainder(Primitive):
     """out = x mod y, with the sign of y (Python's %);  dx = grad,  dy = -grad * floor(x / y)
 
@@ -776,6 +803,32 @@ class NonDiff(Primitive):
     @staticmethod
     def jvp(ctx, *tangents):  # zero (sign of a float) or no tangent (bools, integers)
         return None
+
+
+class RoundedDiv(NonDiff):
+    """out = x / y rounded down (``mode`` "floor") or toward zero ("trunc"), float16
+    divided in float32 and rounded once;  dx = 0,  dy = 0
+
+    ``div(x, y, rounding_mode=...)`` of floating point operands (PyTorch's DivBackward2)."""
+    node_name = "DivBackward2"
+    number_edge = None  # a number operand is a tensor in PyTorch's graph
+
+    @staticmethod
+    def forward(ctx, x, y, mode):
+        xp = ctx.xp
+        half = x.dtype.char == "e" if isinstance(x, xp.ndarray) else y.dtype.char == "e"
+        if half:
+            x, y = (v.astype(_SINGLE) if isinstance(v, xp.ndarray) else v for v in (x, y))
+        if mode == "floor":
+            out = xp.floor_divide(x, y)
+        else:
+            out = xp.trunc(xp.true_divide(x, y))
+        return out.astype(_HALF) if half else out
+
+    @staticmethod
+    def backward(ctx, grad):
+        zeros = grad._make(on_arrays(ctx.xp.zeros_like, grad.data))  # (recorded by mg.compile)
+        return tuple(zeros if need else None for need in ctx.needs_input_grad)
 
 
 class Sign(NonDiff):

@@ -35,3 +35,65 @@ class MatMul(Primitive):
 
 class Mm(MatMul):
     """out = x @ y;  dx = grad @ y^T,  dy = x^T @ grad  (two matrices: PyTorch's MmBackward0)"""
+
+
+class Bmm(MatMul):
+    """out = x @ y;  dx = grad @ y^T,  dy = x^T @ grad  (two batches of matrices, ``bmm``:
+    PyTorch's BmmBackward0)"""
+    node_name = "BmmBackward0"
+
+
+class Dot(Primitive):
+    """out = sum(x * y), the dot product of two vectors;  dx = grad * y,  dy = grad * x
+
+    ``matmul`` of two 1-D tensors (PyTorch's DotBackward0)."""
+    @staticmethod
+    def forward(ctx, x, y):
+        _same_dtypes(x, y)
+        needs = ctx.needs_input_grad
+        ctx.save_for_backward(x if needs[1] else None, y if needs[0] else None)
+        return ctx.xp.matmul(x[None], y[:, None]).reshape(())  # (a 1 x 1 matrix product)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        return (grad * y if needs[0] else None), (grad * x if needs[1] else None)
+
+    @staticmethod
+    def jvp(ctx, dx, dy):  # dout = dx . y + x . dy
+        x, y = ctx.inputs
+        return tangent_sum(None if dx is None else Dot.apply(dx, y),
+                           None if dy is None else Dot.apply(x, dy))
+
+
+class Mv(Primitive):
+    """out = x @ y, a matrix times a vector;  dx = outer(grad, y),  dy = x^T @ grad
+
+    ``matmul`` of a 2-D and a 1-D tensor (PyTorch's MvBackward0)."""
+    @staticmethod
+    def forward(ctx, x, y):
+        _same_dtypes(x, y)
+        needs = ctx.needs_input_grad
+        ctx.save_for_backward(x if needs[1] else None, y if needs[0] else None)
+        return ctx.xp.matmul(x, y[:, None])[:, 0]  # (an n x 1 matrix product)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        dx = grad.unsqueeze(-1) * y if needs[0] else None
+        dy = Mv.apply(x.transpose(0, 1), grad) if needs[1] else None
+        return dx, dy
+
+    @staticmethod
+    def jvp(ctx, dx, dy):  # dout = dx @ y + x @ dy
+        x, y = ctx.inputs
+        return tangent_sum(None if dx is None else Mv.apply(dx, y),
+                           None if dy is None else Mv.apply(x, dy))
+
+
+def _same_dtypes(x, y):
+    if x.dtype != y.dtype:
+        raise RuntimeError(f"matmul: expected both operands to have the same dtype, got "
+                           f"{x.dtype} and {y.dtype}")

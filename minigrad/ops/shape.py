@@ -38,6 +38,24 @@ class Reshape(Primitive):
         return Reshape.apply(dx, **ctx.params)
 
 
+class ReshapeAlias(Reshape):
+    """out = x reshaped to shape;  dx = grad reshaped to x's shape
+
+    ``reshape`` of a tensor whose memory is not in row-major order but can be seen with
+    the new shape without a copy (PyTorch's ReshapeAliasBackward0)."""
+    node_name = "ReshapeAliasBackward0"
+
+
+class UnsafeView(Reshape):
+    """out = x reshaped to shape;  dx = grad reshaped to x's shape
+
+    ``reshape`` of a row-major copy (the ``CloneBackward0`` before it), where the input's
+    layout could not be seen with the new shape (PyTorch's UnsafeViewBackward0). The result
+    is a tensor of its own, as in PyTorch: it shares memory with no tensor the user holds."""
+    node_name = "UnsafeViewBackward0"
+    view = False
+
+
 class Unsqueeze(Reshape):
     """out = x with a dim of size 1 added;  dx = grad reshaped to x's shape
 
@@ -64,6 +82,14 @@ class SqueezeDims(Reshape):
 
     ``squeeze(dims)`` (PyTorch's SqueezeBackward2)."""
     node_name = "SqueezeBackward2"
+
+
+class SqueezeDimInPlace(Reshape):
+    """out = x without dim if of size 1;  dx = grad reshaped to x's shape
+
+    The last step of ``matmul`` with a 1-D first operand (PyTorch's SqueezeBackward4, its
+    in-place ``squeeze_(dim)``)."""
+    node_name = "SqueezeBackward4"
 
 
 class Permute(Primitive):
@@ -189,6 +215,39 @@ class Alias(GetItem):
 
     Basic indexing that changes nothing, as ``x[...]`` (PyTorch's AliasBackward0)."""
     node_name = "AliasBackward0"
+
+
+class Gather(GetItem):
+    """out = x at index, an array per dim (``gather``: the given indices along one dim,
+    aranges along the others);  dx = zeros of x's shape with grad added at index (repeats
+    accumulate)
+
+    PyTorch's GatherBackward0."""
+    node_name = "GatherBackward0"
+
+
+class IndexSelect(GetItem):
+    """out = x at index, the entries of a vector of ints along one dim;  dx = zeros of x's
+    shape with grad added at index (repeats accumulate)
+
+    ``index_select`` (PyTorch's IndexSelectBackward0)."""
+    node_name = "IndexSelectBackward0"
+
+
+class Sort(GetItem):
+    """out = x at index, the order that sorts x along one dim (as ``Gather``);  dx = zeros
+    of x's shape with grad written at index
+
+    The values of ``sort`` (PyTorch's SortBackward0)."""
+    node_name = "SortBackward0"
+
+
+class Topk(GetItem):
+    """out = x at index, the places of the k largest (or smallest) along one dim (as
+    ``Gather``);  dx = zeros of x's shape with grad written at index
+
+    The values of ``topk`` (PyTorch's TopkBackward0)."""
+    node_name = "TopkBackward0"
 
 
 def indexing_op(index, shape):
@@ -397,6 +456,13 @@ class Split(Primitive):
         return Split.apply(dx, **ctx.params)
 
 
+class SplitWithSizes(Split):
+    """outs = x split into pieces of sizes along dim (views);  dx = cat(grads, dim)
+
+    ``split`` with a list of sizes (PyTorch's SplitWithSizesBackward0)."""
+    node_name = "SplitWithSizesBackward0"
+
+
 class Unbind(Primitive):
     """outs = the slices of x along dim, each without that dim (views);  dx = stack(grads,
     dim)"""
@@ -416,6 +482,67 @@ class Unbind(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return Unbind.apply(dx, **ctx.params)
+
+
+class Repeat(Primitive):
+    """out = x tiled sizes[k] times along dim k (new leading dims where sizes is longer), a
+    new row-major tensor;  dx = grad with its copies summed"""
+    @staticmethod
+    def forward(ctx, x, sizes):
+        ctx.shape = x.shape
+        out = ctx.xp.tile(x, sizes)
+        return out if out.flags.c_contiguous else ctx.xp.ascontiguousarray(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        sizes, shape = ctx.params["sizes"], ctx.shape
+        shape = (1,) * (len(sizes) - len(shape)) + tuple(shape)
+        # (r0, n0, r1, n1, ...): summed over the dims of the copies
+        grad = grad.reshape(tuple(v for r, n in zip(sizes, shape) for v in (r, n)))
+        dims = tuple(2 * k for k, r in enumerate(sizes) if r != 1)
+        if dims:
+            grad = grad.sum(dims, keepdim=True)
+        return grad.reshape(ctx.shape)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Repeat.apply(dx, **ctx.params)
+
+
+class Tril(Primitive):
+    """out = x with the elements above diagonal ``diagonal`` of its last two dims set to 0;
+    dx = tril(grad, diagonal)"""
+    @staticmethod
+    def forward(ctx, x, diagonal):
+        n, m = x.shape[-2:]
+        keep = ctx.xp.tri(n, m, diagonal, dtype=np.bool_)
+        return ctx.xp.where(keep, x, x.dtype.type(0))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Tril.apply(grad, **ctx.params)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Tril.apply(dx, **ctx.params)
+
+
+class Triu(Primitive):
+    """out = x with the elements below diagonal ``diagonal`` of its last two dims set to 0;
+    dx = triu(grad, diagonal)"""
+    @staticmethod
+    def forward(ctx, x, diagonal):
+        n, m = x.shape[-2:]
+        below = ctx.xp.tri(n, m, diagonal - 1, dtype=np.bool_)
+        return ctx.xp.where(below, x.dtype.type(0), x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Triu.apply(grad, **ctx.params)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Triu.apply(dx, **ctx.params)
 
 
 class Flip(Primitive):

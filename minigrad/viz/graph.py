@@ -185,7 +185,9 @@ def op_name(node):
                "SumDim": "sum", "MeanAll": "mean", "MatrixTranspose": "t", "Select": "getitem",
                "Slice": "getitem", "NewAxis": "getitem", "Alias": "getitem",
                "SqueezeDim": "squeeze", "SqueezeDims": "squeeze", "TensorPow": "pow",
-               "ScalarPow": "pow"}
+               "ScalarPow": "pow", "SplitWithSizes": "split", "ReshapeAlias": "reshape",
+               "UnsafeView": "reshape", "SqueezeDimInPlace": "squeeze", "RoundedDiv": "div",
+               "Dot": "matmul", "Mv": "matmul"}
     if cls in special:
         return special[cls]
     out = cls[:1].lower()
