@@ -9,7 +9,7 @@ from .linear import Embedding, Flatten, Identity, Linear  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # noqa: F401
                    KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from .module import (IncompatibleKeys, Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
-                     Sequential)
+                     ParameterDict, ParameterList, RemovableHandle, Sequential)
 from .norm import LayerNorm  # noqa: F401
 from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePositionBias,  # noqa
                          RotaryEmbedding, SinusoidalPositionalEncoding)

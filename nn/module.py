@@ -5,6 +5,9 @@ A Module registers the Parameters, buffers and sub-Modules assigned to its attri
 (``encoder.layers.0.self_attn.q_proj.weight``), so checkpoints line up with PyTorch's.
 """
 import operator
+import os
+import sys
+import warnings
 from collections import OrderedDict, namedtuple
 from collections.abc import Iterable, Mapping
 from itertools import chain, islice
@@ -13,6 +16,8 @@ import numpy as np
 
 import minigrad as mg
 from minigrad import backend
+from minigrad.autograd import function as _function
+from minigrad.autograd.grad_mode import STATE
 from minigrad.tensor import _is_array
 
 
@@ -47,35 +52,136 @@ class Module:
     ``__init__``, and write ``forward``; call the module to run it (with its hooks)."""
 
     training = True
+    dump_patches = False
+    call_super_init = False
 
     def __init__(self):
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
-        object.__setattr__(self, "_non_persistent", set())
-        object.__setattr__(self, "_modules", OrderedDict())
-        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
-        object.__setattr__(self, "_forward_hooks", OrderedDict())
-        object.__setattr__(self, "training", True)
+        for name, value in (("_parameters", OrderedDict()), ("_buffers", OrderedDict()),
+                            ("_non_persistent", set()), ("_modules", OrderedDict()),
+                            ("training", True)):
+            object.__setattr__(self, name, value)
+        self._init_hooks()
+
+    def _init_hooks(self, only_missing=False):
+        """The tables of hooks, empty (with ``only_missing``, only those not there yet)."""
+        d = self.__dict__
+        for name in ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+                     "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+                     "_backward_hooks", "_backward_pre_hooks"):
+            if not (only_missing and name in d):
+                d[name] = OrderedDict()
+        if not (only_missing and "_is_full_backward_hook" in d):
+            d["_is_full_backward_hook"] = None
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._init_hooks(only_missing=True)
 
     def forward(self, *args, **kwargs):
-        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        for hook in list(self._forward_pre_hooks.values()):
-            new = hook(self, args)
-            if new is not None:
-                args = new if isinstance(new, tuple) else (new,)
-        state = mg.autograd.grad_mode.STATE
+        if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks \
+                or self._backward_pre_hooks:
+            return self._call_with_hooks(args, kwargs)
+        state = STATE
         outer, state.scope = state.scope, self  # ops recorded now belong to this module
         try:
-            out = self.forward(*args, **kwargs)
+            return self.forward(*args, **kwargs)
         finally:
             state.scope = outer
-        for hook in list(self._forward_hooks.values()):
-            new = hook(self, args, out)
-            if new is not None:
-                out = new
-        return out
+
+    def _call_with_hooks(self, args, kwargs):
+        """``__call__`` of a module with hooks, as PyTorch's: forward pre-hooks, the backward
+        hooks' identity nodes around the Tensor inputs, forward, forward hooks, the identity
+        nodes around the Tensor outputs; ``always_call`` hooks run even when it raises."""
+        if _function.capture is not None:  # hooks are Python run at each call: no replay
+            _function.capture.unsupported(f"a call of a {type(self).__name__} with hooks")
+        result = None
+        called = set()  # the always_call hooks that ran
+        try:
+            full_hooks, old_hooks = [], []
+            pre_hooks = list(self._backward_pre_hooks.values())
+            if self._backward_hooks:
+                if self._is_full_backward_hook:
+                    full_hooks = list(self._backward_hooks.values())
+                else:
+                    old_hooks = list(self._backward_hooks.values())
+            with_kwargs = self._forward_pre_hooks_with_kwargs
+            for hook_id, hook in list(self._forward_pre_hooks.items()):
+                if hook_id in with_kwargs:
+                    new = hook(self, args, kwargs)
+                    if new is not None:
+                        if not (isinstance(new, tuple) and len(new) == 2):
+                            raise RuntimeError("forward pre-hook must return None or a tuple "
+                                               f"of (new_args, new_kwargs), but got {new}.")
+                        args, kwargs = new
+                else:
+                    new = hook(self, args)
+                    if new is not None:
+                        args = new if isinstance(new, tuple) else (new,)
+            backward_hook = None
+            if full_hooks or pre_hooks:
+                backward_hook = _BackwardHook(self, full_hooks, pre_hooks)
+                args = backward_hook.setup_input_hook(args)
+            state = STATE
+            outer, state.scope = state.scope, self
+            try:
+                result = self.forward(*args, **kwargs)
+            finally:
+                state.scope = outer
+            always, with_kwargs = self._forward_hooks_always_called, self._forward_hooks_with_kwargs
+            for hook_id, hook in list(self._forward_hooks.items()):
+                if hook_id in always:
+                    called.add(hook_id)
+                if hook_id in with_kwargs:
+                    new = hook(self, args, kwargs, result)
+                else:
+                    new = hook(self, args, result)
+                if new is not None:
+                    result = new
+            if backward_hook is not None:
+                if not isinstance(result, (mg.Tensor, tuple)):
+                    _warn_at_user("For backward hooks to be called, module output should be a "
+                                  f"Tensor or a tuple of Tensors but received {type(result)}")
+                result = backward_hook.setup_output_hook(result)
+            if old_hooks:
+                self._set_old_backward_hooks(old_hooks, args, result)
+            return result
+        except Exception:
+            always, with_kwargs = self._forward_hooks_always_called, self._forward_hooks_with_kwargs
+            for hook_id, hook in list(self._forward_hooks.items()):
+                if hook_id not in always or hook_id in called:
+                    continue
+                try:
+                    if hook_id in with_kwargs:
+                        new = hook(self, args, kwargs, result)
+                    else:
+                        new = hook(self, args, result)
+                    if new is not None:
+                        result = new
+                except Exception as e:
+                    _warn_at_user("module forward hook with ``always_call=True`` raised an "
+                                  "exception that was silenced as another error was raised in "
+                                  f"forward: {e}")
+            raise
+
+    def _set_old_backward_hooks(self, hooks, args, result):
+        """``register_backward_hook``'s hooks: on the node that made the (first) output, with
+        its gradients, and PyTorch's warnings where those are not the module's."""
+        var = result
+        while not isinstance(var, mg.Tensor):
+            if isinstance(var, dict):
+                var = next(v for v in var.values() if isinstance(v, mg.Tensor))
+            else:
+                var = var[0]
+        grad_fn = var.grad_fn
+        if grad_fn is None:
+            return
+        for hook in hooks:
+            grad_fn.register_hook(_with_module(hook, self))
+        _warn_old_backward_hook(args, result, grad_fn)
 
     # --- registration -----------------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -201,30 +307,96 @@ class Module:
 
     register_module = add_module
 
-    def register_forward_pre_hook(self, hook):
-        """``hook(module, args)`` runs before forward; a non-None return replaces args."""
-        return _Handle(self._forward_pre_hooks, hook)
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args)`` runs before forward; a non-None return replaces args (a
+        value that is not a tuple is made one). With ``with_kwargs``: ``hook(module, args,
+        kwargs)``, which may return a new ``(args, kwargs)``. ``prepend`` runs it before the
+        hooks already registered. Returns a handle with ``remove()``."""
+        handle = RemovableHandle(self._forward_pre_hooks,
+                                 extra_dict=self._forward_pre_hooks_with_kwargs)
+        self._forward_pre_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            self._forward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
 
-    def register_forward_hook(self, hook):
-        """``hook(module, args, output)`` runs after forward; a non-None return replaces it."""
-        return _Handle(self._forward_hooks, hook)
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """``hook(module, args, output)`` runs after forward; a non-None return replaces the
+        output. With ``with_kwargs``: ``hook(module, args, kwargs, output)``; with
+        ``always_call`` it also runs when the call raises; ``prepend`` runs it before the
+        hooks already registered. Returns a handle with ``remove()``."""
+        handle = RemovableHandle(self._forward_hooks, extra_dict=[
+            self._forward_hooks_with_kwargs, self._forward_hooks_always_called])
+        self._forward_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output)`` runs when the gradients of the module's outputs are
+        in: a tuple with one entry per positional output (None for one that is no Tensor or
+        got no gradient). A tuple it returns replaces ``grad_output``. As in PyTorch, forward
+        then gets (and the caller receives) new Tensors for the Tensors passed in (and out)."""
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """``hook(module, grad_input, grad_output)`` runs when the gradients of the module's
+        positional Tensor inputs are computed (None for an argument that is no Tensor); a
+        tuple it returns replaces ``grad_input``. When no input requires grad it runs with
+        the outputs' gradients (``grad_input`` all None, and it must return None); when no
+        output requires grad it does not run. Forward must not change its inputs in place
+        (PyTorch refuses it; here the change is not caught)."""
+        if self._is_full_backward_hook is False:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
+        self._is_full_backward_hook = True
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_backward_hook(self, hook):
+        """Deprecated, as in PyTorch (use ``register_full_backward_hook``): ``hook(module,
+        grad_input, grad_output)`` with the gradients of the node that made the output,
+        which are the module's only when its forward is a single op."""
+        if self._is_full_backward_hook is True:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
+        self._is_full_backward_hook = False
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        return handle
 
     # --- traversal ---------------------------------------------------------------------------
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(dotted name, module) of this module and every submodule, depth first; a module
+        in ``memo`` (a set of modules, filled as it goes with ``remove_duplicate``) and
+        everything under it is left out, so a shared module is named once."""
         if memo is None:
             memo = set()
+        if self in memo:
+            return
         if remove_duplicate:
-            if id(self) in memo:
-                return
-            memo.add(id(self))
+            memo.add(self)
         yield prefix, self
         for name, module in self._modules.items():
             if module is not None:
                 sub = f"{prefix}.{name}" if prefix else name
                 yield from module.named_modules(memo, sub, remove_duplicate)
 
-    def modules(self):
-        for _, m in self.named_modules():
+    def modules(self, remove_duplicate=True):
+        for _, m in self.named_modules(remove_duplicate=remove_duplicate):
             yield m
 
     def named_children(self):
@@ -281,6 +453,21 @@ class Module:
             if not isinstance(module, Module):
                 raise AttributeError(f"`{item}` is not an nn.Module")
         return module
+
+    def set_submodule(self, target, module, strict=False):
+        """Put ``module`` at the dotted path ``target``: it replaces the module there, or
+        (unless ``strict``) becomes a new child of the module the path leads to."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(f"{parent._get_name()} has no attribute `{name}`")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
+            raise AttributeError(f"`{name}` is not an nn.Module")
+        setattr(parent, name, module)
 
     def get_parameter(self, target):
         """The Parameter at the dotted path ``target`` (``"encoder.0.weight"``)."""
@@ -437,6 +624,22 @@ class Module:
                 t.grad = t.grad.to(t.device).to(t.dtype)
         return self
 
+    def to_empty(self, *, device, recurse=True):
+        """Give every parameter and buffer (of this module only, without ``recurse``) new,
+        uninitialised memory on ``device``, keeping shapes and dtypes (PyTorch's
+        ``to_empty``, for a model to be filled by ``load_state_dict`` afterwards)."""
+        for t in list(self.parameters(recurse)) + list(self.buffers(recurse)):
+            t.data = mg.empty(t.shape, dtype=t.dtype, device=device).data
+        return self
+
+    def type(self, dst_type):
+        """Cast every parameter and buffer (floating or not) to ``dst_type``, in place."""
+        for t in list(self.parameters()) + list(self.buffers()):
+            t.data = mg.Tensor.type(t, dst_type).data
+            if t.grad is not None:
+                t.grad = mg.Tensor.type(t.grad, dst_type)
+        return self
+
     def cpu(self):
         return self.to("cpu")
 
@@ -457,16 +660,26 @@ class Module:
         return ""
 
     def __repr__(self):
-        lines = [f"({name}): " + repr(m).replace("\n", "\n  ")
-                 for name, m in self._modules.items()]
-        head = f"{type(self).__name__}({self.extra_repr()}"
-        if not lines:
-            return head + ")"
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        """As PyTorch's: ``Name(extra)`` when ``extra_repr`` is one line and there are no
+        children, else its lines, then ``(name): child`` per child, one a line."""
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + repr(m).replace("\n", "\n  ")
+                       for name, m in self._modules.items()]
+        lines = extra_lines + child_lines
+        head = self._get_name() + "("
+        if len(extra_lines) == 1 and not child_lines:
+            return head + extra_lines[0] + ")"
+        if lines:
+            return head + "\n  " + "\n  ".join(lines) + "\n)"
+        return head + ")"
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
-                      | set(self._modules))
+        """Attributes, parameters, buffers and submodules, without names that are no Python
+        identifiers (a container's "0", "1", ...), as PyTorch's."""
+        keys = set(super().__dir__()) | set(self._parameters) | set(self._buffers) \
+            | set(self._modules)
+        return sorted(key for key in keys if not key[0].isdigit())
 
 
 def _array_of(value):
@@ -497,24 +710,213 @@ def _is_dtype(a):
         return False
 
 
-class _Handle:
-    """Returned by ``register_forward_hook``; ``remove()`` unregisters the hook, as does
-    leaving a ``with`` block: ``with m.register_forward_hook(h): ...``."""
-    _next_id = 0
+class RemovableHandle:
+    """Returned by the ``register_*_hook`` methods; ``remove()`` unregisters the hook, as
+    does leaving a ``with`` block: ``with m.register_forward_hook(h): ...``."""
+    next_id = 0
 
-    def __init__(self, table, hook):
-        self.table, self.id = table, _Handle._next_id
-        _Handle._next_id += 1
-        table[self.id] = hook
+    def __init__(self, hooks_dict, *, extra_dict=None):
+        self.hooks_dict = hooks_dict
+        self.id = RemovableHandle.next_id
+        RemovableHandle.next_id += 1
+        if extra_dict is None:
+            extra_dict = ()
+        elif isinstance(extra_dict, dict):
+            extra_dict = (extra_dict,)
+        self.extra_dict = tuple(extra_dict)
 
     def remove(self):
-        self.table.pop(self.id, None)
+        for table in (self.hooks_dict,) + self.extra_dict:
+            table.pop(self.id, None)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc_info):
         self.remove()
+
+
+class _BackwardHookFunction(mg.autograd.Function):
+    """The identity, whose backward runs a module's full backward hooks (PyTorch's
+    ``BackwardHookFunction``); its nodes are named ``BackwardHookFunctionBackward``."""
+    node_name = "BackwardHookFunctionBackward"
+
+    @staticmethod
+    def forward(ctx, *tensors, hooks, outputs):
+        ctx.hooks = hooks
+        if outputs:  # the pre-hooks see None for an output that got no gradient
+            ctx.set_materialize_grads(False)
+        return tensors
+
+    @staticmethod
+    def backward(ctx, *grads):
+        hooks = ctx.hooks
+        return hooks.at_outputs(grads) if ctx.params["outputs"] else hooks.at_inputs(grads)
+
+
+class _BackwardHook:
+    """One call's full backward hooks (PyTorch's ``torch.utils.hooks.BackwardHook``): an
+    identity node on the Tensors passed in that require grad, one on those returned; the
+    latter sees the outputs' gradients (and runs the pre-hooks), the former the inputs'
+    (and runs the hooks with both)."""
+
+    def __init__(self, module, hooks, pre_hooks):
+        self.module, self.hooks, self.pre_hooks = module, hooks, pre_hooks
+        self.grad_outputs = None
+        self.n_inputs = self.n_outputs = -1
+        self.input_tensors_index = self.output_tensors_index = None
+        self.wrapped_inputs = self.wrapped_outputs = ()
+        self.zero_inputs = ()  # (position, shape, dtype, device) of inputs needing no grad
+
+    def _apply_on_tensors(self, args, outputs):
+        """``args`` with each Tensor that requires grad replaced by the identity node's
+        output, and the positions of its Tensors (None when nothing is recorded)."""
+        tensors_idx = [i for i, a in enumerate(args) if isinstance(a, mg.Tensor)]
+        wrapped = [i for i in tensors_idx if args[i].requires_grad]
+        if not wrapped or not STATE.grad_enabled:
+            return args, None, ()
+        new = _BackwardHookFunction.apply(*[args[i] for i in wrapped], hooks=self,
+                                          outputs=outputs)
+        arg_list = list(args)
+        for i, t in zip(wrapped, new):
+            arg_list[i] = t
+        out = tuple(arg_list) if type(args) is tuple else type(args)(*arg_list)
+        return out, tensors_idx, tuple(wrapped)
+
+    def setup_input_hook(self, args):
+        res, self.input_tensors_index, self.wrapped_inputs = self._apply_on_tensors(args, False)
+        self.n_inputs = len(args)
+        if self.input_tensors_index is not None:
+            self.zero_inputs = tuple((i, args[i].shape, args[i].dtype, args[i].device)
+                                     for i in self.input_tensors_index
+                                     if i not in self.wrapped_inputs)
+        return res
+
+    def setup_output_hook(self, result):
+        is_tuple = isinstance(result, tuple)
+        args = result if is_tuple else (result,)
+        res, self.output_tensors_index, self.wrapped_outputs = \
+            self._apply_on_tensors(args, True)
+        self.n_outputs = len(args)
+        return res if is_tuple else res[0]
+
+    def at_outputs(self, grads):
+        """The gradients of the outputs are in: run the pre-hooks (and, when no input
+        requires grad, the hooks); pass the gradients on."""
+        grad_outputs = [None] * self.n_outputs
+        for i, g in zip(self.wrapped_outputs, grads):
+            grad_outputs[i] = g
+        self.grad_outputs = tuple(grad_outputs)
+        expected = len(self.grad_outputs)
+        for hook in self.pre_hooks:
+            new = hook(self.module, self.grad_outputs)
+            if new is None:
+                continue
+            if len(new) != expected:
+                raise RuntimeError("Backward pre hook returned an invalid number of "
+                                   f"grad_output, got {len(new)}, but expected {expected}")
+            self.grad_outputs = new
+        grad_outputs = self.grad_outputs
+        if self.input_tensors_index is None:
+            _warn_at_user("Full backward hook is firing when gradients are computed with "
+                          "respect to module outputs since no inputs require gradients. See "
+                          "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
+                          "#torch.nn.Module.register_full_backward_hook for more details.")
+            grad_inputs = (None,) * self.n_inputs
+            for hook in self.hooks:
+                res = hook(self.module, grad_inputs, self.grad_outputs)
+                if res is not None and not (isinstance(res, tuple)
+                                            and all(g is None for g in res)):
+                    raise RuntimeError("Backward hook for Modules where no input requires "
+                                       "gradient should always return None or None for all "
+                                       "gradients.")
+            self.grad_outputs = None
+        return tuple(grad_outputs[i] for i in self.wrapped_outputs)
+
+    def at_inputs(self, grads):
+        """The gradients of the inputs are computed: run the hooks on them (zeros for a
+        Tensor input that needs none, as PyTorch's) and pass on what they return."""
+        if self.grad_outputs is None:  # reached without passing through the outputs
+            return grads
+        res = [None] * self.n_inputs
+        for i, g in zip(self.wrapped_inputs, grads):
+            res[i] = g
+        for i, shape, dtype, device in self.zero_inputs:
+            res[i] = mg.zeros(shape, dtype=dtype, device=device)
+        res = tuple(res)
+        for hook in self.hooks:
+            out = hook(self.module, res, self.grad_outputs)
+            if out is None:
+                continue
+            if len(out) != len(res):
+                raise RuntimeError("Backward hook returned an invalid number of grad_input, "
+                                   f"got {len(out)}, but expected {len(res)}")
+            res = out
+        self.grad_outputs = None
+        return tuple(res[i] for i in self.wrapped_inputs)
+
+
+def _with_module(hook, module):
+    """``hook(module, grad_input, grad_output)`` as a hook of a graph node."""
+    def node_hook(grad_input, grad_output):
+        return hook(module, grad_input, grad_output)
+    node_hook.__name__ = getattr(hook, "__name__", type(hook).__name__)
+    return node_hook
+
+
+def _warn_old_backward_hook(inputs, result, grad_fn):
+    """PyTorch's warnings for ``register_backward_hook`` when the node's gradients are not
+    (all) the module's."""
+    def warn(message):
+        _warn_at_user(message, FutureWarning)
+
+    if not isinstance(result, mg.Tensor):
+        if not (isinstance(result, tuple) and all(isinstance(r, mg.Tensor) for r in result)):
+            return warn("Using non-full backward hooks on a Module that does not return a "
+                        "single Tensor or a tuple of Tensors is deprecated and will be removed "
+                        "in future versions. This hook will be missing some of the grad_output. "
+                        "Please use register_full_backward_hook to get the documented behavior.")
+    else:
+        result = (result,)
+    if not isinstance(inputs, mg.Tensor):
+        if not (isinstance(inputs, tuple) and all(isinstance(i, mg.Tensor) for i in inputs)):
+            return warn("Using non-full backward hooks on a Module that does not take as input a "
+                        "single Tensor or a tuple of Tensors is deprecated and will be removed "
+                        "in future versions. This hook will be missing some of the grad_input. "
+                        "Please use register_full_backward_hook to get the documented behavior.")
+    else:
+        inputs = (inputs,)
+    out_grad_fn = {r.grad_fn for r in result if r.grad_fn is not None}
+    if not out_grad_fn or (len(out_grad_fn) == 1 and grad_fn not in out_grad_fn):
+        warn("Using a non-full backward hook when outputs are nested in python data structure "
+             "is deprecated and will be removed in future versions. This hook will be missing "
+             "some grad_output.")
+    elif len(out_grad_fn) > 1:
+        warn("Using a non-full backward hook when outputs are generated by different autograd "
+             "Nodes is deprecated and will be removed in future versions. This hook will be "
+             "missing some grad_output. Please use register_full_backward_hook to get the "
+             "documented behavior.")
+    else:
+        inputs_grad_fn = {i.grad_fn for i in inputs if i.grad_fn is not None}
+        next_functions = {n[0] for n in grad_fn.next_functions}
+        if inputs_grad_fn != next_functions:
+            warn("Using a non-full backward hook when the forward contains multiple autograd "
+                 "Nodes is deprecated and will be removed in future versions. This hook will be "
+                 "missing some grad_input. Please use register_full_backward_hook to get the "
+                 "documented behavior.")
+
+
+_Handle = RemovableHandle
+_OUR_FILES = (os.path.dirname(os.path.abspath(mg.__file__)) + os.sep,
+              os.path.dirname(os.path.abspath(__file__)) + os.sep)
+
+
+def _warn_at_user(message, category=UserWarning):
+    """``warnings.warn`` naming the first line outside minigrad (the user's call)."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_OUR_FILES):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def _position(container, idx):
@@ -803,3 +1205,200 @@ class ModuleDict(Module):
                 raise ValueError(f"ModuleDict update sequence element #{j} has length "
                                  f"{len(pair)}; 2 is required")
             self[pair[0]] = pair[1]
+
+
+def _entry_repr(p):
+    """A ParameterList / ParameterDict entry as PyTorch's ``extra_repr`` shows it."""
+    if not isinstance(p, mg.Tensor):
+        return "Object of type: " + type(p).__name__
+    size = "x".join(str(n) for n in p.shape)
+    device = f" ({p.device})" if str(p.device).startswith("cuda") else ""
+    kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+    return f"{kind} containing: [{p.dtype} of size {size}{device}]"
+
+
+class ParameterList(Module):
+    """A list of parameters, registered under the names "0", "1", ...: a Tensor put in is
+    made an ``nn.Parameter`` (sharing its memory); other objects are kept as they are.
+    Indexing (a slice gives a new ParameterList), assignment, ``append``, ``extend``,
+    ``+=``, ``len`` and iteration behave as PyTorch's."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self += values
+
+    def _get_abs_string_index(self, idx):
+        idx = operator.index(idx)
+        if not -len(self) <= idx < len(self):
+            raise IndexError(f"index {idx} is out of range")
+        return str(idx + len(self) if idx < 0 else idx)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            out = self.__class__()
+            for i in range(*idx.indices(len(self))):
+                out.append(self[i])
+            return out
+        return getattr(self, self._get_abs_string_index(idx))
+
+    def __setitem__(self, idx, param):
+        idx = self._get_abs_string_index(idx)
+        if isinstance(param, mg.Tensor) and not isinstance(param, Parameter):
+            param = Parameter(param)
+        setattr(self, idx, param)
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return iter([self[i] for i in range(len(self))])
+
+    def __iadd__(self, parameters):
+        return self.extend(parameters)
+
+    def append(self, value):
+        new_idx = len(self)
+        self._size += 1
+        self[new_idx] = value
+        return self
+
+    def extend(self, values):
+        if not isinstance(values, Iterable) or isinstance(values, mg.Tensor):
+            raise TypeError("ParameterList.extend should be called with an iterable, but got "
+                            + type(values).__name__)
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self):
+        return "\n".join(f"  ({k}): {_entry_repr(p)}" for k, p in enumerate(self))
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterList should not be called.")
+
+
+class ParameterDict(Module):
+    """A dict of parameters, registered under their (string) keys in insertion order: a
+    Tensor put in is made an ``nn.Parameter``; other objects are kept as they are. As
+    PyTorch's, ``update`` (and the constructor) takes a plain dict's items in sorted key
+    order, an OrderedDict's, a ParameterDict's or an iterable of pairs' in their order."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._keys = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def _key_to_attr(self, key):
+        if not isinstance(key, str):
+            raise TypeError("Index given to ParameterDict cannot be used as a key as it is not "
+                            f"a string (type is '{type(key).__name__}'). Open an issue on github "
+                            "if you need non-string keys.")
+        return key
+
+    def __getitem__(self, key):
+        return getattr(self, self._key_to_attr(key))
+
+    def __setitem__(self, key, value):
+        self._keys[key] = None
+        attr = self._key_to_attr(key)
+        if isinstance(value, mg.Tensor) and not isinstance(value, Parameter):
+            value = Parameter(value)
+        setattr(self, attr, value)
+
+    def __delitem__(self, key):
+        del self._keys[key]
+        delattr(self, self._key_to_attr(key))
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __reversed__(self):
+        return reversed(self._keys)
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def copy(self):
+        return ParameterDict(OrderedDict((k, self[k]) for k in self._keys))
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def clear(self):
+        for k in self._keys.copy():
+            del self[k]
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def popitem(self):
+        k, _ = self._keys.popitem()
+        self._keys[k] = None  # (back, for the del below)
+        val = self[k]
+        del self[k]
+        return k, val
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def fromkeys(self, keys, default=None):
+        return ParameterDict((k, default) for k in keys)
+
+    def keys(self):
+        return self._keys.keys()
+
+    def items(self):
+        return ((k, self[k]) for k in self._keys)
+
+    def values(self):
+        return (self[k] for k in self._keys)
+
+    def update(self, parameters):
+        if not isinstance(parameters, Iterable):
+            raise TypeError("ParametersDict.update should be called with an iterable of "
+                            "key/value pairs, but got " + type(parameters).__name__)
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            for key, parameter in parameters.items():
+                self[key] = parameter
+        elif isinstance(parameters, Mapping):
+            for key, parameter in sorted(parameters.items()):
+                self[key] = parameter
+        else:
+            for j, p in enumerate(parameters):
+                if not isinstance(p, Iterable):
+                    raise TypeError(f"ParameterDict update sequence element #{j} should be "
+                                    f"Iterable; is{type(p).__name__}")
+                if len(p) != 2:
+                    raise ValueError(f"ParameterDict update sequence element #{j} has length "
+                                     f"{len(p)}; 2 is required")
+                self[p[0]] = p[1]
+
+    def extra_repr(self):
+        return "\n".join(f"  ({k}): {_entry_repr(p)}" for k, p in self.items())
+
+    def __call__(self, input):
+        raise RuntimeError("ParameterDict should not be called.")
+
+    def __or__(self, other):
+        copy = self.copy()
+        copy.update(other)
+        return copy
+
+    def __ror__(self, other):
+        copy = other.copy()
+        copy.update(self)
+        return copy
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
