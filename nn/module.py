@@ -1294,8 +1294,7 @@ class ParameterDict(Module):
     def _key_to_attr(self, key):
         if not isinstance(key, str):
             raise TypeError("Index given to ParameterDict cannot be used as a key as it is not "
-                            f"a string (type is '{type(key).__name__}'). Open an issue on github "
-                            "if you need non-string keys.")
+                            f"a string (type is '{type(key).__name__}')")
         return key
 
     def __getitem__(self, key):
