@@ -25,14 +25,16 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, Co
                   Rsub, ScalarPow, Scatter, ScatterAdd, ScatterValue, Std, TensorPow, Var,
                   LogSumExp, MatMul, MatrixTranspose, Max, Maximum, MaxDim, Mean, MeanAll, Min,
                   Minimum, MinDim, Mm, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Reciprocal,
-                  Relu, Remainder, Reshape, Roll, SetItem, Sigmoid, Sign, Sin, Softmax, Split,
+                  Relu, Remainder, RemainderOfNumber, RemainderScalar, Reshape, Roll, SetItem,
+                  Sigmoid, Sign, Sin, Softmax, Split,
                   Sqrt, Squeeze, SqueezeDim, SqueezeDims, Sub, Sum, SumDim, Tanh,
                   ToDevice, Transpose, Unsqueeze, indexing_op, replay_view)
 from .ops import (Bmm, Dot, Gather, IndexSelect, Mv, Repeat, ReshapeAlias, RoundedDiv, Rsqrt,
                   Sort, SplitWithSizes, SqueezeDimInPlace, Topk, Tril, Triu, UnsafeView)
+from .ops.reduce import AbsSumNorm, CountNonzero, MaxAbsNorm, MinAbsNorm
 from .ops.shape import Unbind
 from .fused import Gelu, GeluTanh
-from .autograd.function import Primitive, on_arrays, read_on_host
+from .autograd.function import on_arrays, read_on_host
 
 # NumPy ufunc -> the Tensor method that computes ``array <op> tensor``
 _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
@@ -695,10 +697,16 @@ class Tensor(TensorBase):
     def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
         if dtype is None and self.data.dtype.kind in "biu":
             dtype = dtypes.int64  # integers and bools are summed as int64, as in PyTorch
+        op = Sum if dim is None and axis is None else SumDim  # (PyTorch's two node names)
+        if dtype is not None:
+            dtype = dtypes.as_dtype(dtype)
+            if dtype != self.data.dtype and dtype.kind == self.data.dtype.kind == "f" and \
+                    dtype != np.float16:  # cast inside the sum: one node, as PyTorch's
+                return op.apply(self, dims=_dims(self, dim, axis),
+                                keepdim=_kd(keepdim, keepdims), dtype=dtype)
         x = self if dtype is None else self.to(dtype)
         if x.data.dtype == np.float16:
             return x.float().sum(dim, keepdim, axis=axis, keepdims=keepdims).half()
-        op = Sum if dim is None and axis is None else SumDim  # (PyTorch's two node names)
         return op.apply(x, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
 
     def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
@@ -763,15 +771,16 @@ class Tensor(TensorBase):
                 raise RuntimeError(f"norm: p='fro' takes at most 2 dims, got dim={tuple(dim)}")
             p = 2
         dims = _dims(x, dim, None)
-        a = x.abs()
+        keepdim = builtins.bool(keepdim)
         if p == float("inf"):
-            return a.amax(dims, keepdim)
+            return MaxAbsNorm.apply(x, dims=_reducible(x, "amax", dims), keepdim=keepdim)
         if p == float("-inf"):
-            return a.amin(dims, keepdim)
+            return MinAbsNorm.apply(x, dims=_reducible(x, "amin", dims), keepdim=keepdim)
         if p == 0:  # a count: in the graph, but no gradient reaches x, as in PyTorch
-            return _CountNonzero.apply(x, dims=dims, keepdim=builtins.bool(keepdim))
+            return CountNonzero.apply(x, dims=dims, keepdim=keepdim)
         if p == 1:
-            return a.sum(dims, keepdim)
+            return AbsSumNorm.apply(x, dims=dims, keepdim=keepdim)
+        a = x.abs()
         # (sum |x|^p)^(1/p) through ``where``s that keep every branch finite, so an infinite
         # local derivative (|x|^p at 0 for p < 1, s^(1/p) at s = 0) meets no zero: 0 * inf
         # would be NaN where PyTorch gives 0
@@ -1756,7 +1765,11 @@ def _int_division(fn, x, y, reflected=False):
         zero = divisor == 0 if isinstance(divisor, _PY_SCALARS) else (divisor == 0).any()
         if zero:
             raise RuntimeError(f"{fn}: ZeroDivisionError (integer division by zero)")
-    return (FloorDivide if fn == "floor_divide" else Remainder).apply(x, y)
+    if fn == "floor_divide":
+        return FloorDivide.apply(x, y)
+    if not isinstance(y, Tensor):  # (PyTorch's nodes: one input, the tensor)
+        return RemainderScalar.apply(x, y)
+    return (Remainder if isinstance(x, Tensor) else RemainderOfNumber).apply(x, y)
 
 
 def _without_leading_ones(value):
@@ -2237,24 +2250,6 @@ def _logical_dims(t, dim, axis):
     if isinstance(given, (tuple, list)) and len(given) == 0:
         return ()
     return _dims(t, dim, axis)
-
-
-class _CountNonzero(Primitive):
-    """out = the number of nonzero elements over ``dims`` (``norm(0)``), in x's dtype;
-    dx = None: in the graph, as PyTorch's, but no gradient reaches x (its .grad stays None)."""
-    node_name = "LinalgVectorNormBackward0"
-
-    @staticmethod
-    def forward(ctx, x, dims, keepdim):
-        return (x != 0).sum(axis=dims, keepdims=keepdim).astype(x.dtype)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return (None,)
-
-    @staticmethod
-    def jvp(ctx, dx):
-        return None
 
 
 def _is_int(v):

@@ -1,7 +1,7 @@
 """The ops recorded with PyTorch's node for them (sort, topk, gather, index_select, rsqrt,
 tril/triu, repeat/tile, split with sizes, rounded division, matmul of vectors, bmm, reshape
-of a non-contiguous tensor): first and second derivatives in float64, forward mode, values
-and gradients against PyTorch, and a compiled step's replay."""
+of a non-contiguous tensor, the 1- and inf-norms): first and second derivatives in float64,
+forward mode, values and gradients against PyTorch, and a compiled step's replay."""
 import numpy as np
 import pytest
 
@@ -34,6 +34,11 @@ CASES = {
     "reshape_copy": (lambda x: x.T.reshape(12), [(3, 4)]),
     "reshape_alias": (lambda x: x.permute(2, 0, 1).reshape(4, 6), [(2, 3, 4)]),
     "flatten_copy": (lambda x: x[:, ::2].flatten(), [(3, 5)]),
+    "norm_1": (lambda x: x.norm(1), [(3, 4)]),
+    "norm_1_dim": (lambda x: x.norm(1, 1, keepdim=True), [(3, 4)]),
+    "norm_inf": (lambda x: x.norm(float("inf")), [(3, 4)]),
+    "norm_inf_dim": (lambda x: x.norm(float("inf"), 0), [(3, 4)]),
+    "norm_minus_inf_dims": (lambda x: x.norm(float("-inf"), (0, 2)), [(2, 3, 4)]),
 }
 
 NAMES = {"sort": "SortBackward0", "sort_descending": "SortBackward0", "topk": "TopkBackward0",
@@ -44,7 +49,10 @@ NAMES = {"sort": "SortBackward0", "sort_descending": "SortBackward0", "topk": "T
          "split_sizes": "SplitWithSizesBackward0", "dot": "DotBackward0", "mv": "MvBackward0",
          "vector_matmul": "SqueezeBackward4", "bmm": "BmmBackward0",
          "reshape_copy": "UnsafeViewBackward0", "reshape_alias": "ReshapeAliasBackward0",
-         "flatten_copy": "UnsafeViewBackward0"}
+         "flatten_copy": "UnsafeViewBackward0", "norm_1": "LinalgVectorNormBackward0",
+         "norm_1_dim": "LinalgVectorNormBackward0", "norm_inf": "LinalgVectorNormBackward0",
+         "norm_inf_dim": "LinalgVectorNormBackward0",
+         "norm_minus_inf_dims": "LinalgVectorNormBackward0"}
 
 
 def _arrays(shapes, dtype=np.float64, seed=0):
@@ -186,3 +194,43 @@ def test_rsqrt_and_its_gradient_have_torchs_bits(dtype, n):
         expected.backward(torch.tensor(g))
         np.testing.assert_array_equal(out.numpy(), expected.detach().numpy())
         np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("p", [1, float("inf"), float("-inf")])
+def test_norm_node_keeps_the_bits_of_its_ops(p, dtype, device):
+    """norm(1) and norm(+-inf) are one node, with the values and gradients (first and
+    second order) of abs followed by sum, amax or amin."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((4, 6)).astype(dtype)
+    a[0, :2] = 0.0
+    a[1, 1] = -a[1, 3]  # (a tie of |x|)
+    g = mg.tensor(rng.standard_normal(4).astype(dtype), device=device)
+    v = mg.tensor(rng.standard_normal((4, 6)).astype(dtype), device=device)
+    reduce = {1: "sum", float("inf"): "amax", float("-inf"): "amin"}[p]
+    results = []
+    for fn in (lambda x: x.norm(p, 1), lambda x: getattr(x.abs(), reduce)(1)):
+        x = mg.tensor(a, device=device, requires_grad=True)
+        y = fn(x)
+        (gx,) = mg.autograd.grad(y, x, g, create_graph=True)
+        (ggx,) = mg.autograd.grad((gx * v).sum(), x, allow_unused=True, materialize_grads=True)
+        results.append([t.detach().numpy() for t in (y, gx, ggx)])
+    for ours, composite in zip(*results):
+        assert ours.dtype == composite.dtype
+        np.testing.assert_array_equal(ours, composite)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_sum_with_dtype_is_one_node_with_the_bits_of_a_cast(dtype, device):
+    a = np.random.default_rng(8).standard_normal((5, 7)).astype(dtype)
+    for dims in (None, 0, (0, 1)):
+        results = []
+        for cast_first in (False, True):
+            x = mg.tensor(a, device=device, requires_grad=True)
+            y = (x.double() if cast_first else x).sum(dims, dtype=mg.float64)
+            y.backward(mg.ones_like(y) * 0.3)
+            results.append((y.numpy(), x.grad.numpy()))
+        assert y.dtype == mg.float64 and x.grad.dtype == x.dtype
+        for ours, cast in zip(*results):
+            assert ours.dtype == cast.dtype
+            np.testing.assert_array_equal(ours, cast)

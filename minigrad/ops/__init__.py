@@ -14,7 +14,8 @@ composites, fused into one op each for speed, live in ``minigrad.fused``.
 """
 from .elementwise import (Abs, Add, Cast, Clamp, ClampTensor, Clone, Cos, Div, Erf, Exp,  # noqa
                           FloorDivide, Log, MaskedFill, Maximum, Minimum, Mul, Neg, NonDiff,
-                          Pow, Reciprocal, Relu, Remainder, RoundedDiv, Rsqrt, Rsub, ScalarPow,
+                          Pow, Reciprocal, Relu, Remainder, RemainderOfNumber,
+                          RemainderScalar, RoundedDiv, Rsqrt, Rsub, ScalarPow,
                           Sigmoid, Sign, Sin, Sqrt, Sub, Tanh, TensorPow, ToDevice, Where)
 from .linalg import Bmm, Dot, MatMul, Mm, Mv  # noqa: F401
 from .reduce import (Amax, Amin, Cumprod, Cumsum, LogSoftmax, LogSumExp, Max, MaxDim,  # noqa

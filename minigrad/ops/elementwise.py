@@ -186,9 +186,9 @@ class Rsqrt(Primitive):
 class Remainder(Primitive):
     """out = x mod y, with the sign of y (Python's %);  dx = grad,  dy = -grad * floor(x / y)
 
-    The floor counts as a constant. As in PyTorch, ``number % tensor`` has no derivative:
-    backward through it raises."""
-    number_edge = None  # a number operand is a tensor in PyTorch's graph
+    The floor counts as a constant. ``tensor % tensor`` (PyTorch's RemainderBackward1);
+    ``tensor % number`` and ``number % tensor`` record the nodes below, as PyTorch's."""
+    node_name = "RemainderBackward1"
 
     @staticmethod
     def forward(ctx, x, y):
@@ -212,6 +212,24 @@ class Remainder(Primitive):
             return dx
         _no_number_dividend(x)
         return tangent_sum(dx, -dy * (x // y).detach())
+
+
+class RemainderScalar(Remainder):
+    """out = x mod y, with the sign of y (Python's %);  dx = grad
+
+    ``tensor % number`` (PyTorch's RemainderBackward0: one input, the tensor)."""
+    node_name = "RemainderBackward0"
+
+
+class RemainderOfNumber(Remainder):
+    """out = x mod y for ``number % tensor``;  dy = not implemented (backward raises)
+
+    As in PyTorch, this has no derivative: the node is PyTorch's NotImplemented (one input,
+    the tensor)."""
+    node_name = "NotImplemented"
+
+    def name(self):
+        return "torch::autograd::NotImplemented"
 
 
 def _no_number_dividend(x):
@@ -619,6 +637,7 @@ class ClampTensor(Primitive):
     dx = grad where lo <= x <= hi,  dlo = grad where x < lo (and lo < hi),
     dhi = grad where x > hi (or hi < lo): PyTorch's clamp_backward_min_max"""
     node_name = "ClampBackward0"
+    number_edge = None  # an absent bound is an input of PyTorch's node too: (None, 0)
 
     @staticmethod
     def forward(ctx, x, lo, hi):
@@ -714,6 +733,8 @@ def _pick_ties(x, y, dx, dy, x_wins):
 
 class Where(Primitive):
     """out = cond ? x : y;  dx = grad where cond, else 0;  dy = grad where not cond, else 0"""
+    number_edge = None  # a number operand is a tensor in PyTorch's graph
+
     @staticmethod
     def forward(ctx, cond, x, y):
         ctx.save_for_backward(cond)
@@ -739,8 +760,9 @@ class Where(Primitive):
 class MaskedFill(Where):
     """out = cond ? x : y;  dx = grad where cond, else 0;  dy = grad where not cond, else 0
 
-    ``y.masked_fill(cond, x)`` (PyTorch's MaskedFillBackward0)."""
+    ``y.masked_fill(cond, x)`` (PyTorch's MaskedFillBackward0: a number ``x`` is no input)."""
     node_name = "MaskedFillBackward0"
+    number_edge = False
 
 
 class Cast(Primitive):

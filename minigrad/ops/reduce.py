@@ -39,10 +39,14 @@ def _total(xp, e, axis):
 
 
 class Sum(Primitive):
-    """out = sum(x, dims);  dx = grad broadcast back over dims"""
+    """out = sum(x, dims);  dx = grad broadcast back over dims
+
+    With ``dtype``, x is cast to it first (the engine casts dx back to x's dtype)."""
     @staticmethod
-    def forward(ctx, x, dims, keepdim):
+    def forward(ctx, x, dims, keepdim, dtype=None):
         ctx.shape = x.shape
+        if dtype is not None:
+            x = x.astype(dtype)
         out = backend.lead_sum(x, dims, keepdim)  # (over leading dims: by BLAS on the CPU)
         if out is None:
             out = ctx.xp.sum(x, axis=dims, keepdims=keepdim, dtype=x.dtype)  # (NumPy widens ints)
@@ -55,7 +59,8 @@ class Sum(Primitive):
 
     @staticmethod
     def jvp(ctx, dx):
-        return dx.sum(ctx.params["dims"], keepdim=ctx.params["keepdim"])
+        p = ctx.params
+        return dx.sum(p["dims"], keepdim=p["keepdim"], dtype=p.get("dtype"))
 
 
 class SumDim(Sum):
@@ -547,3 +552,84 @@ def _softmax_backward(ctx, grad, log):
     if log:
         return grad - out.exp() * grad.sum(dim, keepdim=True)
     return out * (grad - (grad * out).sum(dim, keepdim=True))
+
+
+# --- norms that are one node, as PyTorch's LinalgVectorNormBackward0 -----------------------
+
+class CountNonzero(Primitive):
+    """out = the number of nonzero elements over ``dims`` (``norm(0)``), in x's dtype;
+    dx = None: in the graph, as PyTorch's, but no gradient reaches x (its .grad stays None)."""
+    node_name = "LinalgVectorNormBackward0"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        return (x != 0).sum(axis=dims, keepdims=keepdim).astype(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (None,)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return None
+
+
+class AbsSumNorm(Primitive):
+    """out = sum(|x|, dims) (``norm(1)``);  dx = grad broadcast back over dims * sign(x)
+
+    float16 is summed in float32 and rounded once, as ``sum``."""
+    node_name = "LinalgVectorNormBackward0"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        ctx.save_for_backward(x)
+        a = ctx.xp.abs(x)
+        if a.dtype != ctx.xp.float16:
+            return Sum.forward(ctx, a, dims, keepdim)
+        return Sum.forward(ctx, a.astype(ctx.xp.float32), dims, keepdim).astype(ctx.xp.float16)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        dims, keepdim = ctx.params["dims"], ctx.params["keepdim"]
+        return _keep(grad, x.shape, dims, keepdim).expand(x.shape) * x.sign()
+
+    @staticmethod
+    def jvp(ctx, dx):
+        p = ctx.params
+        return (dx * ctx.inputs[0].sign()).sum(p["dims"], keepdim=p["keepdim"])
+
+
+class MaxAbsNorm(Primitive):
+    """out = max(|x|, dims) (``norm(inf)``);  dx = grad / count * sign(x) where |x| == out
+    (ties share the gradient equally), else 0"""
+    node_name = "LinalgVectorNormBackward0"
+    _reduce = "max"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        out = getattr(ctx.xp, ctx._reduce)(ctx.xp.abs(x), axis=dims, keepdims=keepdim)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        dims, keepdim = ctx.params["dims"], ctx.params["keepdim"]
+        mask = x.abs() == _keep(out, x.shape, dims, keepdim)
+        count = mask.sum(dims, keepdim=True)
+        return ((_keep(grad, x.shape, dims, keepdim) / count) * mask) * x.sign()
+
+    @staticmethod
+    def jvp(ctx, dx):  # the mean of the tangent of |x| over the tied extremes
+        x, dims, keepdim = ctx.inputs[0], ctx.params["dims"], ctx.params["keepdim"]
+        mask = x.abs() == _keep(ctx.result, x.shape, dims, keepdim)
+        da = dx * x.sign()
+        return da.where(mask, 0.0).sum(dims, keepdim=keepdim) / mask.sum(dims, keepdim=keepdim)
+
+
+class MinAbsNorm(MaxAbsNorm):
+    """out = min(|x|, dims) (``norm(-inf)``);  dx = grad / count * sign(x) where |x| == out
+    (ties share the gradient equally), else 0"""
+    node_name = "LinalgVectorNormBackward0"
+    _reduce = "min"
