@@ -409,7 +409,7 @@ class Tensor(TensorBase):
         if self.grad_fn is not None:
             return self.grad_fn._register_output_hook(self._out_idx, hook)
         if self._hooks is None:
-            self._hooks = []
+            self._hooks = {}
         return graph.append_hook(self._hooks, hook)
 
     # --- arithmetic -----------------------------------------------------------------------------

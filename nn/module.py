@@ -16,6 +16,7 @@ import numpy as np
 
 import minigrad as mg
 from minigrad import backend
+from minigrad.autograd.graph import RemovableHandle
 from minigrad.autograd import function as _function
 from minigrad.autograd.grad_mode import STATE
 from minigrad.tensor import _is_array
@@ -708,32 +709,6 @@ def _is_dtype(a):
         return not isinstance(a, mg.Tensor)
     except TypeError:
         return False
-
-
-class RemovableHandle:
-    """Returned by the ``register_*_hook`` methods; ``remove()`` unregisters the hook, as
-    does leaving a ``with`` block: ``with m.register_forward_hook(h): ...``."""
-    next_id = 0
-
-    def __init__(self, hooks_dict, *, extra_dict=None):
-        self.hooks_dict = hooks_dict
-        self.id = RemovableHandle.next_id
-        RemovableHandle.next_id += 1
-        if extra_dict is None:
-            extra_dict = ()
-        elif isinstance(extra_dict, dict):
-            extra_dict = (extra_dict,)
-        self.extra_dict = tuple(extra_dict)
-
-    def remove(self):
-        for table in (self.hooks_dict,) + self.extra_dict:
-            table.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.remove()
 
 
 class _BackwardHookFunction(mg.autograd.Function):

@@ -289,7 +289,7 @@ class _Pass:
             write_grad(leaf, g, self.create_graph, id(g.data) in self.fresh)
             if leaf._post_accumulate_hooks:
                 self.hand_out(g)
-                for hook in list(leaf._post_accumulate_hooks):
+                for hook in list(leaf._post_accumulate_hooks.values()):
                     if hook(leaf) is not None:
                         name = getattr(hook, "__name__", type(hook).__name__)
                         raise TypeError(f"post accumulate grad hook '{name}' returned a "
@@ -347,7 +347,7 @@ def _run_node_hooks(hooks, grads, args):
     """Call each of a node's hooks with ``args`` (its first item ``grads``, a tuple, as the
     hook before sees it); a tuple returned replaces ``grads``, checked as PyTorch checks it:
     as many items, None where there was none, the same shapes and dtypes."""
-    for hook in hooks:
+    for hook in list(hooks.values()):
         new = hook(*args)
         if new is None:
             continue
@@ -384,7 +384,7 @@ def _check_replacement(name, old, new):
 def _run_hooks(hooks, grad):
     """Call each hook on the gradient in turn; a non-None return replaces it. An unused
     output's gradient is None: its hooks are called with None and may not replace it."""
-    for hook in hooks:
+    for hook in list(hooks.values()):
         new = hook(grad)
         if new is not None:
             _check_replacement(getattr(hook, "__name__", type(hook).__name__), grad, new)

@@ -164,22 +164,22 @@ class Node:
         """Call ``hook(grad_outputs)`` before this node runs, as PyTorch's: the gradients of
         its outputs as a tuple (None for an output that got none), after the outputs' own
         tensor hooks; a tuple it returns replaces them. Returns a handle with ``remove()``."""
-        return append_hook(self._hook_table().setdefault("node", []), hook)
+        return append_hook(self._hook_table().setdefault("node", {}), hook)
 
     def register_hook(self, hook):
         """Call ``hook(grad_inputs, grad_outputs)`` after this node ran, as PyTorch's: the
         gradients it computed, one per entry of ``next_functions`` (None where an input
         takes none), and those it received; a tuple it returns replaces ``grad_inputs``.
         Returns a handle with ``remove()``."""
-        self._hook_table().setdefault("node", [])  # (the engine's step before the node
+        self._hook_table().setdefault("node", {})  # (the engine's step before the node
         if self._node_hooks is None:                # runs only for nodes with a table)
-            self._node_hooks = []
+            self._node_hooks = {}
         return append_hook(self._node_hooks, hook)
 
     def _register_output_hook(self, index, hook):
         """Call ``hook(grad)`` on the gradient of output ``index`` before this node runs (a
         tensor's ``register_hook``)."""
-        return append_hook(self._hook_table().setdefault(index, []), hook)
+        return append_hook(self._hook_table().setdefault(index, {}), hook)
 
     def _hook_table(self):
         if self._pre_hooks is None:
@@ -319,22 +319,39 @@ class Packed:
 
 
 class RemovableHandle:
-    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
-    __slots__ = ("_hooks", "_hook")
+    """Returned by every ``register_*hook`` (of tensors, graph nodes and modules), as
+    PyTorch's: ``remove()`` unregisters the hook, as does leaving a ``with`` block. Hooks
+    are kept in dicts keyed by their handle's ``id``, in the order they were registered."""
+    next_id = 0
 
-    def __init__(self, hooks, hook):
-        self._hooks, self._hook = hooks, hook
+    def __init__(self, hooks_dict, *, extra_dict=None):
+        self.hooks_dict = hooks_dict
+        self.id = RemovableHandle.next_id
+        RemovableHandle.next_id += 1
+        if extra_dict is None:
+            extra_dict = ()
+        elif isinstance(extra_dict, dict):
+            extra_dict = (extra_dict,)
+        self.extra_dict = tuple(extra_dict)
 
     def remove(self):
-        if self._hook in self._hooks:
-            self._hooks.remove(self._hook)
+        for table in (self.hooks_dict,) + self.extra_dict:
+            table.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.remove()
 
 
 def append_hook(hooks, hook):
+    """Add ``hook`` to the dict ``hooks``; its handle."""
     if not callable(hook):
         raise TypeError(f"register_hook expects a callable, got {type(hook).__name__}")
-    hooks.append(hook)
-    return RemovableHandle(hooks, hook)
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
 
 
 class TensorBase:
@@ -377,7 +394,7 @@ class TensorBase:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
                                "tensors")
         if self._post_accumulate_hooks is None:
-            self._post_accumulate_hooks = []
+            self._post_accumulate_hooks = {}
         return append_hook(self._post_accumulate_hooks, hook)
 
     @property
