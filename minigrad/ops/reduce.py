@@ -366,16 +366,27 @@ class Amax(Primitive):
     @staticmethod
     def backward(ctx, grad):
         x, out = ctx.saved_tensors
-        dims, keepdim = ctx.params["dims"], ctx.params["keepdim"]
-        mask = x == _keep(out, x.shape, dims, keepdim)
-        count = mask.sum(dims, keepdim=True)
-        return (_keep(grad, x.shape, dims, keepdim) / count) * mask
+        return _extreme_grad(grad, x, out, ctx.params["dims"], ctx.params["keepdim"])
 
     @staticmethod
-    def jvp(ctx, dx):  # the mean of the tangent over the tied extremes
-        x, dims, keepdim = ctx.inputs[0], ctx.params["dims"], ctx.params["keepdim"]
-        mask = x == _keep(ctx.result, x.shape, dims, keepdim)
-        return dx.where(mask, 0.0).sum(dims, keepdim=keepdim) / mask.sum(dims, keepdim=keepdim)
+    def jvp(ctx, dx):
+        return _extreme_tangent(dx, ctx.inputs[0], ctx.result, ctx.params["dims"],
+                                ctx.params["keepdim"])
+
+
+def _extreme_grad(grad, a, out, dims, keepdim):
+    """The gradient of ``out``, the max (or min) of ``a`` over ``dims``, with respect to
+    ``a``: shared equally by the tied extremes, 0 elsewhere."""
+    mask = a == _keep(out, a.shape, dims, keepdim)
+    count = mask.sum(dims, keepdim=True)
+    return (_keep(grad, a.shape, dims, keepdim) / count) * mask
+
+
+def _extreme_tangent(da, a, out, dims, keepdim):
+    """The tangent of that max (or min) from ``a``'s tangent: its mean over the tied
+    extremes."""
+    mask = a == _keep(out, a.shape, dims, keepdim)
+    return da.where(mask, 0.0).sum(dims, keepdim=keepdim) / mask.sum(dims, keepdim=keepdim)
 
 
 class Amin(Amax):
@@ -613,19 +624,16 @@ class MaxAbsNorm(Primitive):
         return out
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx, grad):  # amax's rule on |x|, times d|x|/dx
         x, out = ctx.saved_tensors
         dims, keepdim = ctx.params["dims"], ctx.params["keepdim"]
-        mask = x.abs() == _keep(out, x.shape, dims, keepdim)
-        count = mask.sum(dims, keepdim=True)
-        return ((_keep(grad, x.shape, dims, keepdim) / count) * mask) * x.sign()
+        return _extreme_grad(grad, x.abs(), out, dims, keepdim) * x.sign()
 
     @staticmethod
-    def jvp(ctx, dx):  # the mean of the tangent of |x| over the tied extremes
-        x, dims, keepdim = ctx.inputs[0], ctx.params["dims"], ctx.params["keepdim"]
-        mask = x.abs() == _keep(ctx.result, x.shape, dims, keepdim)
-        da = dx * x.sign()
-        return da.where(mask, 0.0).sum(dims, keepdim=keepdim) / mask.sum(dims, keepdim=keepdim)
+    def jvp(ctx, dx):
+        x = ctx.inputs[0]
+        return _extreme_tangent(dx * x.sign(), x.abs(), ctx.result, ctx.params["dims"],
+                                ctx.params["keepdim"])
 
 
 class MinAbsNorm(MaxAbsNorm):
