@@ -68,8 +68,8 @@ class _Mode:
     _value = None
     _modes = STATE  # where the flag lives
 
-    def __new__(cls, fn=None):
-        if callable(fn) and cls is not set_grad_enabled:  # bare @no_grad
+    def __new__(cls, fn=None, *args, **kwargs):
+        if callable(fn) and cls is not set_grad_enabled:  # bare @no_grad, @inference_mode
             return cls()(fn)
         return super().__new__(cls)
 
@@ -164,11 +164,6 @@ class detect_anomaly(_Mode):
     """
     _flag, _value, _modes = "anomaly", True, PROCESS
 
-    def __new__(cls, check_nan=True):
-        if callable(check_nan):  # bare @detect_anomaly
-            return cls()(check_nan)
-        return object.__new__(cls)
-
     def __init__(self, check_nan=True):
         self.check_nan = bool(check_nan)
 
@@ -189,9 +184,6 @@ class set_detect_anomaly(detect_anomaly):
     """``set_detect_anomaly(mode, check_nan=True)`` turns anomaly mode on or off at once; as
     a context manager (or a decorator) it restores the previous mode afterwards, as
     PyTorch's does."""
-
-    def __new__(cls, mode, check_nan=True):
-        return object.__new__(cls)
 
     def __init__(self, mode, check_nan=True):
         self._value, self.check_nan = bool(mode), bool(check_nan)
@@ -222,11 +214,6 @@ class inference_mode(_Mode):
     mode True, ``no_grad`` (and ``is_inference_mode_enabled()`` is True); with mode False,
     grad mode on, as PyTorch's. Tensors made inside are ordinary tensors: minigrad has no
     separate inference tensors, whose later use in autograd PyTorch refuses."""
-
-    def __new__(cls, mode=True):
-        if callable(mode):  # bare @inference_mode
-            return cls()(mode)
-        return object.__new__(cls)
 
     def __init__(self, mode=True):
         self.mode = bool(mode)
