@@ -288,14 +288,12 @@ class _Pass:
                 (g,) = _run_node_hooks(prehooks, (g,), ((g,),))
             write_grad(leaf, g, self.create_graph, id(g.data) in self.fresh)
             if leaf._post_accumulate_hooks:
-                self.hand_out(g)
                 for hook in list(leaf._post_accumulate_hooks.values()):
                     if hook(leaf) is not None:
                         name = getattr(hook, "__name__", type(hook).__name__)
                         raise TypeError(f"post accumulate grad hook '{name}' returned a "
                                         "value: it must return None")
             if node._node_hooks:  # (no gradients for inputs: a leaf's node has none)
-                self.hand_out(g)
                 _run_node_hooks(node._node_hooks, (), ((), (g,)))
         self.hand_out(g)
 

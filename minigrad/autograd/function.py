@@ -126,7 +126,7 @@ class Function(Node):
 
     def mark_dirty(self, *tensors):
         raise NotImplementedError(
-            f"{type(self).__name__[:-len('Backward')]}: mark_dirty (a Function that changes "
+            f"{self.op.__name__}: mark_dirty (a Function that changes "
             "its inputs in place) is not supported; return a new tensor instead")
 
     def set_materialize_grads(self, value):
