@@ -31,7 +31,7 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, Co
                   ToDevice, Transpose, Unsqueeze, indexing_op, replay_view)
 from .ops import (Bmm, Dot, Gather, IndexSelect, Mv, Repeat, ReshapeAlias, RoundedDiv, Rsqrt,
                   Sort, SplitWithSizes, SqueezeDimInPlace, Topk, Tril, Triu, UnsafeView)
-from .ops.reduce import AbsSumNorm, CountNonzero, MaxAbsNorm, MinAbsNorm
+from .ops.reduce import AbsSumNorm, CountNonzero, MaxAbsNorm, MinAbsNorm, PNorm
 from .ops.shape import Unbind
 from .fused import Gelu, GeluTanh
 from .autograd.function import on_arrays, read_on_host
@@ -757,8 +757,9 @@ class Tensor(TensorBase):
     def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
         """The p-norm over ``dim`` (every dim by default), as ``torch.Tensor.norm``: "fro"
         and 2 give sqrt(sum x^2), inf and -inf the largest and smallest |x|, 0 the count of
-        nonzeros, any other p (sum |x|^p)^(1/p). Written with Tensor ops, with PyTorch's
-        gradient where a derivative is infinite: 0 wherever x is 0 or the norm is 0."""
+        nonzeros, any other p (sum |x|^p)^(1/p): one node each, with PyTorch's gradient
+        where a derivative is infinite (0 wherever x is 0 or the norm is 0). A sum of powers
+        past the dtype's range gives inf, as PyTorch; float16 is summed in float32."""
         x = self if dtype is None else self.to(dtype)
         if x.dtype.kind not in "fc":
             raise RuntimeError(f"norm: expected a floating point or complex tensor as input, "
@@ -780,16 +781,9 @@ class Tensor(TensorBase):
             return CountNonzero.apply(x, dims=dims, keepdim=keepdim)
         if p == 1:
             return AbsSumNorm.apply(x, dims=dims, keepdim=keepdim)
-        a = x.abs()
-        # (sum |x|^p)^(1/p) through ``where``s that keep every branch finite, so an infinite
-        # local derivative (|x|^p at 0 for p < 1, s^(1/p) at s = 0) meets no zero: 0 * inf
-        # would be NaN where PyTorch gives 0
-        from .combine import where
-        nonzero = a != 0
-        powers = where(nonzero, where(nonzero, a, 1.0) ** p, 0.0 if p > 0 else float("inf"))
-        s = powers.sum(dims, keepdim)
-        finite = (s != 0) & (s != float("inf"))
-        return where(finite, where(finite, s, 1.0) ** (1.0 / p), 0.0)  # s = inf: p < 0
+        if x.data.dtype == np.float16:  # summed in float32 and rounded once, as PyTorch
+            return x.float().norm(p, dim, keepdim).half()
+        return PNorm.apply(x, p=p, dims=dims, keepdim=keepdim)
 
     def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         dims = _reducible(self, "amax", _alias(dim, axis))

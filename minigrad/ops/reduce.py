@@ -641,3 +641,52 @@ class MinAbsNorm(MaxAbsNorm):
     (ties share the gradient equally), else 0"""
     node_name = "LinalgVectorNormBackward0"
     _reduce = "min"
+
+
+class PNorm(Primitive):
+    """out = sum(|x|^p, dims)^(1/p) (``norm(p)`` for any other p);
+    dx = grad * x |x|^(p-2) / out^(p-1), 0 where out = 0 (for p < 1 also where x = 0)
+
+    PyTorch's formula (its norm_backward), one node: where the sum overflows (out = inf)
+    the gradient of a finite x is 0, not the 0 * inf = NaN of a chain of pow and sum."""
+    node_name = "LinalgVectorNormBackward0"
+
+    @staticmethod
+    def forward(ctx, x, p, dims, keepdim):
+        from .elementwise import _scalar_power
+        a = ctx.xp.asarray(ctx.xp.abs(x))  # (NumPy makes a scalar of a 0-d result)
+        s = ctx.xp.asarray(Sum.forward(ctx, _scalar_power(a, p), dims, keepdim))
+        out = _scalar_power(s, 1.0 / p)
+        if p < 0:  # an empty slice sums to 0: its norm is 0 (no zero entry sends s to inf)
+            out = ctx.xp.where(s == 0, 0, out).astype(out.dtype)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        p, dims, keepdim = ctx.params["p"], ctx.params["dims"], ctx.params["keepdim"]
+        grad, out = _keep(grad, x.shape, dims, keepdim), _keep(out, x.shape, dims, keepdim)
+        if p == 2:
+            return grad * (x / out).masked_fill(out == 0, 0.0)
+        if p < 1:  # |x|^(p-1) is infinite at x = 0, where PyTorch's gradient is 0
+            scaled = x.sign() * (x.abs() ** (p - 1)).masked_fill(x == 0, 0.0)
+            return scaled * grad * out ** (1 - p)
+        if p < 2:
+            scaled = x.sign() * x.abs() ** (p - 1)
+        else:
+            scaled = x * x.abs() ** (p - 2)
+        return scaled * (grad / out ** (p - 1)).masked_fill(out == 0, 0.0)
+
+    @staticmethod
+    def jvp(ctx, dx):  # dout = sum(x |x|^(p-2) dx) / out^(p-1), 0 where out = 0
+        x, out = ctx.inputs[0], ctx.result
+        p, dims, keepdim = ctx.params["p"], ctx.params["dims"], ctx.params["keepdim"]
+        if p == 2:
+            dot = (x * dx).sum(dims, keepdim=keepdim)
+        elif p < 1:
+            scaled = x.sign() * (x.abs() ** (p - 1)).masked_fill(x == 0, 0.0)
+            return (scaled * dx).sum(dims, keepdim=keepdim) * out ** (1 - p)
+        else:
+            dot = (x.sign() * x.abs() ** (p - 1) * dx).sum(dims, keepdim=keepdim)
+        return (dot / out ** (p - 1)).masked_fill(out == 0, 0.0)
