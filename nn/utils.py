@@ -192,7 +192,10 @@ def _vector_norm(x, p):
 
     On the host the sums are added in PyTorch's CPU order, so the norm has its bits: the
     2-norm of float32 and float64 (``_sum_of_squares``) in PyTorch's vector lanes, the
-    other p-norms one element after the other."""
+    other p-norms one element after the other. float16 is reduced in float32 and rounded
+    once, as PyTorch (squared in float16, a gradient of 300 is already inf)."""
+    if x.dtype == np.float16:
+        return _vector_norm(x.astype(np.float32), p).astype(np.float16)
     xp = backend.xp_of(x)
     host = xp is np and x.dtype in (np.float32, np.float64)
     if p == 2.0:
