@@ -936,11 +936,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if enable_gqa:
         key, value = _repeat_kv_heads(query, key, value)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    half = query.dtype == mg.float16 and query.device.type == "cpu"
+    if half:  # PyTorch's CPU kernel keeps scores and softmax in float32 (no overflow at 65504)
+        query, key, value = query.float(), key.float(), value.float()
     mask = None
     if attn_mask is not None:
         mask = _additive(~attn_mask if attn_mask.dtype == mg.bool else attn_mask, query)
     out, _ = attend(query, key, value, mask, 0 if is_causal else None, dropout_p, scale)
-    return out
+    return out.half() if half else out
 
 
 def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal):
