@@ -89,6 +89,10 @@ class Adam(Optimizer):
                     update(p, grad.data, state)
         return loss
 
+    def _state_keys(self, group):
+        keys = ("step", "exp_avg", "exp_avg_sq")
+        return keys + ("max_exp_avg_sq",) if group["amsgrad"] else keys
+
     def _check_unfused_step(self, group, params):
         if group["capturable"] and any(p.device.type == "cpu" for p in params):
             devices = _CAPTURABLE_DEVICES[:-1] if group["foreach"] else _CAPTURABLE_DEVICES

@@ -18,6 +18,7 @@ Resuming: build the optimiser and the scheduler, then load both state dicts; or 
 """
 import functools
 import math
+import numbers
 import types
 import warnings
 from bisect import bisect_right
@@ -167,7 +168,67 @@ class LRScheduler:
         return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
 
     def load_state_dict(self, state_dict):
+        """Load a ``state_dict()``, checked first (``_check_state_dict``): nothing changes
+        unless it fits."""
+        self._check_state_dict(state_dict)
         self.__dict__.update(state_dict)
+
+    # the entries that PyTorch's older state dicts lack (flags of a step in progress)
+    _optional_state = ("_is_initial", "_get_lr_called_within_step")
+    _may_be_none = ()  # the entries that may be None whatever this scheduler holds
+
+    def _check_state_dict(self, state_dict):
+        """Refuse, with a ValueError naming the scheduler and the entry, a state dict that
+        lacks an entry of this scheduler's ``state_dict()`` or holds one of another kind
+        (a number for a number, a list of as many values for a list, ...). Entries it
+        does not know are loaded as PyTorch loads them."""
+        name = type(self).__name__
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"{name} state dict must be a dict, got "
+                            f"{type(state_dict).__name__}")
+        for key, own in self.state_dict().items():
+            if key not in state_dict:
+                if key in self._optional_state:
+                    continue
+                raise ValueError(f"{name} state dict has no {key!r}")
+            value = state_dict[key]
+            if value is None and key in self._may_be_none:
+                continue
+            problem = _kind_problem(own, value)
+            if problem:
+                shown = repr(value)
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                raise ValueError(f"{name} state dict has {key!r} = {shown}: {problem}")
+
+
+def _is_number(value):
+    if isinstance(value, Tensor):
+        return value.numel() == 1
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _kind_problem(own, value):
+    """Why a saved ``value`` cannot replace this scheduler's ``own`` value (None if it can):
+    of the same kind, numbers for numbers (a one-element Tensor counts as one), lists of
+    as many values, each of its kind; an own None takes anything."""
+    if own is None:
+        return None
+    if isinstance(own, bool):
+        return None if isinstance(value, bool) else "expected True or False"
+    if _is_number(own):
+        return None if _is_number(value) else "expected a number"
+    if isinstance(own, str):
+        return None if isinstance(value, str) else "expected a str"
+    if isinstance(own, dict):
+        return None if isinstance(value, dict) else "expected a dict"
+    if isinstance(own, (list, tuple)):
+        if not isinstance(value, (list, tuple)) or len(value) != len(own):
+            return f"expected a list of {len(own)} values"
+        for a, b in zip(own, value):
+            problem = _kind_problem(a, b)
+            if problem:
+                return f"{problem} in the list"
+    return None
 
 
 class _LambdaState:
@@ -181,6 +242,7 @@ class _LambdaState:
         return state
 
     def load_state_dict(self, state_dict):
+        self._check_state_dict(state_dict)
         state_dict = dict(state_dict)
         lr_lambdas = state_dict.pop("lr_lambdas")
         self.__dict__.update(state_dict)
@@ -828,9 +890,10 @@ class CyclicLR(LRScheduler):
         return state
 
     def load_state_dict(self, state_dict):
+        self._check_state_dict(state_dict)
         state_dict = dict(state_dict)
         fn = state_dict.pop("_scale_fn_custom")
-        super().load_state_dict(state_dict)
+        self.__dict__.update(state_dict)
         if fn is not None:
             self._scale_fn_custom.__dict__.update(fn)
         self._init_scale_fn()
@@ -910,6 +973,9 @@ class SequentialLR(LRScheduler):
         return state
 
     def load_state_dict(self, state_dict):
+        self._check_state_dict(state_dict)
+        for scheduler, saved in zip(self._schedulers, state_dict["_schedulers"]):
+            scheduler._check_state_dict(saved)  # all of them, before any changes
         state_dict = dict(state_dict)
         schedulers = state_dict.pop("_schedulers")
         self.__dict__.update(state_dict)
@@ -1061,7 +1127,10 @@ class ReduceLROnPlateau(LRScheduler):
         self.threshold = threshold
         self.threshold_mode = threshold_mode
 
+    _may_be_none = ("default_min_lr",)  # None where min_lr was given per group
+
     def load_state_dict(self, state_dict):
+        self._check_state_dict(state_dict)
         self.__dict__.update(state_dict)
         self._init_is_better(mode=self.mode, threshold=self.threshold,
                              threshold_mode=self.threshold_mode)

@@ -28,6 +28,8 @@ records a step, so the non-leaf parameters that PyTorch then accepts stay refuse
 """
 import copy
 import functools
+import math
+import numbers
 import warnings
 from collections import defaultdict
 
@@ -214,58 +216,188 @@ class Optimizer:
 
         The hyper-parameters of each group are replaced by the saved ones; state Tensors are
         copied onto each parameter's device and floating dtype; ``step`` becomes an int.
-        Raises ValueError naming the mismatch when the number of groups, the number of
-        parameters in a group or the shape of a state Tensor differs.
+        The whole dict is checked first, as a model's ``load_state_dict`` checks its keys
+        and shapes, and nothing changes unless it fits: ValueError, naming the group or the
+        parameter and the key, when the number of groups or of parameters in a group
+        differs, a group lacks a hyper-parameter or holds one of the wrong type, or a
+        parameter's state lacks a key that this optimiser's step keeps (for the settings of
+        its group), holds one it does not, or holds a Tensor of another shape, a dtype that
+        is not floating point or a ``step`` that is not a whole number >= 0. The keywords
+        that PyTorch's own loading fills in when a group lacks them (a dict saved by an
+        older PyTorch: ``maximize``, ``foreach``, ...) take this optimiser's values.
         """
-        for key in ("state", "param_groups"):
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"optimizer state dict must be a dict, got "
+                            f"{type(state_dict).__name__}")
+        for key, kind in (("state", dict), ("param_groups", list)):
             if key not in state_dict:
                 raise ValueError(f"optimizer state dict has no {key!r} entry")
+            if not isinstance(state_dict[key], kind):
+                raise ValueError(f"optimizer state dict's {key!r} is a "
+                                 f"{type(state_dict[key]).__name__}, not a {kind.__name__}")
         groups = self.param_groups
         saved_groups = copy.deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved_groups):
             raise ValueError(f"loaded state dict has {len(saved_groups)} parameter groups, "
                              f"but the optimizer has {len(groups)}")
-        for i, (group, saved) in enumerate(zip(groups, saved_groups)):
-            if len(group["params"]) != len(saved["params"]):
-                raise ValueError(f"parameter group {i} of the loaded state dict has "
-                                 f"{len(saved['params'])} parameters, but the optimizer's "
-                                 f"group {i} has {len(group['params'])}")
         params = {}  # saved index -> (parameter, group number)
         for i, (group, saved) in enumerate(zip(groups, saved_groups)):
+            self._check_group(i, group, saved)
             for index, p in zip(saved["params"], group["params"]):
+                if index in params:
+                    raise ValueError(f"parameter group {i} of the loaded state dict names "
+                                     f"parameter {index} again")
                 params[index] = (p, i)
+        for group, saved in zip(groups, saved_groups):
+            for name in self._filled_on_load:
+                if name in self.defaults and name not in saved:
+                    saved[name] = group.get(name, self.defaults[name])
         state = defaultdict(dict)
         for index, saved_state in state_dict["state"].items():
             if index not in params:
                 raise ValueError(f"loaded state dict has state for parameter {index}, which "
                                  "is in none of its parameter groups")
             p, i = params[index]
-            state[p] = {key: _cast(value, p, key, f"parameter {index} (group {i})")
-                        for key, value in saved_state.items()}
+            where = f"parameter {index} (group {i})"
+            if not isinstance(saved_state, dict):
+                raise ValueError(f"the state of {where} is a {type(saved_state).__name__}, "
+                                 "not a dict")
+            self._check_state_keys(saved_state, saved_groups[i], where)
+            state[p] = {key: _cast(value, p, key, where) for key, value in saved_state.items()}
         for group, saved in zip(groups, saved_groups):
             saved["params"] = group["params"]
             if "param_names" in group and "param_names" not in saved:
                 saved["param_names"] = group["param_names"]
-            for name, default in self.defaults.items():
-                saved.setdefault(name, default)
         self.state = state
         self.param_groups = saved_groups
 
+    # the hyper-parameters that PyTorch's ``__setstate__`` fills in where a saved group lacks
+    # them (they were added to PyTorch after its first checkpoints); every other one of
+    # ``defaults`` must be in each saved group
+    _filled_on_load = ("nesterov", "maximize", "foreach", "capturable", "differentiable",
+                       "fused", "decoupled_weight_decay")
+    # the state keys that may hold None (PyTorch's SGD saves a missing momentum buffer so)
+    _may_be_none = ()
+
+    def _state_keys(self, group):
+        """The keys of a parameter's state once a step with ``group``'s settings has made
+        it; None (any keys) for an optimiser that does not say."""
+        return None
+
+    def _check_group(self, i, group, saved):
+        """Refuse saved param group ``i`` unless it is a dict with as many parameters as
+        ``group`` and every hyper-parameter of ``defaults``, each of its default's kind."""
+        where = f"parameter group {i} of the loaded state dict"
+        if not isinstance(saved, dict) or not isinstance(saved.get("params"), list):
+            raise ValueError(f"{where} is not a dict with a list of 'params'")
+        if len(group["params"]) != len(saved["params"]):
+            raise ValueError(f"{where} has {len(saved['params'])} parameters, but the "
+                             f"optimizer's group {i} has {len(group['params'])}")
+        for index in saved["params"]:
+            if not _is_whole(index):
+                raise ValueError(f"{where} names a parameter by {index!r}, not by its index")
+        for name, default in self.defaults.items():
+            if name not in saved:
+                if name in self._filled_on_load:
+                    continue
+                raise ValueError(f"{where} has no {name!r}")
+            problem = _kind_problem(default, saved[name])
+            if problem:
+                raise ValueError(f"{where} has {name!r} = {saved[name]!r}: {problem}")
+
+    def _check_state_keys(self, state, group, where):
+        """Refuse the saved ``state`` of one parameter unless it is empty (no step yet) or
+        has exactly the keys this optimiser's step keeps for ``group``'s settings."""
+        if not state:
+            return
+        for key in state:
+            if not isinstance(key, str):
+                raise ValueError(f"the state of {where} has a key {key!r} that is not a str")
+        keys = self._state_keys(group)
+        if keys is None:
+            return
+        own = f"{type(self).__name__}{_settings(group)} keeps {', '.join(map(repr, keys))}"
+        if not keys:
+            own = f"{type(self).__name__}{_settings(group)} keeps no state"
+        for key in keys:
+            if key not in state:
+                raise ValueError(f"the state of {where} has no {key!r} (a {own})")
+        for key, value in state.items():
+            if key in keys:
+                if value is None and key not in self._may_be_none:
+                    raise ValueError(f"state {key!r} of {where} is None")
+            elif not (value is None and key in self._may_be_none):
+                raise ValueError(f"the state of {where} has an unexpected {key!r} (a {own})")
+
+
+def _settings(group):
+    """The settings of ``group`` that choose a step's state keys, as ``(amsgrad=True)``."""
+    shown = [f"{k}={group[k]!r}" for k in ("amsgrad", "momentum") if k in group]
+    return f" ({', '.join(shown)})" if shown else ""
+
+
+def _is_whole(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _kind_problem(default, value):
+    """Why ``value`` cannot stand for a hyper-parameter whose default is ``default`` (None
+    if it can): a flag is a bool, a number a real number (or a one-element Tensor, as an
+    lr may be), a tuple one of as many numbers, and PyTorch's keywords whose default is
+    None are None or a bool."""
+    if isinstance(default, bool) or default is None:
+        ok = isinstance(value, bool) or (default is None and value is None)
+        return None if ok else ("expected True or False" if default is not None
+                                else "expected None, True or False")
+    if isinstance(default, tuple):
+        if not isinstance(value, (list, tuple)) or len(value) != len(default):
+            return f"expected {len(default)} numbers"
+        return next((_kind_problem(d, v) for d, v in zip(default, value)
+                     if _kind_problem(d, v)), None)
+    if isinstance(value, Tensor):
+        return None if value.numel() == 1 else "expected a number"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return "expected a number"
+    return None
+
 
 def _cast(value, param, key, where):
-    """A copy of one saved state value for ``param``: Tensors on its device and dtype."""
+    """A copy of one saved state value for ``param``: ``step`` as an int, Tensors on its
+    device and dtype; ValueError naming ``where`` and ``key`` for a value that cannot be."""
     if key == "step":
-        return int(value.item() if isinstance(value, Tensor) else value)
+        return _step_count(value, where)
+    if value is None:
+        return None
     if _is_array(value):  # a checkpoint format that stores arrays (host or device)
         value = Tensor(value)
     if not isinstance(value, Tensor):
-        return copy.deepcopy(value)
+        raise ValueError(f"state {key!r} of {where} is a {type(value).__name__}, not a Tensor")
     if value.shape != param.shape:
         raise ValueError(f"state {key!r} of {where} has shape {tuple(value.shape)}, but the "
                          f"parameter has shape {tuple(param.shape)}")
+    if not (value.is_floating_point() or value.data.dtype.kind == param.data.dtype.kind == "c"):
+        raise ValueError(f"state {key!r} of {where} has dtype {value.dtype}, not a floating "
+                         "point one")
     arr = backend.to_device(value.data, param.device)
     dtype = param.dtype if param.is_floating_point() else arr.dtype
     return Tensor(arr.astype(dtype, copy=True))
+
+
+def _step_count(value, where):
+    """A saved step count as an int: a whole number >= 0, given as a number or as a
+    one-element Tensor (PyTorch keeps a float32 one)."""
+    shown = value
+    if _is_array(value):
+        value = Tensor(value)
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"state 'step' of {where} is a Tensor of shape "
+                             f"{tuple(value.shape)}, not a single number")
+        value = shown = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value) or value < 0 or value != int(value):
+        raise ValueError(f"state 'step' of {where} is {shown!r}, not a whole number >= 0")
+    return int(value)
 
 
 _FUSED_DEVICES = ["mps", "cuda", "xpu", "hpu", "cpu", "mtia", "privateuseone"]

@@ -75,6 +75,11 @@ class SGD(Optimizer):
                     add_scaled_to(p, g, -lr)  # p.add_(g, alpha=-lr)
         return loss
 
+    _may_be_none = ("momentum_buffer",)  # PyTorch saves one before the first step so
+
+    def _state_keys(self, group):
+        return ("momentum_buffer",) if group["momentum"] != 0 else ()
+
     @staticmethod
     def _momentum(state, g, momentum, dampening, nesterov):
         """Update the momentum buffer in place; return the direction to step along."""
