@@ -23,6 +23,15 @@ by reverse mode (``mg.grad`` of a tangent) or by an enclosing level (``func.jacf
 A tangent lives in the tensor's ``_tangents`` dict ({level: tangent}) and, for recorded ops,
 also on the node (a saved output is rebuilt from its array in backward and finds its
 tangent there). Leaving a level drops every tangent it made, as PyTorch does.
+
+Views and in-place ops: in PyTorch a view's tangent is a view of its base's tangent, and an
+in-place op updates tangents in place, so a write through a view reaches the base's tangent
+and a view sees its base's new tangent. Here a tangent is never written in place: a view's
+tangent is the view ops redone on the tangent of its *owner* (its base, or the nearest
+tensor it was viewed from that holds a tangent of its own: a ``make_dual`` result), kept in
+``_view_tangents`` with the owner's tangent it came from and redone when that changed. An
+in-place op on a view gives its owner a new tangent with the view's region replaced
+(``take_tangents``).
 """
 import threading
 import weakref
@@ -76,7 +85,7 @@ def exit_level(level):
     for ref in level.holders:
         holder = ref()
         if holder is not None:
-            for name in ("_tangents", "_out_tangents"):
+            for name in ("_tangents", "_out_tangents", "_view_tangents"):
                 table = holder.__dict__.get(name)
                 if table is not None:
                     table.pop(level, None)
@@ -162,25 +171,104 @@ def _view(tensor, limit):
     before = _THREAD.limit
     _THREAD.limit = limit if before is None else min(before, limit)
     try:
-        return tensor.view(tensor.shape)
+        out = tensor.view(tensor.shape)
     finally:
         _THREAD.limit = before
+    out._fw_cut = limit  # (a view in memory, but it takes no tangent of these levels from it)
+    return out
 
 
 def tangent_of(t, level):
-    """The tangent of tensor ``t`` at ``level``, or None. A tensor rebuilt from a node's
-    saved output (in backward) finds it on the node."""
+    """The tangent of tensor ``t`` at ``level``, or None. A view's comes from its owner's (see
+    the module's docstring); a tensor rebuilt from a node's saved output (in backward) finds
+    it on the node."""
     table = t._tangents
     if table is not None:
         tangent = table.get(level)
         if tangent is not None:
             return tangent
+    if t._view_of is not None:
+        return _view_tangent(t, level)
+    return _node_tangent(t, level)
+
+
+def _node_tangent(t, level):
     node = t.grad_fn
     if node is not None:
         table = node.__dict__.get("_out_tangents")
         if table is not None and level in table:
             return table[level][t._out_idx]
     return None
+
+
+def _owner(t, level):
+    """``(owner, chain)``: the tensor whose tangent at ``level`` the view ``t`` shows (``t``
+    itself, or the nearest of its sources with a tangent of its own, or its base), and the
+    view ops ((op, params, output index) each) that make ``t`` from it."""
+    chain = []
+    while True:
+        table = t._tangents
+        if table is not None and level in table:
+            break
+        cut = t._fw_cut
+        if t._view_of is None or cut is not None and level.index >= cut:
+            break
+        source, op, params, i = t._view_of
+        chain.append((op, params, i))
+        t = source
+    chain.reverse()
+    return t, chain
+
+
+def _own_tangent(t, level):
+    """The tangent ``t`` holds itself (not derived from a tensor it is a view of)."""
+    table = t._tangents
+    tangent = None if table is None else table.get(level)
+    if tangent is None and t._view_of is None:
+        tangent = _node_tangent(t, level)
+    return tangent
+
+
+def _view_tangent(t, level):
+    """A view's tangent: its owner's, through the same view ops (redone only when the
+    owner's tangent changed since)."""
+    owner, chain = _owner(t, level)
+    if owner is t:
+        return None
+    source = _own_tangent(owner, level)
+    cache = t._view_tangents
+    if cache is not None:
+        hit = cache.get(level)
+        if hit is not None and hit[0] is source:
+            return hit[1]
+    if source is None:
+        return None
+    tangent = _at_level(level, _replay, source, chain)
+    _remember(t, level, source, tangent)
+    return tangent
+
+
+def _remember(t, level, source, tangent):
+    cache = t.__dict__.get("_view_tangents")
+    if cache is None:
+        cache = t._view_tangents = {}
+    cache[level] = (source, tangent)
+    level.holders.append(weakref.ref(t))
+
+
+def _replay(t, chain):
+    from ..ops.inplace import replay_view
+    return replay_view(t, chain)
+
+
+def _at_level(level, fn, *args):
+    """``fn(*args)`` with only the levels outside ``level`` propagating (as in a jvp rule)."""
+    before = _THREAD.limit
+    _THREAD.limit = level.index if before is None else min(before, level.index)
+    try:
+        return fn(*args)
+    finally:
+        _THREAD.limit = before
 
 
 def _attach(t, level, tangent):
@@ -280,7 +368,11 @@ def _attach_outputs(ctx, level, outs, tangents):
             tangent = tangent.to(out.dtype)
         if tangent.shape != out.shape:
             tangent = tangent.expand(out.shape)
-        _attach(out, level, tangent)
+        if out._view_of is None:
+            _attach(out, level, tangent)
+        else:  # a view's tangent follows its owner's (see _view_tangent)
+            owner, _ = _owner(out, level)
+            _remember(out, level, _own_tangent(owner, level), tangent)
         fitted.append(tangent)
     if any(o.grad_fn is ctx for o in outs):
         table = ctx.__dict__.get("_out_tangents")
@@ -304,11 +396,40 @@ def tangent_by(composite, *inputs):
 
 
 def take_tangents(t, new):
-    """After an in-place op wrote ``new``'s values into ``t``: ``t`` takes its tangents."""
-    for level in LEVELS:
+    """After an in-place op wrote ``new``'s values into ``t``: ``t`` takes its tangents. When
+    ``t`` is a view, its owner takes a tangent with t's region replaced (zeros elsewhere if
+    it had none), as PyTorch's write into the base's tangent; t's is then derived from it."""
+    limit = _THREAD.limit
+    for level in LEVELS if limit is None else LEVELS[:limit]:
         tangent = tangent_of(new, level)
-        table = t.__dict__.get("_tangents")
-        if tangent is not None:
-            _attach(t, level, tangent)
-        elif table is not None:
-            table.pop(level, None)
+        owner, chain = _owner(t, level)
+        if chain:
+            if tangent is None and _own_tangent(owner, level) is None:
+                continue
+            tangent = _at_level(level, written_tangent, owner, _own_tangent(owner, level),
+                                chain, tangent)
+        elif tangent is None:
+            table = t.__dict__.get("_tangents")
+            if table is not None:
+                table.pop(level, None)
+            continue
+        _attach(owner, level, tangent)
+        node = owner.grad_fn  # (where a copy of owner made for a recorded op looks)
+        table = None if node is None else node.__dict__.get("_out_tangents")
+        if table is not None and level in table:
+            outs = list(table[level])
+            outs[owner._out_idx] = tangent
+            table[level] = tuple(outs)
+
+
+def written_tangent(base, dbase, chain, dvalue):
+    """The tangent of ``base`` after ``view(base) = value``, where ``chain`` redoes the view:
+    ``dbase`` (zeros when None) with the view's region replaced by ``dvalue`` (zeros when
+    None). Written with Tensor ops, so an enclosing level and reverse mode follow it."""
+    out = base.new_zeros(base.shape) if dbase is None else dbase.clone()
+    region = _replay(out, chain)
+    if dvalue is None:
+        region.zero_()
+    else:
+        region.copy_(dvalue)
+    return out
