@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from . import backend, dtypes
-from .tensor import Tensor, _shape_arg, _wrapped, as_array
+from .tensor import Tensor, _fitting, _shape_arg, _wrapped, as_array
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
@@ -127,7 +127,8 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
             dtype = as_array(fill_value).dtype
         else:  # floats and NumPy's bool_ (which PyTorch reads as a float)
             dtype = dtypes.get_default_dtype()
-    fill_value = _wrapped(fill_value, dtypes.as_dtype(dtype), "full")
+    # PyTorch's checked conversion: NaN or 300 into uint8, 70000 into float16 are refused
+    fill_value = _fitting(fill_value, dtypes.as_dtype(dtype), "full")
     arr = _module(device).full(_new_shape("full", (size,)), fill_value,
                                dtype=dtypes.as_dtype(dtype))
     return Tensor(arr, device=device, requires_grad=requires_grad)

@@ -355,6 +355,9 @@ class Tensor(TensorBase):
                                requires_grad=requires_grad)
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+        if not isinstance(fill_value, Tensor):
+            fill_value = _fitting(_py_scalar(fill_value), dtypes.as_dtype(dtype or self.dtype),
+                                  "new_full")
         return self._new("full", _shape_arg((size,)), dtype, device, requires_grad,
                          fill_value)
 
@@ -1221,7 +1224,7 @@ class Tensor(TensorBase):
         elif isinstance(given, Tensor):
             out = Scatter.apply(x, given, index=places, then=None)
         else:
-            out = ScatterValue.apply(x, _wrapped(_py_scalar(given), x.data.dtype),
+            out = ScatterValue.apply(x, _fitting(_py_scalar(given), x.data.dtype, "scatter"),
                                      index=places, then=None)
         return out.reshape(()) if self.ndim == 0 else out
 

@@ -16,6 +16,7 @@ from minigrad.fused import Attention, CrossEntropy, Dropout, LayerNorm, Linear
 from minigrad.fused.attention import blocks as attention_blocks
 from minigrad.fused.attention import composite as attention_composite
 from minigrad.ops import Embedding, GetItem, SetItem
+from minigrad.tensor import _fitting
 
 
 class ArgumentError(mg.ShapeError, AssertionError):
@@ -882,6 +883,9 @@ def _constant_pad(input, pairs, value):
         crop[d] = slice(max(-left, 0), max(-left, 0) + kept)
         region[d] = slice(max(left, 0), max(left, 0) + kept)
         shape[d] = kept + max(left, 0) + max(right, 0)
+    # PyTorch reads the value as a double, then checks that it fits the dtype (so -1 into
+    # uint8 is refused here, where full takes it)
+    value = _fitting(float(value), input.data.dtype, "pad")
     filled = mg.full(tuple(shape), value, dtype=input.dtype, device=input.device)
     if any(s != slice(None) for s in crop):
         input = input[tuple(crop)]
