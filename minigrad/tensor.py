@@ -784,8 +784,6 @@ class Tensor(TensorBase):
             return CountNonzero.apply(x, dims=dims, keepdim=keepdim)
         if p == 1:
             return AbsSumNorm.apply(x, dims=dims, keepdim=keepdim)
-        if x.data.dtype == np.float16:  # summed in float32 and rounded once, as PyTorch
-            return x.float().norm(p, dim, keepdim).half()
         return PNorm.apply(x, p=p, dims=dims, keepdim=keepdim)
 
     def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):

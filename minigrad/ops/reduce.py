@@ -648,17 +648,22 @@ class PNorm(Primitive):
     dx = grad * x |x|^(p-2) / out^(p-1), 0 where out = 0 (for p < 1 also where x = 0)
 
     PyTorch's formula (its norm_backward), one node: where the sum overflows (out = inf)
-    the gradient of a finite x is 0, not the 0 * inf = NaN of a chain of pow and sum."""
+    the gradient of a finite x is 0, not the 0 * inf = NaN of a chain of pow and sum.
+    float16 is summed in float32 and the norm rounded once; its gradient is float16 ops,
+    as PyTorch's."""
     node_name = "LinalgVectorNormBackward0"
 
     @staticmethod
     def forward(ctx, x, p, dims, keepdim):
         from .elementwise import _scalar_power
-        a = ctx.xp.asarray(ctx.xp.abs(x))  # (NumPy makes a scalar of a 0-d result)
-        s = ctx.xp.asarray(Sum.forward(ctx, _scalar_power(a, p), dims, keepdim))
+        xp = ctx.xp
+        wide = x.astype(xp.float32) if x.dtype == xp.float16 else x
+        a = xp.asarray(xp.abs(wide))  # (NumPy makes a scalar of a 0-d result)
+        s = xp.asarray(Sum.forward(ctx, _scalar_power(a, p), dims, keepdim))
         out = _scalar_power(s, 1.0 / p)
         if p < 0:  # an empty slice sums to 0: its norm is 0 (no zero entry sends s to inf)
-            out = ctx.xp.where(s == 0, 0, out).astype(out.dtype)
+            out = xp.where(s == 0, 0, out)
+        out = out.astype(x.dtype)
         ctx.save_for_backward(x, out)
         return out
 
