@@ -422,6 +422,16 @@ def take_tangents(t, new):
             table[level] = tuple(outs)
 
 
+def lend_tangents(t, copy):
+    """``copy`` (of ``t``'s values, made for an in-place op recorded in a graph) carries
+    ``t``'s tangents, so the op's jvp rule reads them."""
+    limit = _THREAD.limit
+    for level in LEVELS if limit is None else LEVELS[:limit]:
+        tangent = tangent_of(t, level)
+        if tangent is not None:
+            _attach(copy, level, tangent)
+
+
 def written_tangent(base, dbase, chain, dvalue):
     """The tangent of ``base`` after ``view(base) = value``, where ``chain`` redoes the view:
     ``dbase`` (zeros when None) with the view's region replaced by ``dvalue`` (zeros when
