@@ -9,8 +9,10 @@ closing block, ``print_written``: the folder, then each file with what to look a
 """
 import argparse
 import contextlib
+import errno
 import math
 import os
+import signal
 import sys
 import tempfile
 import textwrap
@@ -215,18 +217,32 @@ def parse_checked(parser, argv=None):
 
 
 def check_out_dir(parser, path):
-    """Refuse (``parser.error``) an output folder that is a file, or that cannot be created
-    or written in; nothing is created here."""
+    """Refuse an output folder that is a file, or that cannot be created or written in
+    (permission, a read-only file system), with one line ``prog: error: argument --out:
+    ...`` and argparse's status 2 (no usage block: the command line is well formed, the
+    folder is not usable); nothing is created here."""
     path = os.path.abspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
-        parser.error(f"argument --out: {path} is a file, not a folder")
+        _out_error(parser, f"{path} is a file, not a folder")
     existing = path
     while not os.path.exists(existing):  # the nearest existing folder creates the rest
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        parser.error(f"argument --out: cannot create {path}: {existing} is a file")
+        _out_error(parser, f"cannot create {path}: {existing} is a file")
     if not os.access(existing, os.W_OK | os.X_OK):
-        parser.error(f"argument --out: cannot write in {existing} (permission denied)")
+        why = "read-only file system" if _read_only(existing) else "permission denied"
+        _out_error(parser, f"cannot write in {existing} ({why})")
+
+
+def _out_error(parser, message):
+    parser.exit(2, f"{parser.prog}: error: argument --out: {message}\n")
+
+
+def _read_only(folder):
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (AttributeError, OSError):  # no statvfs (Windows)
+        return False
 
 
 def make_out_dir(name, path):
@@ -240,18 +256,57 @@ def make_out_dir(name, path):
         fail(name, f"--out: cannot write in {path} ({e.strerror or e})")
 
 
+# the errors of a write that name no file: a full disk, a file over the size limit, a quota
+_FULL = (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
 @contextlib.contextmanager
 def writing_to(name, out):
     """Run the block of demo ``name``, which writes in the output folder ``out``: a file
     there that cannot be written (a folder in its place, a full disk) stops the program with
-    one line naming --out and the file, not a traceback. Other errors pass through."""
+    one line naming --out and the file, not a traceback. A full disk whose error names no
+    file (see ``naming``) is reported naming the folder. Other errors pass through.
+
+    Within the block a file over the size limit (``ulimit -f``) fails its write, reported
+    so, instead of killing the program (SIGXFSZ is ignored, as the shell's own tools do)."""
+    with _file_size_limit_as_error():
+        try:
+            yield
+        except OSError as e:
+            if e.filename is None and e.errno in _FULL:
+                fail(name, f"--out: cannot write in {out} ({e.strerror or e})")
+            path = None if e.filename is None else os.fsdecode(e.filename)
+            if path is None or not _lies_under(path, os.fsdecode(out)):
+                raise
+            fail(name, f"--out: cannot write {path} ({e.strerror or e})")
+
+
+@contextlib.contextmanager
+def naming(path):
+    """Run a block that writes the file ``path``: an OSError that names no file (a write
+    or a close on a full disk: ``[Errno 28] No space left on device``) is raised again
+    naming ``path``, so that ``writing_to`` reports which file could not be written."""
     try:
         yield
     except OSError as e:
-        path = None if e.filename is None else os.fsdecode(e.filename)
-        if path is None or not _lies_under(path, os.fsdecode(out)):
+        if e.filename is not None or e.errno is None:
             raise
-        fail(name, f"--out: cannot write {path} ({e.strerror or e})")
+        raise OSError(e.errno, e.strerror, os.fspath(path)) from None
+
+
+@contextlib.contextmanager
+def _file_size_limit_as_error():
+    """SIGXFSZ ignored within the block (where the platform has it and this is the main
+    thread), so that a write past ``ulimit -f`` fails with EFBIG; then put back."""
+    try:
+        previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    except (AttributeError, ValueError):  # no SIGXFSZ (Windows), or not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL if previous is None else previous)
 
 
 def _lies_under(path, folder):

@@ -5,7 +5,7 @@ import shutil
 
 import minigrad as mg
 
-from ._cli import make_parser, print_written
+from ._cli import make_parser, naming, print_written
 
 
 def build_parser(name, doc):
@@ -23,7 +23,7 @@ def save(graph, out, name, png=False):
     os.makedirs(out, exist_ok=True)
     base = os.path.join(out, name)
     if shutil.which("dot") is None:
-        with open(base + ".dot", "w") as f:
+        with naming(base + ".dot"), open(base + ".dot", "w") as f:
             f.write(graph.source)
         return [base + ".dot"]
     return [mg.viz.render(graph, base, fmt) for fmt in (("svg", "png") if png else ("svg",))]

@@ -18,8 +18,8 @@ import textwrap
 
 import minigrad as mg
 
-from ._cli import (add_device_option, make_out_dir, make_parser, parse_checked, print_written,
-                   writing_to)
+from ._cli import (add_device_option, make_out_dir, make_parser, naming, parse_checked,
+                   print_written, writing_to)
 
 QUERY, KEYS, VALUES = 2.0, [1.0, 2.0, 3.0], [2.0, 4.0, 6.0]
 WORDS = ["I", "love", "NLP"]
@@ -107,7 +107,7 @@ def draw(t, out_dir):
     except ImportError as err:  # the graphviz Python package
         return None, None, f"No graph drawn: {err}"
     dot_path = os.path.join(out_dir, "attention_graph.dot")
-    with open(dot_path, "w") as f:
+    with naming(dot_path), open(dot_path, "w") as f:
         f.write(graph.source)
     try:
         svg = mg.viz.render(graph, os.path.join(out_dir, "attention_graph.svg"))
@@ -141,7 +141,8 @@ def main(argv=None):
                    "output": t["out"].item(), "grad_query": t["q"].grad.item(),
                    "grad_keys": t["keys"].grad.tolist(), "grad_values": t["values"].grad.tolist(),
                    "hand": hand, "graph_svg": svg}
-        with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        path = os.path.join(args.out, "metrics.json")
+        with naming(path), open(path, "w") as f:
             json.dump(metrics, f, indent=2)
         print_written(args.out, written_files(svg, dot_path))
         return metrics

@@ -26,9 +26,8 @@ from minigrad import nn
 from minigrad.models.bert import BERT, mask_tokens
 from minigrad.models.markov import MarkovChain
 
-from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update,
-                   make_out_dir, make_parser, parse_checked, positive_int, print_written,
-                   writing_to)
+from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update, make_out_dir,
+                   make_parser, naming, parse_checked, positive_int, print_written, writing_to)
 
 PAD, MASK, N_SPECIAL = 0, 1, 2                    # symbol s is token N_SPECIAL + s
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 64
@@ -99,7 +98,8 @@ def main(argv=None):
                    "standard_error_points": 100 * math.sqrt(bayes * (1 - bayes) / args.eval_size),
                    "steps": args.steps, "seed": args.seed,
                    "train_seconds": round(time.perf_counter() - started, 1)}
-        with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        path = os.path.join(args.out, "metrics.json")
+        with naming(path), open(path, "w") as f:
             json.dump(metrics, f, indent=2)
         subset_bayes_rule = float((subset[3] == subset[2]).mean())
         plot_curve(curve, bayes, subset_bayes_rule, len(subset[0]),
@@ -156,7 +156,8 @@ def plot_curve(curve, bayes, subset_bayes_rule, n, path):
     ax.axhline(bayes - 0.01, color="grey", linestyle=":", label="target: 1 point below")
     ax.set(xlabel="step", ylabel="accuracy", title="One masked symbol, first-order chain")
     ax.legend()
-    fig.savefig(path, dpi=110)
+    with naming(path):
+        fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":

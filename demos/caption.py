@@ -30,7 +30,7 @@ from minigrad.demos.gpt import train
 from minigrad.models.captioner import Captioner
 
 from ._cli import (add_compile_option, add_run_options, check_out_dir, make_out_dir, make_parser,
-                   positive_float, positive_int, print_written, writing_to)
+                   naming, positive_float, positive_int, print_written, writing_to)
 
 DEFAULTS = dict(steps=2000, batch_size=64, lr=2e-3, d_model=64, layers=2, ff=256)
 TARGET = 0.95
@@ -126,7 +126,8 @@ def plot_caption_attention(images, panels, references, path=None):
     fig.suptitle("Cross-attention over the patches for each generated word (last decoder "
                  "layer, mean of the heads)", fontsize=8)
     if path is not None:
-        fig.savefig(path, dpi=120)
+        with naming(path):
+            fig.savefig(path, dpi=120)
     return fig
 
 
@@ -144,7 +145,8 @@ def plot_curves(losses, curve, path):
     right.set(xlabel="step", ylabel="exact match", ylim=(0, 1),
               title=f"held-out captions (greedy, the first {QUICK_EVAL})")
     right.legend()
-    fig.savefig(path, dpi=110)
+    with naming(path):
+        fig.savefig(path, dpi=110)
 
 
 def build_parser():
@@ -221,7 +223,8 @@ def main(argv=None):
                    "final_loss": float(np.mean(losses[-50:])), "seed": args.seed,
                    "device": args.device, "eval_curve": curve, "n_mistakes": len(mistakes),
                    "mistakes": mistakes[:20]}
-        with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        path = os.path.join(args.out, "metrics.json")
+        with naming(path), open(path, "w") as f:
             json.dump(metrics, f, indent=2)
         print(results_line(metrics))
         print_written(args.out, [

@@ -62,12 +62,18 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, device="cpu",
 
     Raises:
         FileNotFoundError: no file at ``path``.
-        ValueError: the file is not a valid checkpoint, or its optimiser, scheduler or
-            random state does not fit (named with its path).
+        ValueError: the file is not a valid checkpoint (a tensor that is neither the
+            model's nor the optimiser's), or its optimiser, scheduler or random state does
+            not fit (named with its path; see ``Optimizer.load_state_dict``).
         CheckpointMismatch: the model's keys or shapes differ from the checkpoint's.
     """
     tensors, metadata = nn.load(path, device=device, with_metadata=True)
     meta = _training_meta(path, metadata)
+    stray = [key for key in tensors if not key.startswith((_MODEL, _OPTIM))]
+    if stray:  # a damaged header: the tensor was the model's or the optimiser's
+        more = f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""
+        raise ValueError(f"{path}: holds a tensor {stray[0]!r}{more} that is neither the "
+                         f"model's ({_MODEL}...) nor the optimiser's ({_OPTIM}...)")
     model_sd = {k[len(_MODEL):]: v for k, v in tensors.items() if k.startswith(_MODEL)}
     check_fits(model, model_sd, path)
     model.load_state_dict(model_sd)

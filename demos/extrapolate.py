@@ -36,7 +36,7 @@ from minigrad.demos.tasks import Dataset, Reverse
 from minigrad.models.transformer import POSITIONAL
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, make_out_dir,
-                   make_parser, positive_int, print_written, writing_to)
+                   make_parser, naming, positive_int, print_written, writing_to)
 
 TRAIN_LEN, TEST_LEN = 16, 32
 BANDS = ((1, 16), (17, 20), (21, 24), (25, 32))
@@ -138,9 +138,11 @@ def main(argv=None):
         for positional in args.positional:
             rows.append(run_scheme(args, positional, short, long))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
-            (args.out / "extrapolate.json").write_text(json.dumps(rows, indent=2) + "\n")
+            with naming(args.out / "extrapolate.json"):
+                (args.out / "extrapolate.json").write_text(json.dumps(rows, indent=2) + "\n")
         text = table(rows)
-        (args.out / "extrapolate.md").write_text(text + "\n")
+        with naming(args.out / "extrapolate.md"):
+            (args.out / "extrapolate.md").write_text(text + "\n")
         print(f"\ntrained on lengths 1-{TRAIN_LEN}, {args.steps} steps, seed {args.seed}:\n{text}")
         print_written(args.out, [
             ("extrapolate.md", "the table above: exact match on the training lengths, token "

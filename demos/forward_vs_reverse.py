@@ -24,7 +24,7 @@ import minigrad as mg
 from minigrad import func
 from minigrad.autograd import forward_ad
 
-from ._cli import fail, make_out_dir, make_parser, parse_checked, positive_int, writing_to
+from ._cli import fail, make_out_dir, make_parser, naming, parse_checked, positive_int, writing_to
 from ._pictures import report, save
 
 NAME = "forward_vs_reverse"
@@ -120,7 +120,8 @@ def plot(results, fixed, path):
         ax.legend(fontsize=8)
         ax.set_title(f"Jacobian of R^n -> R^m, {other} = {fixed}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with naming(path):
+        fig.savefig(path, dpi=110)
     plt.close(fig)
 
 

@@ -33,9 +33,8 @@ import minigrad.nn.functional as F
 from minigrad.models.gpt import GPT
 from minigrad.models.markov import MarkovChain
 
-from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update,
-                   make_out_dir, make_parser, parse_checked, positive_int, print_written,
-                   writing_to)
+from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update, make_out_dir,
+                   make_parser, naming, parse_checked, positive_int, print_written, writing_to)
 
 N_SYMBOLS, SEQ_LEN = 16, 64                       # the Markov task
 N_KEYS, N_VALUES, N_PAIRS = 16, 16, 8             # the recall task: keys, then values
@@ -195,7 +194,8 @@ def plot_curve(curve, rate, path):
     ax.axhline(rate * 1.03, color="grey", linestyle=":", label="target: entropy rate + 3%")
     ax.set(xlabel="step", ylabel="nats per symbol", title="Order-2 Markov chain, 16 symbols")
     ax.legend()
-    fig.savefig(path, dpi=110)
+    with naming(path):
+        fig.savefig(path, dpi=110)
 
 
 def plot_recall_attention(maps, tokens, where, path):
@@ -236,7 +236,8 @@ def plot_recall_attention(maps, tokens, where, path):
     fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight of the answering position")
     fig.suptitle("Associative recall: where the answering position looks (red box: the "
                  "matching key, orange box: its value)", fontsize=10)
-    fig.savefig(path, dpi=110)
+    with naming(path):
+        fig.savefig(path, dpi=110)
 
 
 def build_parser():
@@ -266,7 +267,8 @@ def main(argv=None):
         if args.task in ("recall", "both"):
             metrics.update(recall_task(args))
         metrics["train_seconds"] = round(time.perf_counter() - started, 1)
-        with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        path = os.path.join(args.out, "metrics.json")
+        with naming(path), open(path, "w") as f:
             json.dump(metrics, f, indent=2)
         print(results_line(metrics))
         print_written(args.out, written_files(args.task))

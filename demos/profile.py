@@ -30,8 +30,8 @@ from minigrad.nn.attention import SDPBackend, sdpa_kernel
 from minigrad.viz.graph import nbytes_text
 
 from . import _pictures
-from ._cli import add_device_option, check_out_dir, make_out_dir, make_parser, nonneg_int, \
-    positive_int, writing_to
+from ._cli import (add_device_option, check_out_dir, make_out_dir, make_parser, naming, nonneg_int,
+                   positive_int, writing_to)
 
 NAME = "profile"
 PAD = 0
@@ -118,7 +118,8 @@ def main(argv=None):
         print(prof.table(group_by="module", sort_by="total", top=TOP), "\n")
         print(memory_summary(prof), "\n")
 
-        paths = [prof.export_chrome_trace(os.path.join(args.out, "trace.json"))]
+        with naming(os.path.join(args.out, "trace.json")):
+            paths = [prof.export_chrome_trace(os.path.join(args.out, "trace.json"))]
         try:
             prof.memory_timeline(os.path.join(args.out, "memory.png"),
                                  title=f"Saved for backward, {args.attention} attention")

@@ -47,7 +47,7 @@ import minigrad.nn.functional as F
 from minigrad.models.markov import MarkovChain
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, fraction,
-                   make_out_dir, make_parser, positive_float, positive_int, print_written,
+                   make_out_dir, make_parser, naming, positive_float, positive_int, print_written,
                    writing_to)
 
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 32
@@ -236,7 +236,8 @@ def plot(metrics, path):
         ax.legend(fontsize=8)
     first_ax.text(0.02, 0.02, "at step 1 mHC computes what pre-LN computes: the same norms",
                   transform=first_ax.transAxes, fontsize=7)
-    fig.savefig(path, dpi=110)
+    with naming(path):
+        fig.savefig(path, dpi=110)
 
 
 def build_parser():
@@ -284,7 +285,8 @@ def main(argv=None):
         ranked = sorted(VARIANTS, key=lambda n: metrics["variants"][n]["heldout_loss"])
         losses = [metrics["variants"][n]["heldout_loss"] for n in ranked]
         metrics["best"], metrics["margin"] = ranked[0], losses[1] - losses[0]  # over the next
-        with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        path = os.path.join(args.out, "metrics.json")
+        with naming(path), open(path, "w") as f:
             json.dump(metrics, f, indent=2)
         plot(metrics, os.path.join(args.out, "residuals.png"))
         print(results_line(metrics))

@@ -55,7 +55,7 @@ from minigrad.models.transformer import POSITIONAL
 from minigrad.text import bleu, chrf
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, fail,
-                   make_out_dir, make_parser, nonneg_float, nonneg_int, positive_float,
+                   make_out_dir, make_parser, naming, nonneg_float, nonneg_int, positive_float,
                    positive_int, print_written, probability, writing_to)
 
 # What the defaults were tuned for: each task reaches its target on 2 CPU cores.
@@ -466,7 +466,8 @@ def plot_curves(run, path):
         ax_acc.plot(ev[:, 0], ev[:, 1], "s-", label="held-out exact match (generated)")
     ax_acc.set(xlabel="step", ylabel="accuracy", ylim=(0, 1.02))
     ax_acc.legend(loc="lower right")
-    fig.savefig(path, dpi=110)
+    with naming(path):
+        fig.savefig(path, dpi=110)
 
 
 def report(args, task, data, model, run, last_eval=None):
@@ -495,7 +496,8 @@ def report(args, task, data, model, run, last_eval=None):
     if isinstance(task, TextTask):
         metrics.update(data=data.path, pairs=data.sizes, tokenizer=dict(
             kind=task.tokenizer.kind, vocab_size=task.tokenizer.vocab_size))
-    (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    with naming(args.out / "metrics.json"):
+        (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     if run["loss"]:
         plot_curves(run, args.out / "curves.png")
     # one held-out example of middling length, with the model's own output as the target
@@ -506,8 +508,9 @@ def report(args, task, data, model, run, last_eval=None):
                              mg.tensor([[BOS] + pred], device=args.device))
     with warnings.catch_warnings(record=True) as caught:  # text the font cannot draw
         warnings.simplefilter("default")
-        plot_attention(maps, task.labels(src), task.labels([BOS] + pred),
-                       args.out / "attention.png")
+        with naming(args.out / "attention.png"):
+            plot_attention(maps, task.labels(src), task.labels([BOS] + pred),
+                           args.out / "attention.png")
     glyphs = [w for w in caught if "missing from font" in str(w.message)]
     for w in caught:
         if w not in glyphs:

@@ -34,7 +34,7 @@ from minigrad import nn
 from minigrad.viz.explain import format_table
 
 from . import _pictures
-from ._cli import make_out_dir, parse_checked, print_written, writing_to
+from ._cli import make_out_dir, naming, parse_checked, print_written, writing_to
 
 NAME = "viz_backward_walkthrough"
 
@@ -72,7 +72,7 @@ def write_index(out, steps, fmt):
             "img{max-width:100%}</style><h1>The backward pass, step by step</h1>"
             f"<pre>{html.escape(format_table(steps))}</pre>" + "".join(rows))
     path = os.path.join(out, "index.html")
-    with open(path, "w") as f:
+    with naming(path), open(path, "w") as f:
         f.write(page)
     return path
 

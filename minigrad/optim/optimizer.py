@@ -316,24 +316,23 @@ class Optimizer:
         keys = self._state_keys(group)
         if keys is None:
             return
-        own = f"{type(self).__name__}{_settings(group)} keeps {', '.join(map(repr, keys))}"
-        if not keys:
-            own = f"{type(self).__name__}{_settings(group)} keeps no state"
+        own = f"{type(self).__name__}{_settings(group)} keeps "
+        own += ", ".join(map(repr, keys)) if keys else "no state"
         for key in keys:
             if key not in state:
-                raise ValueError(f"the state of {where} has no {key!r} (a {own})")
+                raise ValueError(f"the state of {where} has no {key!r} ({own})")
         for key, value in state.items():
             if key in keys:
                 if value is None and key not in self._may_be_none:
                     raise ValueError(f"state {key!r} of {where} is None")
             elif not (value is None and key in self._may_be_none):
-                raise ValueError(f"the state of {where} has an unexpected {key!r} (a {own})")
+                raise ValueError(f"the state of {where} has an unexpected {key!r} ({own})")
 
 
 def _settings(group):
-    """The settings of ``group`` that choose a step's state keys, as ``(amsgrad=True)``."""
+    """The settings of ``group`` that choose a step's state keys, as `` with amsgrad=True``."""
     shown = [f"{k}={group[k]!r}" for k in ("amsgrad", "momentum") if k in group]
-    return f" ({', '.join(shown)})" if shown else ""
+    return f" with {', '.join(shown)}" if shown else ""
 
 
 def _is_whole(value):

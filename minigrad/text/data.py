@@ -12,7 +12,7 @@ import hashlib
 
 import numpy as np
 
-from .tokenizers import BOS, EOS, PAD
+from .tokenizers import BOS, EOS, PAD, naming
 
 HOLDOUT = 10  # 1 source in HOLDOUT is held out
 POOL = 50     # batches sorted by length together (bucketing)
@@ -63,7 +63,7 @@ def read_pairs(path):
 
 def write_pairs(path, pairs):
     """Write (source, target) pairs as ``source<TAB>target`` lines (UTF-8)."""
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
+    with naming(path), open(path, "w", encoding="utf-8", newline="\n") as f:
         for src, tgt in pairs:
             f.write(f"{src}\t{tgt}\n")
 

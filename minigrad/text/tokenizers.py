@@ -24,8 +24,10 @@ costs about the size of the text plus the work of the merges, not a recount per 
 Both save to and load from a readable JSON file. Token strings in it show bytes as GPT-2
 does: a printable character per byte (a space is ``Ġ``).
 """
+import contextlib
 import heapq
 import json
+import os
 import re
 from collections import Counter, defaultdict
 
@@ -35,6 +37,19 @@ PAD, BOS, EOS, UNK = range(4)
 # a word with an optional leading space, a digit alone, a run of other non-space
 # characters with an optional leading space, or a run of spaces
 _CHUNK = re.compile(r" ?[^\W\d_]+| ?\d| ?[^\s\w]+|_+|\s+")
+
+
+@contextlib.contextmanager
+def naming(path):
+    """Run a block that writes the file ``path``: an OSError that names no file (a write or
+    a close on a full disk, ``[Errno 28] No space left on device``) is raised again naming
+    ``path``, so that the error says which file could not be written."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None or e.errno is None:
+            raise
+        raise OSError(e.errno, e.strerror, os.fspath(path)) from None
 
 
 class Tokenizer:
@@ -82,7 +97,7 @@ class Tokenizer:
 
     def save(self, path):
         """Write the tokenizer to ``path`` as readable JSON."""
-        with open(path, "w", encoding="utf-8") as f:
+        with naming(path), open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, ensure_ascii=False, indent=1)
             f.write("\n")
 

@@ -33,7 +33,7 @@ from ..autograd.graph import AccumulateGrad
 from .graph import (doc_rule, held_bytes, nbytes_text, op_call, op_name, saved_records,
                     shape_text)
 from .modules import run_members
-from .render import INSTALL_HELP, GraphvizNotFound
+from .render import INSTALL_HELP, GraphvizNotFound, naming
 from .view import make_view
 
 BINS = 20           # histogram bars in the node panel
@@ -59,7 +59,7 @@ class Explorer:
 
     def save(self, path):
         """Write the page to ``path`` and return the path."""
-        with open(path, "w", encoding="utf-8") as f:
+        with naming(path), open(path, "w", encoding="utf-8") as f:
             f.write(self.html)
         self.path = path
         return path

@@ -7,6 +7,7 @@ rendering (``render``, ``Digraph.render``/``pipe``, Jupyter's inline picture) ra
 ``ExecutableNotFound``. The ``graphviz`` package itself is optional (``pip install
 minigrad[viz]``): minigrad imports without it, and drawing then says what to install.
 """
+import contextlib
 import os
 import shutil
 
@@ -79,7 +80,7 @@ def render(graph, path, format=None):
     except graphviz.ExecutableNotFound:
         raise GraphvizNotFound(INSTALL_HELP) from None
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "wb") as f:
+    with naming(path), open(path, "wb") as f:
         f.write(data)
     return path
 
@@ -101,3 +102,16 @@ def output_path(path, format=None):
         raise ValueError(f"render: format={format!r} disagrees with the suffix '.{suffix}' "
                          f"of {path!r}")
     return path, suffix
+
+
+@contextlib.contextmanager
+def naming(path):
+    """Run a block that writes the file ``path``: an OSError that names no file (a write or
+    a close on a full disk, ``[Errno 28] No space left on device``) is raised again naming
+    ``path``, so that the error says which file could not be written."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None or e.errno is None:
+            raise
+        raise OSError(e.errno, e.strerror, os.fspath(path)) from None

@@ -128,6 +128,15 @@ def assert_argparse_error(err, name, option, message):
     assert option in lines[-1] and message in lines[-1], lines[-1]
 
 
+def assert_one_line_error(err, name, option, message):
+    """stderr is one line ``prog: error: ...`` (no usage block) that names the option and
+    says ``message``: what a well-formed command line whose --out cannot be used gets."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"python -m minigrad.demos.{name}: error: "), err
+    assert option in lines[0] and message in lines[0], lines[0]
+
+
 def parse_fails(name, argv, capsys):
     """parse_args(argv) stops with argparse's status 2; returns stderr."""
     with pytest.raises(SystemExit) as info:
@@ -207,9 +216,9 @@ WITH_OUT = [name for name in PROGRAMS if "--out" in options(name)]
 def test_an_out_that_is_a_file_is_refused(tmp_path, capsys, name):
     (tmp_path / "file").write_text("")
     err = parse_fails(name, ["--out", str(tmp_path / "file")], capsys)
-    assert_argparse_error(err, name, "argument --out: ", "file is a file, not a folder")
+    assert_one_line_error(err, name, "argument --out: ", "file is a file, not a folder")
     err = parse_fails(name, ["--out", str(tmp_path / "file" / "sub")], capsys)
-    assert_argparse_error(err, name, "argument --out: ", f"{tmp_path / 'file'} is a file")
+    assert_one_line_error(err, name, "argument --out: ", f"{tmp_path / 'file'} is a file")
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
@@ -221,7 +230,7 @@ def test_an_out_that_cannot_be_written_is_refused(tmp_path, capsys, name):
     try:
         for out in (locked, locked / "new"):
             err = parse_fails(name, ["--out", str(out)], capsys)
-            assert_argparse_error(err, name, "argument --out: ", f"cannot write in {locked}")
+            assert_one_line_error(err, name, "argument --out: ", f"cannot write in {locked}")
     finally:
         locked.chmod(0o700)
 
@@ -236,7 +245,7 @@ def test_an_out_without_write_permission_is_refused_whoever_runs_the_tests(tmp_p
                         lambda path, mode: path != str(locked) and real_access(path, mode))
     for out in (locked, locked / "new" / "deeper"):
         err = parse_fails("gpt", ["--out", str(out)], capsys)
-        assert_argparse_error(err, "gpt", "argument --out: ",
+        assert_one_line_error(err, "gpt", "argument --out: ",
                               f"cannot write in {locked} (permission denied)")
 
 
@@ -310,7 +319,8 @@ def test_from_the_shell_a_bad_argument_is_one_line(tmp_path, name, argv, option)
     argv = [str(tmp_path / "file") if a == "FILE" else a for a in argv]
     done = shell(name, *argv, tmp_path=tmp_path)
     assert done.returncode == 2
-    assert_argparse_error(done.stderr, name, f"argument {option}: ", "")
+    check = assert_one_line_error if option == "--out" else assert_argparse_error
+    check(done.stderr, name, f"argument {option}: ", "")
     if option == "--device" and not CUDA:
         assert "no CUDA device is available" in done.stderr
 
