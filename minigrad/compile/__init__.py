@@ -10,27 +10,35 @@ if both calls recorded the same program it is turned into one plain Python funct
 ``Program.build``) and later calls run that instead: the same NumPy work in the same order,
 so the same bits, without Tensors, graph nodes or the engine's bookkeeping.
 
-Guards, checked on every call: the shapes, dtypes and devices of the tensor arguments and
-the other arguments' values pick a program (a new one is captured for a new combination);
-grad mode, the training flags of the modules the step uses and whether each parameter's
-``.grad`` was set when the step began must be as at capture, or it is captured again. A
-step that cannot be replayed (a value read on the host, as ``loss.item()`` or ``if t:``,
-which a Python branch may depend on; NumPy work outside minigrad's ops; a random draw that
-is not an op's; a returned tensor with a graph no backward in the step used, which eager
-mode gives a ``grad_fn`` and replay could not) runs eagerly from then on, and says why once
-(``CompileWarning``; every reason is kept in ``step.log``). The loss returned after
-``loss.backward()`` replays: its graph served that backward.
+What picks a program: the shapes, dtypes, devices and ``requires_grad`` of the tensor
+arguments, the other arguments' values, and grad mode (a new combination is captured
+anew). What a program depends on beyond that is guarded (``guards.py``): the numbers,
+modules, parameters and tensors the step reaches by name, their autograd state and hooks,
+and minigrad's switches; each is checked before every replay, and a change captures the
+step again (``step.log`` says what changed). A step that cannot be replayed (a value read
+on the host, as ``loss.item()`` or ``if t:``, which a Python branch may depend on; an op
+whose result's shape depends on values, as ``nonzero()``; NumPy work outside minigrad's
+ops; a random draw that is not an op's; hooks or ``retain_grad`` in its backward; Python
+state it changes itself, which a replay would not change; a returned tensor with a graph
+no backward in the step used, which eager mode gives a ``grad_fn`` and replay could not)
+runs eagerly from then on, and says why once (``CompileWarning``; every reason is kept in
+``step.log``). So does a step whose guards keep failing (``RECAPTURES`` captures of one
+input signature). The loss returned after ``loss.backward()`` replays: its graph served
+that backward.
 """
-import inspect
 import warnings
 
 from ..autograd.grad_mode import STATE
 from ..autograd.graph import TensorBase
 from ..tensor import Tensor
+from .guards import collect
 from .program import Program  # noqa: F401
 from .recorder import Recorder, replayed_as_call  # noqa: F401
 
 __all__ = ["compile", "CompiledStep", "CompileWarning", "replayed_as_call"]
+
+
+RECAPTURES = 8  # captures of one input signature after which a step runs eagerly
 
 
 class CompileWarning(UserWarning):
@@ -41,6 +49,7 @@ def compile(fn=None, *, replay=True, reuse=True):
     """Capture ``fn`` (a function of tensors, typically a whole training step) and replay it.
 
     ``replay=False`` keeps capturing and checking but always runs eagerly (to compare).
+    ``step.guards()`` lists what a replay checks first (see ``guards.py``).
     ``reuse=False`` makes every result of the replay a new array, as eager mode does (by
     default an elementwise result is written into an input that is read for the last time
     there: see ``Program.listing``)."""
@@ -50,14 +59,13 @@ def compile(fn=None, *, replay=True, reuse=True):
 
 
 class _Entry:
-    """What is known for one input signature: the first capture, then the program."""
-    def __init__(self):
-        self.first = self.program = self.eager = None
-        self.grads_set = self.training = None
-        self.modules = ()
+    """What is known for one input signature: the first capture, then the program and the
+    guards it is replayed under."""
+    def __init__(self, captures=0):
+        self.first = self.program = self.eager = self.guards = None
         self.rebuild = None
         self.retried = False
-        self.leaves = ()
+        self.captures = captures  # how many times this signature was captured before
 
 
 class CompiledStep:
@@ -88,11 +96,12 @@ class CompiledStep:
         if entry.eager is not None:
             return self.fn(*args, **kwargs)
         if entry.program is not None:
-            reason = self._guard(entry)
+            reason = entry.guards.check()
             if reason is None:
                 return self._run(entry, tensors)
-            self._note(f"capturing again: {reason}")
-            self.entries[key] = entry = _Entry()
+            entry = self._recapture(key, entry, reason)
+            if entry.eager is not None:
+                return self.fn(*args, **kwargs)
         return self._capture(entry, tensors, args, kwargs)
 
     def _run(self, entry, tensors):
@@ -100,17 +109,26 @@ class CompiledStep:
         arrays = entry.program.fn([t.data for t in tensors], entry.program.tensors)
         return entry.rebuild([Tensor._make(a) for a in arrays])
 
-    def _guard(self, entry):
-        if _training(entry.modules) != entry.training:
-            return "a module's training mode changed (train() or eval())"
-        if tuple(leaf._grad is not None for leaf in entry.leaves) != entry.grads_set:
-            return "a parameter's .grad was set or cleared outside the step"
-        return None
+    def _recapture(self, key, entry, reason):
+        """A guard failed: capture again, or run eagerly once it keeps failing."""
+        entry = self.entries[key] = _Entry(entry.captures + 1)
+        if entry.captures < RECAPTURES:
+            self._note(f"capturing again: {reason}")
+        else:
+            self._eager(entry, f"{reason}; this is the {entry.captures}th capture of these "
+                        "inputs (a value the step reads changes between calls: pass it as "
+                        "a tensor argument to have it read at each replay)")
+        return entry
+
+    def _eager(self, entry, reason):
+        entry.eager = reason
+        self._note(f"running eagerly: {reason}")
+        warnings.warn(f"mg.compile({self.__name__}): running eagerly: {reason}",
+                      CompileWarning, stacklevel=4)
 
     def _capture(self, entry, tensors, args, kwargs):
-        if entry.first is not None:  # what replay will find when it starts
-            entry.grads_set = tuple(leaf._grad is not None for leaf in entry.leaves)
         recorder = Recorder(tensors)
+        before = collect(self.fn, args, kwargs)  # the step's Python state as it starts
         with recorder:
             result = self.fn(*args, **kwargs)
         reason = recorder.broken
@@ -121,9 +139,6 @@ class CompiledStep:
             program.outputs = outputs
             if entry.first is None:
                 entry.first, entry.rebuild = program, rebuild
-                entry.modules = _submodules(_modules(self.fn, args, kwargs, recorder.modules))
-                entry.training = _training(entry.modules)
-                entry.leaves = [i.leaf for i in program.instructions if i.kind == "grad"]
                 self._note(f"captured {len(program.instructions)} operations; checking them "
                            "against the next call")
                 return result
@@ -134,18 +149,22 @@ class CompiledStep:
                            "first sets up state (the optimiser's moments, the parameters' "
                            f".grad): {reason}; comparing the third with the second")
                 entry.first = program
-                entry.grads_set = tuple(leaf._grad is not None for leaf in entry.leaves)
                 return result
             if reason is None:
                 reason = _graph_returned(result, recorder.walked)
+            if reason is None:
+                changed = before.check()
+                if changed is not None:
+                    reason = (f"the step changes Python state that a replay would not "
+                              f"change: {changed}")
         if reason is not None:
-            entry.eager = reason
-            self._note(f"running eagerly: {reason}")
-            warnings.warn(f"mg.compile({self.__name__}): running eagerly: {reason}",
-                          CompileWarning, stacklevel=3)
+            self._eager(entry, reason)
             return result
         if self.replay:
+            leaves = [i.leaf for i in program.instructions if i.kind == "grad"]
             entry.program = self.program = program.build(reuse=self.reuse)
+            entry.guards = collect(self.fn, args, kwargs, program.tensors, leaves,
+                                   recorder.modules.values())
             entry.first = None  # (its arrays are no longer needed)
         return result
 
@@ -161,6 +180,13 @@ class CompiledStep:
     def to_dot(self):
         return self.program.to_dot()
 
+    def guards(self):
+        """What each replay of the last program checks before it runs, a line per check."""
+        entry = next((e for e in self.entries.values() if e.program is self.program), None)
+        if entry is None or entry.guards is None:
+            return "(nothing captured yet: call the step twice)"
+        return entry.guards.listing()
+
 
 def _flatten(obj, tensors, signature):
     """The tensors in the arguments, in order, and a hashable description of the rest."""
@@ -168,7 +194,8 @@ def _flatten(obj, tensors, signature):
         d = obj.data
         same = next((i for i, t in enumerate(tensors) if t.data is d), None)
         tensors.append(obj)
-        signature.append(("tensor", d.shape, str(d.dtype), type(d).__name__, same))
+        signature.append(("tensor", d.shape, str(d.dtype), type(d).__name__, same,
+                          obj._requires_grad, bool(obj._hooks or obj._post_accumulate_hooks)))
     elif isinstance(obj, (tuple, list)):
         signature.append((type(obj).__name__, len(obj)))
         for o in obj:
@@ -227,25 +254,3 @@ def _graph_returned(result, walked):
     return None
 
 
-def _modules(fn, args, kwargs, seen):
-    """The modules whose training flags the step depends on: those it names (closure and
-    globals), those passed to it, and those that ran ops while it was captured."""
-    found = dict(seen)
-    try:
-        names = inspect.getclosurevars(fn)
-        candidates = list(names.nonlocals.values()) + list(names.globals.values())
-    except (TypeError, ValueError):
-        candidates = []
-    for c in candidates + list(args) + list(kwargs.values()):
-        if hasattr(c, "training") and hasattr(c, "modules"):
-            found[id(c)] = c
-    return tuple(found.values())
-
-
-def _submodules(modules):
-    """Every module under ``modules`` once, listed at capture (not walked at each call)."""
-    return tuple({id(m): m for top in modules for m in top.modules()}.values())
-
-
-def _training(modules):
-    return [m.training for m in modules]

@@ -120,6 +120,9 @@ class Recorder:
         ACTIVE[0] = self
         function.capture = engine.capture = self
         PROCESS.watchers = PROCESS.watchers + (self,)  # (the engine calls walk_backward)
+        if PROCESS.anomaly:
+            self.unsupported("anomaly mode is on, and a replay would not check the step "
+                             "for NaN or its backward for errors")
         return self
 
     def __exit__(self, *exc):
@@ -224,6 +227,10 @@ class Recorder:
     def forward(self, cls, node, arrays, params, args):
         """Run one primitive's forward and record it."""
         if self.paused:
+            return cls.forward(node, *arrays, **params)
+        if STATE.saved_hooks:
+            self.unsupported("a saved_tensors_hooks block is open, and a replay would not "
+                             "call its pack and unpack hooks")
             return cls.forward(node, *arrays, **params)
         try:
             ins = []
@@ -331,6 +338,11 @@ class Recorder:
         """The engine starts a backward pass (``order``: its nodes): the gradients it
         starts from get their slots, and what is recorded until the walk ends is marked
         as the backward pass (replayed, as it runs, with grad mode off and NumPy quiet)."""
+        if not self.paused:
+            hooked = next((n for n in order if _runs_hooks(n)), None)
+            if hooked is not None:
+                self.unsupported(f"the step's backward runs a hook or fills a retained "
+                                 f"gradient (at {hooked.name()}), which a replay would skip")
         if not self.paused:
             try:
                 for slots in grads_of.values():
@@ -452,6 +464,15 @@ class Recorder:
             self._append(Instruction("call", fn, fn.__qualname__, [], out_slots,
                                      args=args, kwargs=kwargs, effect=True))
         return result
+
+
+def _runs_hooks(node):
+    """Whether a backward pass through ``node`` calls a user's hook or fills a retained
+    ``.grad`` (a leaf's node: the leaf's gradient hooks and after-accumulation hooks)."""
+    if node._pre_hooks or node._node_hooks or node._retained:
+        return True
+    leaf = getattr(node, "variable", None)
+    return leaf is not None and bool(leaf._hooks or leaf._post_accumulate_hooks)
 
 
 def tensor_arrays(result):
