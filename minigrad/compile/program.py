@@ -14,6 +14,7 @@ import numpy as np
 
 from ..autograd.grad_mode import STATE
 from ..autograd.graph import TensorBase
+from ..backend import _XP_BY_TYPE
 from .reuse import plan
 
 _FIXED = frozenset(("xp", "params", "needs_input_grad", "op_name", "op"))
@@ -213,7 +214,7 @@ def _size(nbytes):
 
 def memory_owner(array):
     """The array whose memory ``array`` uses (itself, or the array it views)."""
-    while isinstance(getattr(array, "base", None), np.ndarray):
+    while type(getattr(array, "base", None)) in _XP_BY_TYPE:
         array = array.base
     return array
 
@@ -224,9 +225,9 @@ def same_value(a, b):
         return True
     if isinstance(a, TensorBase) or isinstance(b, TensorBase):
         return False
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
-                and a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True)))
+    if type(a) in _XP_BY_TYPE or type(b) in _XP_BY_TYPE:
+        return (type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape and
+                bool(_XP_BY_TYPE[type(a)].array_equal(a, b, equal_nan=True)))
     if isinstance(a, (tuple, list)):
         return type(a) is type(b) and len(a) == len(b) and \
             all(same_value(x, y) for x, y in zip(a, b))

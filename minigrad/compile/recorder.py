@@ -73,7 +73,8 @@ def replayed_as_call(fn):
 
 
 def fingerprint(a):
-    return zlib.crc32(np.ascontiguousarray(a).view(np.uint8).reshape(-1))
+    """A CRC of an array's bytes (a device array's are copied to the host: capture only)."""
+    return zlib.crc32(np.ascontiguousarray(backend.to_host(a)).view(np.uint8).reshape(-1))
 
 
 def _rng_position():
@@ -141,9 +142,6 @@ class Recorder:
 
     # --- slots --------------------------------------------------------------------------------
     def _new_slot(self, array, source=None):
-        if type(array) is not np.ndarray:
-            self.unsupported(f"an array of type {type(array).__name__}: mg.compile captures "
-                             "NumPy (CPU) steps only")
         slot = len(self.arrays)
         if source is not None and source[0] == "tensor" and id(source[1]) not in self.grads:
             self.grads[id(source[1])] = (source[1], source[1]._grad)
@@ -220,7 +218,8 @@ class Recorder:
 
     def _refresh_aliases(self, written):
         for slot, a in enumerate(self.arrays):
-            if any(np.may_share_memory(a, w) for w in written):
+            if any(type(a) is type(w) and backend.xp_of(a).may_share_memory(a, w)
+                   for w in written):
                 self.belief[slot] = fingerprint(a)
 
     # --- what the hooks call ------------------------------------------------------------------
