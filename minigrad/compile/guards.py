@@ -131,6 +131,8 @@ def _show(value):
         return text if len(text) <= 40 else text[:37] + "..."
     if value is MISSING:
         return "missing"
+    if type(value) is tuple and len(value) == 2 and type(value[0]) is tuple:  # (shape, dtype)
+        return f"{value[0]} {value[1]}"
     return f"{type(value).__name__} at {id(value):#x}"
 
 
@@ -139,7 +141,7 @@ class _Writer:
 
     def __init__(self):
         self.lines, self.names, self.paths, self.reads = [], {"MISSING": MISSING}, [], []
-        self.seen = set()
+        self.seen = {}  # id -> the path an object was first reached by
         self.budget = BUDGET
 
     def bind(self, value, prefix="o"):
@@ -181,7 +183,7 @@ class _Writer:
         """What an object holds that the step may depend on (walked once per object)."""
         if id(obj) in self.seen or self.budget <= 0:
             return
-        self.seen.add(id(obj))
+        self.seen[id(obj)] = path
         self.names[f"keep{len(self.names)}"] = obj  # (ids stay unique while guarded)
         if isinstance(obj, TensorBase):
             self.tensor(obj, path)
@@ -353,22 +355,6 @@ def collect(fn, args, kwargs, tensors=(), leaves=(), modules=()):
     default = dtypes.get_default_dtype()
     w.check(f"{w.bind(dtypes.get_default_dtype, 'f')}() is not {w.bind(default, 'e')}",
             "the default dtype", str(default), dtypes.get_default_dtype)
-    for i, t in enumerate(tensors):  # what the program reads from tensors, at each replay
-        e = w.bind(t)
-        meta = (t.data.shape, t.data.dtype, type(t.data))
-        w.check(f"({e}.data.shape, {e}.data.dtype, type({e}.data)) != "
-                f"{w.bind(meta, 'e')}", f"the .data of a tensor the step reads "
-                f"({tuple(t.data.shape)} {t.data.dtype})", f"{meta[0]} {meta[1]}",
-                lambda t=t: (t.data.shape, t.data.dtype))
-        if id(t) not in w.seen:
-            w.seen.add(id(t))
-            w.tensor(t, f"a tensor the step reads ({tuple(t.data.shape)} {t.data.dtype})")
-    for leaf in leaves:  # the leaves whose .grad backward writes: set or not, as at capture
-        e = w.bind(leaf)
-        state = leaf._grad is None
-        w.check(f"({e}._grad is None) is not {state}", f"whether the .grad of a tensor "
-                f"of shape {tuple(leaf.shape)} is set", "unset" if state else "set",
-                lambda leaf=leaf: "unset" if leaf._grad is None else "set")
     w.inside(fn, "the step")
     for i, a in enumerate(args):
         if not isinstance(a, TensorBase):
@@ -378,4 +364,21 @@ def collect(fn, args, kwargs, tensors=(), leaves=(), modules=()):
             w.inside(a, f"argument {key}")
     for m in modules:  # modules that ran ops in the step but were not reached by name
         w.inside(m, type(m).__name__)
+    for t in tensors:  # what the program reads from tensors, at each replay
+        path = w.seen.get(id(t)) or f"a tensor the step reads ({tuple(t.shape)} {t.dtype})"
+        e = w.bind(t)
+        meta = (t.data.shape, t.data.dtype, type(t.data))
+        w.check(f"({e}.data.shape, {e}.data.dtype, type({e}.data)) != {w.bind(meta, 'e')}",
+                f"{path}.data's shape and dtype", f"{meta[0]} {meta[1]}",
+                lambda t=t: (t.data.shape, t.data.dtype))
+        if id(t) not in w.seen:
+            w.seen[id(t)] = path
+            w.tensor(t, path)
+    for leaf in leaves:  # the leaves whose .grad backward writes: set or not, as at capture
+        path = w.seen.get(id(leaf)) or f"a tensor of shape {tuple(leaf.shape)}"
+        e = w.bind(leaf)
+        unset = leaf._grad is None
+        w.check(f"({e}._grad is None) is not {unset}", f"whether {path}.grad is set",
+                "unset" if unset else "set",
+                lambda leaf=leaf: "unset" if leaf._grad is None else "set")
     return Guards(w.source(), w.names, w.paths, w.reads)
