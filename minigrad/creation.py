@@ -6,10 +6,12 @@ purpose: a seed gives the same numbers on every device.
 """
 import builtins
 import math
+import warnings
 
 import numpy as np
 
 from . import backend, dtypes
+from .autograd.function import read_on_host
 from .tensor import Tensor, _fitting, _shape_arg, _wrapped, as_array
 
 
@@ -18,6 +20,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     NumPy scalars and arrays, and tensors, inside a list keep their dtype, as in PyTorch)."""
     if data is None:
         raise RuntimeError("tensor: Could not infer dtype of NoneType (data is None)")
+    if isinstance(data, (list, tuple)) and _holds_tensor(data):
+        data, found = _numbers_of_tensors(data, dtypes.as_dtype(dtype))
+        dtype = found if dtype is None else dtype
     if dtype is None and isinstance(data, (list, tuple)):
         dtype = _list_dtype(data)
     try:
@@ -28,6 +33,64 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     if arr is data or (isinstance(data, Tensor) and arr is data.data):
         arr = arr.copy()
     return Tensor(arr, device=device, requires_grad=requires_grad)
+
+
+def _holds_tensor(data):
+    """Whether a Tensor is anywhere in the nested list ``data``."""
+    return builtins.any(isinstance(i, Tensor) or isinstance(i, (list, tuple)) and
+                        _holds_tensor(i) for i in data)
+
+
+def _numbers_of_tensors(data, dtype):
+    """(``data`` with each Tensor in it as its one value, the dtype PyTorch infers).
+
+    As PyTorch, a Tensor inside a list is a number: one of one element, whatever its dims
+    ([tensor(1.), tensor([2.])] has shape (2,)), keeping its dtype; any other is a
+    ValueError, and so is a floating one where ``dtype`` is bool or an integer (a
+    TypeError). The dtype promotes those of every item: a Tensor's or an array's own,
+    bool, int64 for an int, the default dtype for a float."""
+    found = []
+    warned = [False]
+
+    def number(item):
+        if isinstance(item, (list, tuple)):
+            return [number(i) for i in item]
+        if isinstance(item, Tensor):
+            read_on_host("mg.tensor() of a list of tensors")
+            if item.numel() != 1:
+                raise ValueError(f"tensor: only one element tensors can be converted to Python "
+                                 f"scalars, got a tensor of shape {tuple(item.shape)} in the list")
+            if dtype is not None and dtype.kind in "biu" and item.dtype.kind in "fc":
+                raise TypeError(f"tensor: only integer tensors of a single element can be "
+                                f"converted to an index (a {item.dtype} tensor in a list made "
+                                f"into {dtype})")
+            if item.requires_grad and not warned[0]:
+                warned[0] = True
+                warnings.warn("Converting a tensor with requires_grad=True to a scalar may "
+                              "lead to unexpected behavior.\nConsider using tensor.detach() "
+                              "first.", UserWarning, stacklevel=4)
+            item = backend.to_host(item.data).reshape(())[()]  # (a NumPy scalar: its dtype)
+        found.append(_item_dtype(item))
+        return item
+    data = number(data)
+    dtype = found[0] if found else None
+    for d in found[1:]:
+        dtype = dtypes.promote_types(dtype, d)
+    return data, dtype
+
+
+def _item_dtype(item):
+    """The dtype PyTorch infers for one item of a list."""
+    if isinstance(item, (np.ndarray, np.generic)):
+        return item.dtype
+    if isinstance(item, builtins.bool):
+        return np.dtype(np.bool_)
+    if isinstance(item, builtins.int):
+        return np.dtype(np.int64)
+    if isinstance(item, builtins.complex):
+        return np.dtype(np.complex64 if dtypes.get_default_dtype() == np.float32
+                        else np.complex128)
+    return np.dtype(dtypes.get_default_dtype())
 
 
 def _list_dtype(data):

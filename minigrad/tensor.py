@@ -57,6 +57,18 @@ _NON_LEAF_GRAD = (
 _new = object.__new__
 
 
+class _DataWriter:
+    """The writer of a Tensor subclass's ``data`` (nn.Parameter's): ``p.data = tensor``,
+    PyTorch's way to swap a parameter's values, gives ``p`` that tensor's array (shape and
+    dtype may change; ``p`` stays the same object, with its requires_grad); an array is
+    stored as it is. It has no ``__get__``: a read finds the instance's own attribute."""
+
+    def __set__(self, tensor, value):
+        if isinstance(value, TensorBase):
+            value = value.data
+        tensor.__dict__["data"] = value
+
+
 class Tensor(TensorBase):
     """An n-dimensional array with reverse-mode automatic differentiation.
 
@@ -80,6 +92,15 @@ class Tensor(TensorBase):
         return NotImplemented
     _grad = None
     _tangents = None  # forward-mode AD: {dual level: tangent} (see autograd/forward_ad.py)
+
+    def __init_subclass__(cls, **kwargs):
+        """Each subclass (nn.Parameter) gets ``_DataWriter`` as its ``data``. Tensor itself,
+        the class of every op's result, keeps ``data`` a bare instance attribute: Python
+        reads an attribute that the class also defines with ``__set__`` more slowly, and
+        ``t.data`` is read by every op."""
+        super().__init_subclass__(**kwargs)
+        if "data" not in cls.__dict__:
+            cls.data = _DataWriter()
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         if dtype is None and isinstance(data, (list, tuple)):
