@@ -385,3 +385,35 @@ def test_guards_are_listed_and_library_state_is_not_walked():
     assert "negative_slope" in listing and "the training mode of model" in listing
     assert "opt" in listing and "lr" not in listing.split("opt", 1)[1].split("\n", 1)[0]
     assert "numpy" not in listing  # (library modules are checked by identity, not walked)
+
+
+def test_a_bound_method_step_and_a_config_object_passed_as_an_argument():
+    src = """
+    import types
+    class Trainer:
+        def __init__(self):
+            self.scale = 1.0
+            self.layer = nn.Linear(3, 3)
+        def step(self, x, cfg):
+            return (self.layer(x) * self.scale + cfg.shift).detach()
+    trainer = Trainer()
+    cfg = types.SimpleNamespace(shift=0.0)
+    inputs = (mg.randn(2, 3), cfg)
+    step = trainer.step
+    """
+
+    def scale(ns):
+        ns["trainer"].scale = 4.0
+
+    def shift(ns):
+        ns["cfg"].shift = -1.0
+    step = same_as_eager(src, {3: scale, 6: shift}, calls=9)
+    assert any("scale changed" in line for line in step.log)
+    assert any("shift changed" in line for line in step.log)
+
+
+def test_a_learning_rate_changed_between_calls_is_read_by_the_replay_without_capturing():
+    def lr(ns):
+        ns["opt"].param_groups[0]["lr"] = 0.5
+    step = same_as_eager(TRAIN, {4: lr}, calls=8)
+    assert not any("capturing again" in line for line in step.log) and step.replays == 5
