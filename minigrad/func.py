@@ -57,14 +57,26 @@ def _flatten(tree):
     return leaves, rebuild
 
 
-def _tensors(leaves, who, what):
+def _tensors(leaves, who, what, floating=True):
+    """ValueError unless every leaf is a Tensor, and (``floating``) a floating point or
+    complex one (jvp's primals and tangents, as torch.func's)."""
     for leaf in leaves:
         if not isinstance(leaf, Tensor):
             raise ValueError(f"{who}: Expected {what} to be a Tensor or a tuple, list or dict "
                              f"of Tensors, got {type(leaf).__name__}")
-        if leaf.dtype.kind not in "fc":
+        if floating and leaf.dtype.kind not in "fc":
             raise ValueError(f"{who}: Expected {what} to be floating point Tensors, got "
                              f"dtype {leaf.dtype}")
+    return leaves
+
+
+def _differentiable_inputs(leaves, who):
+    """Reverse mode's inputs (vjp, grad, jacrev): Tensors that can require grad, else
+    PyTorch's RuntimeError."""
+    for leaf in _tensors(leaves, who, "primals", floating=False):
+        if leaf.dtype.kind not in "fc":
+            raise RuntimeError(f"{who}: only Tensors of floating point dtype can require "
+                               f"gradients, got an input of dtype {leaf.dtype}")
     return leaves
 
 
@@ -165,8 +177,14 @@ def vjp(func, *primals, has_aux=False):
     (tensors that require grad, captured or passed), as torch.func's: those that depend on
     nothing else are detached. Under forward mode (forward over reverse) they are kept as
     they are: their tangents ride on them."""
+    return _vjp(func, primals, has_aux, "vjp")
+
+
+def _vjp(func, primals, has_aux, who, integer_outputs=False):
+    """vjp; with ``integer_outputs`` (grad's), an output of integers or bools is taken, and
+    its gradient is zeros, as torch.func.grad's, where vjp refuses it."""
     leaves, rebuild = _flatten(primals)
-    _tensors(leaves, "vjp", "primals")
+    _differentiable_inputs(leaves, who)
     grad_mode = STATE.grad_enabled
     with enable_grad():
         copies = _watched_copies(leaves)
@@ -177,7 +195,10 @@ def vjp(func, *primals, has_aux=False):
         finally:
             _RUNNING.difference_update(mine)
     out_leaves, out_rebuild = _flatten(out)
-    _tensors(out_leaves, "vjp", "the outputs of func")
+    for o in _tensors(out_leaves, who, "the outputs of func", floating=False):
+        if not integer_outputs and o.dtype.kind not in "fc":
+            raise RuntimeError(f"{who}(f, ...): All outputs of f must be floating-point or "
+                               f"complex Tensors, got Tensor with dtype {o.dtype}")
     tangents = bool(forward_ad.LEVELS)
     outside = tangents or any(_reaches_outside(o) for o in out_leaves)
 
@@ -244,7 +265,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
             _check_scalar(_split_aux(result, has_aux, "grad_and_value")[0])
             return result
         chosen = tuple(args[i] for i in nums)
-        value, vjp_fn, *aux = vjp(selected, *chosen, has_aux=has_aux)
+        value, vjp_fn, *aux = _vjp(selected, chosen, has_aux, "grad_and_value",
+                                   integer_outputs=True)
         grads = vjp_fn(value.new_ones(value.shape))
         g = grads if many else grads[0]
         return (g, (value, aux[0])) if has_aux else (g, value)
@@ -292,7 +314,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         duals = [forward_ad.make_dual(p, t, level=level) for p, t in zip(p_leaves, t_leaves)]
         out, aux = _split_aux(func(*rebuild(duals)), has_aux, "jvp")
         out_leaves, out_rebuild = _flatten(out)
-        _tensors(out_leaves, "jvp", "the outputs of func")
+        _tensors(out_leaves, "jvp", "the outputs of func", floating=False)  # (ints: 0)
         out_tangents = []
         for o in out_leaves:
             t = forward_ad.tangent_of(o, level)
@@ -375,8 +397,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     forward pass, then one backward pass per output element (a row each)."""
     def wrapper(*args, **kwargs):
         chosen, many, call = _select(args, argnums, "jacrev")
-        out, vjp_fn, aux = vjp(lambda *c: _split_aux(call(func, kwargs)(*c), has_aux,
-                                                     "jacrev"), *chosen, has_aux=True)
+        out, vjp_fn, aux = _vjp(lambda *c: _split_aux(call(func, kwargs)(*c), has_aux,
+                                                      "jacrev"), chosen, True, "jacrev")
         out_leaves, out_rebuild = _flatten(out)
         in_leaves, in_rebuild = _flatten(chosen)
         rows = [_flatten(vjp_fn(out_rebuild(_basis(out_leaves, k))))[0]

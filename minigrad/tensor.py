@@ -2368,12 +2368,13 @@ def _check_index_dtype(op, index):
         raise RuntimeError(f"{op}(): expected an index tensor of dtype int32 or int64, got {got}")
 
 
-def _check_index_range(op, index, n, dim):
-    """PyTorch's RuntimeError for an index outside [0, n) along ``dim`` (one read-back)."""
+def _check_index_range(op, index, n, dim, error=RuntimeError):
+    """PyTorch's error (RuntimeError; IndexError for index_add) for an index outside [0, n)
+    along ``dim`` (one read-back)."""
     if index.numel():
         low, high = builtins.int(index.data.min()), builtins.int(index.data.max())
         if low < 0 or high >= n:
-            raise RuntimeError(f"{op}(): index {low if low < 0 else high} is out of bounds for "
+            raise error(f"{op}(): index {low if low < 0 else high} is out of bounds for "
                                f"dimension {dim} with size {n}")
 
 
@@ -2448,5 +2449,5 @@ def _index_add_args(t, d, index, source):
         raise RuntimeError(f"{op}(): source tensor shape must match self tensor shape, "
                            f"excluding the specified dimension: got self shape "
                            f"{tuple(t.shape)} and source shape {tuple(source.shape)}")
-    _check_index_range(op, index, t.shape[d] if t.ndim else 1, d)
+    _check_index_range(op, index, t.shape[d] if t.ndim else 1, d, IndexError)
     return index, source
