@@ -273,6 +273,21 @@ def expand_size_one_dims_written(L):
     return base,
 
 
+@case
+def add_into_a_row_of_an_expanded_base(L):
+    base = L.zeros(4, 5)
+    base.expand(2, 4, 5)[0].add_(L.dual((4, 5)))
+    return base,
+
+
+@case
+def mul_a_row_of_an_expanded_dual(L):
+    x = L.dual((1, 3))
+    e = x.expand(4, 3)
+    e[2].mul_(L.dual((3,), 1))
+    return x, e
+
+
 # --- views taken before the write see it ------------------------------------------------
 
 @case
@@ -322,6 +337,14 @@ def view_before_setitem(L):
     v = base.view(2, 2)
     base[1:3] = L.dual((2,))
     return v, base
+
+
+@case
+def expanded_before_base_write(L):
+    x = L.dual((3,))
+    e = x.expand(2, 3)
+    x[1:].mul_(L.dual((2,), 1))
+    return e, x
 
 
 @case

@@ -133,10 +133,15 @@ class Expand(Primitive):
     def forward(ctx, x, shape):
         lead = len(shape) - x.ndim
         if shape[lead:] == x.shape and all(n == 1 for n in shape[:lead]):
-            # no element repeated: a plain view, writable as PyTorch's (NumPy's
-            # broadcast_to makes every result read-only)
-            return x[(None,) * lead + (Ellipsis,)]
-        return ctx.xp.broadcast_to(x, shape)
+            return x[(None,) * lead + (Ellipsis,)]  # no element repeated: a plain view
+        out = ctx.xp.broadcast_to(x, shape)
+        flags = out.flags
+        if not getattr(flags, "writeable", True):
+            # NumPy makes every broadcast read-only; PyTorch refuses a write only into a
+            # tensor whose elements overlap (checked at the write), so a row of an expanded
+            # tensor may be written, as x's memory may
+            flags.writeable = x.flags.writeable
+        return out
 
     @staticmethod
     def backward(ctx, grad):
