@@ -89,3 +89,37 @@ def test_a_broadcast_of_read_only_memory_stays_read_only():
     x.data.flags.writeable = False
     with pytest.raises(RuntimeError, match="single memory location"):
         x.expand(3, 5)[0].add_(1.0)
+
+
+# x[index] = value checks only the elements written, as PyTorch's (Tensor.__setitem__ checks
+# the whole tensor for now: these are refused)
+SETITEM = [
+    ("a_row", (1, 5), lambda e: e.expand(4, 5).__setitem__(1, 3.0)),
+    ("one_element", (1, 5), lambda e: e.expand(4, 5).__setitem__((2, 3), 3.0)),
+    ("a_size_one_slice", (5,), lambda e: e.expand(3, 5).__setitem__(slice(0, 1), 3.0)),
+]
+
+
+@pytest.mark.xfail(raises=RuntimeError, strict=False,
+                   reason="__setitem__ checks the whole expanded tensor for overlap")
+@pytest.mark.parametrize("shape, write", params(SETITEM))
+def test_setitem_matches_torch(device, shape, write):
+    ours, theirs = _base(On(mg, device), shape), _base(torch, shape)
+    write(theirs)
+    write(ours)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+@pytest.mark.xfail(raises=RuntimeError, strict=False,
+                   reason="__setitem__ checks the whole expanded tensor for overlap")
+def test_setitem_of_a_dual_into_a_row_of_an_expanded_tensor(device):
+    import torch.autograd.forward_ad as tfw
+    from minigrad.autograd import forward_ad as fwAD
+
+    def run(M, fw):
+        base = M.zeros(1, 3, dtype=M.float64)
+        with fw.dual_level():
+            base.expand(2, 3)[1] = fw.make_dual(M.ones(3, dtype=M.float64),
+                                                M.arange(3.0, dtype=M.float64))
+            return fw.unpack_dual(base).tangent
+    np.testing.assert_array_equal(run(On(mg, device), fwAD).numpy(), run(torch, tfw).numpy())
