@@ -34,6 +34,7 @@ from .ops import (Bmm, Dot, Gather, IndexSelect, Mv, Repeat, ReshapeAlias, Round
 from .ops.reduce import AbsSumNorm, CountNonzero, MaxAbsNorm, MinAbsNorm, PNorm
 from .ops.shape import Unbind
 from .fused import Gelu, GeluTanh
+from .autograd import function
 from .autograd.function import on_arrays, read_on_host
 
 # NumPy ufunc -> the Tensor method that computes ``array <op> tensor``
@@ -1096,7 +1097,10 @@ class Tensor(TensorBase):
         return Roll.apply(self, shifts=tuple(total.values()), dims=tuple(total))
 
     def __getitem__(self, index):
-        basic, advanced = _split_index(_index(index, self), self.ndim)
+        index = _index(index, self)
+        if function.capture is not None and _has_mask(index):
+            read_on_host("Tensor.__getitem__() with a bool mask")  # (its count: the shape)
+        basic, advanced = _split_index(index, self.ndim)
         out = indexing_op(basic, self.shape).apply(self, index=basic)  # (named as PyTorch's)
         return out if advanced is None else GetItem.apply(out, index=advanced)
 
@@ -1222,6 +1226,7 @@ class Tensor(TensorBase):
             raise RuntimeError(f"masked_select: expected a bool mask, got {mask.dtype} (mask "
                                f"shape {tuple(mask.shape)})")
         backend.check_same_device("masked_select", [self.data, mask.data])
+        read_on_host("Tensor.masked_select()")  # (the result's shape is the mask's count)
         shape = _broadcast_shape("masked_select", self, mask)
         m = mask.data
         if m.shape != shape:
@@ -1342,6 +1347,7 @@ class Tensor(TensorBase):
         """The indices of the nonzero elements, in row-major order: an (n, ndim) int64 tensor,
         or with ``as_tuple`` one int64 tensor per dim (a 0-d tensor then counts as one dim
         of size 1), as PyTorch. Not differentiable."""
+        read_on_host("Tensor.nonzero()")  # (the result's shape is the count of nonzeros)
         data = self.data
         xp = backend.xp_of(data)
         if as_tuple:
@@ -2366,6 +2372,13 @@ def _check_index_dtype(op, index):
     if not isinstance(index, Tensor) or index.dtype not in (dtypes.int64, dtypes.int32):
         got = index.dtype if isinstance(index, Tensor) else type(index).__name__
         raise RuntimeError(f"{op}(): expected an index tensor of dtype int32 or int64, got {got}")
+
+
+def _has_mask(index):
+    """Whether the (converted) index holds a bool array, whose count of True values sets
+    the result's shape."""
+    items = index if isinstance(index, tuple) else (index,)
+    return builtins.any(_is_array(i) and i.dtype == np.bool_ for i in items)
 
 
 def _check_index_range(op, index, n, dim, error=RuntimeError):

@@ -12,6 +12,7 @@ import numpy as np
 import minigrad as mg
 from minigrad import backend, dtypes
 from minigrad.arguments import _dim
+from minigrad.autograd.function import read_on_host
 from minigrad.fused import Attention, CrossEntropy, Dropout, LayerNorm, Linear
 from minigrad.fused.attention import blocks as attention_blocks
 from minigrad.fused.attention import composite as attention_composite
@@ -774,6 +775,8 @@ def one_hot(tensor, num_classes=-1):
             raise RuntimeError(f"one_hot: cannot infer the number of classes from an empty "
                                f"tensor (shape {tensor.shape}); pass num_classes")
         return mg.zeros(tensor.shape + (num_classes,), dtype=mg.int64, device=tensor.device)
+    if num_classes == -1:  # (the result's last dim is read from the values)
+        read_on_host("F.one_hot() without num_classes")
     flat = tensor.data.reshape(-1)
     low, high = (int(v) for v in backend.to_host(backend.xp_of(flat).stack((flat.min(),
                                                                            flat.max()))))
