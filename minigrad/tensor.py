@@ -2382,8 +2382,8 @@ def _has_mask(index):
 
 
 def _check_index_range(op, index, n, dim, error=RuntimeError):
-    """PyTorch's error (RuntimeError; IndexError for index_add) for an index outside [0, n)
-    along ``dim`` (one read-back)."""
+    """PyTorch's error (RuntimeError; IndexError for index_add into a vector) for an index
+    outside [0, n) along ``dim`` (one read-back)."""
     if index.numel():
         low, high = builtins.int(index.data.min()), builtins.int(index.data.max())
         if low < 0 or high >= n:
@@ -2462,5 +2462,7 @@ def _index_add_args(t, d, index, source):
         raise RuntimeError(f"{op}(): source tensor shape must match self tensor shape, "
                            f"excluding the specified dimension: got self shape "
                            f"{tuple(t.shape)} and source shape {tuple(source.shape)}")
-    _check_index_range(op, index, t.shape[d] if t.ndim else 1, d, IndexError)
+    # PyTorch's kernel for a vector (or 0-d) self raises IndexError, its others RuntimeError
+    error = IndexError if t.ndim <= 1 else RuntimeError
+    _check_index_range(op, index, t.shape[d] if t.ndim else 1, d, error)
     return index, source
