@@ -394,7 +394,7 @@ ATTRIBUTES = [
     "type(r(3, rg=True).square().grad_fn).__name__",
     "type(r(3, rg=True).clamp(r(3), r(3)).grad_fn).__name__",
     "type(r(3, rg=True).clamp(0, 1).grad_fn).__name__",
-    "r(3).dtype", "n(3).dtype", "r(3).shape", "str(r(3).device)",
+    "r(3).dtype", "n(3).dtype", "r(3).shape", "str(r(3).cpu().device)",
 ]
 
 SOFTMAX = [
@@ -615,7 +615,12 @@ def _steps(M, name, kwargs, steps=4):
     return [p.detach().numpy().copy() for p in params], defaults
 
 
-@pytest.mark.parametrize("name, kwargs", OPTIMISERS, ids=lambda v: str(v))
+def _optimiser_id(name, kwargs):
+    return "-".join([name] + [f"{k}={v}" for k, v in kwargs.items()])
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    pytest.param(name, kwargs, id=_optimiser_id(name, kwargs)) for name, kwargs in OPTIMISERS])
 def test_optimiser_updates_and_defaults_as_torch(name, kwargs):
     ours, our_defaults = _steps(mg, name, kwargs)
     theirs, their_defaults = _steps(torch, name, kwargs)
@@ -624,11 +629,12 @@ def test_optimiser_updates_and_defaults_as_torch(name, kwargs):
     assert our_defaults == {k: their_defaults[k] for k in our_defaults}
 
 
-SCHEDULERS = [
-    ("LambdaLR", dict(lr_lambda=lambda e: 0.9 ** e)),
-    ("LambdaLR", dict(lr_lambda=lambda e: 1.0 / (e + 1))),
-    ("CosineAnnealingLR", dict(T_max=5)), ("CosineAnnealingLR", dict(T_max=4, eta_min=0.01)),
-    ("CosineAnnealingLR", dict(T_max=1)),
+SCHEDULERS = [  # (id, name, kwargs): a lambda's repr names its address, so ids are given
+    ("LambdaLR-0.9**e", "LambdaLR", dict(lr_lambda=lambda e: 0.9 ** e)),
+    ("LambdaLR-1/(e+1)", "LambdaLR", dict(lr_lambda=lambda e: 1.0 / (e + 1))),
+    ("CosineAnnealingLR-T_max=5", "CosineAnnealingLR", dict(T_max=5)),
+    ("CosineAnnealingLR-T_max=4-eta_min=0.01", "CosineAnnealingLR", dict(T_max=4, eta_min=0.01)),
+    ("CosineAnnealingLR-T_max=1", "CosineAnnealingLR", dict(T_max=1)),
 ]
 
 
@@ -644,7 +650,8 @@ def _lrs(M, name, kwargs, steps=12):
     return lrs, sched.get_last_lr()
 
 
-@pytest.mark.parametrize("name, kwargs", SCHEDULERS, ids=lambda v: str(v))
+@pytest.mark.parametrize("name, kwargs", [pytest.param(name, kwargs, id=case)
+                                          for case, name, kwargs in SCHEDULERS])
 def test_scheduler_sequences_as_torch(name, kwargs):
     ours, theirs = _lrs(mg, name, kwargs), _lrs(torch, name, kwargs)
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-12, atol=1e-15)

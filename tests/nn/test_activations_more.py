@@ -484,7 +484,8 @@ def test_bad_arguments_raise_as_torch(case, device):
     raises_as_torch(program, kind, device)
 
 
-@pytest.mark.parametrize("shape, num_classes", itertools.product([(4,), (2, 3)], [-1, 5]))
+@pytest.mark.parametrize("shape, num_classes",
+                         list(itertools.product([(4,), (2, 3)], [-1, 5])))
 def test_one_hot_by_hand(shape, num_classes, device):
     ids = np.arange(int(np.prod(shape))).reshape(shape) % 4
     out = F.one_hot(mg.tensor(ids, device=device), num_classes).numpy()
