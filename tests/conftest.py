@@ -1,6 +1,8 @@
 """Shared fixtures: ``device`` runs a test on the device chosen with ``--device`` (cpu by
-default; ``--device cuda`` runs the whole suite through CuPy and skips without a GPU);
-``two_cores`` runs it with BLAS (and so ``backend.run_split``) on two threads."""
+default; ``--device cuda`` runs the whole suite through CuPy and skips without a GPU;
+``--device strict`` runs the tests that take ``device`` on "cuda" through the strict
+stand-in for CuPy of ``tests/strict_device.py``, which needs no GPU and refuses what CuPy
+refuses); ``two_cores`` runs it with BLAS (and so ``backend.run_split``) on two threads."""
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
@@ -10,11 +12,25 @@ from minigrad.backend import kernels
 
 
 def pytest_addoption(parser):
-    parser.addoption("--device", default="cpu", choices=["cpu", "cuda"],
-                     help="run the suite on this device (cuda needs CuPy and a GPU)")
+    parser.addoption("--device", default="cpu", choices=["cpu", "cuda", "strict"],
+                     help="run the suite on this device (cuda needs CuPy and a GPU; strict "
+                          "runs the tests that take the device fixture on cuda through a "
+                          "stand-in for CuPy that refuses implicit host conversions)")
+
+
+def pytest_configure(config):
+    if config.getoption("--device") == "strict":
+        from tests.strict_device import install
+        install()
 
 
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("--device") == "strict":  # the tests that run on the device
+        kept = [item for item in items if "device" in getattr(item, "fixturenames", ())]
+        dropped = [item for item in items if "device" not in getattr(item, "fixturenames", ())]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
     if config.getoption("--device") == "cuda" and not mg.cuda_is_available():
         skip = pytest.mark.skip(reason="--device cuda: CuPy or a CUDA GPU is not available")
         for item in items:
@@ -23,7 +39,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def device(request):
-    return request.config.getoption("--device")
+    chosen = request.config.getoption("--device")
+    return "cuda" if chosen == "strict" else chosen
 
 
 @pytest.fixture(autouse=True)

@@ -21,8 +21,21 @@ def scatter_add(target, index, values):
             and target.ndim > 1 and math.prod(target.shape[1:]) >= 32 \
             and values.shape == rows.shape + target.shape[1:] and _add_rows(target, rows, values):
         return target
-    xp_of(target).add.at(target, index, values)
+    xp = xp_of(target)
+    if xp is np or target.dtype.name in GPU_ADD_AT:
+        xp.add.at(target, index, values)
+        return target
+    # CuPy's add.at has atomic adds for GPU_ADD_AT only: add in a wider integer dtype, then
+    # cast back, which wraps as adding in the narrow dtype does (bool: any True is True)
+    wide = target.astype(np.int32 if target.dtype.kind == "b" else np.int64)
+    xp.add.at(wide, index, values.astype(wide.dtype) if type(values) is type(target)
+              else xp.asarray(values).astype(wide.dtype))
+    target[...] = wide.astype(target.dtype) if target.dtype.kind != "b" else wide != 0
     return target
+
+
+# the dtypes that CuPy's scatter-add (add.at, one atomic add per element) takes
+GPU_ADD_AT = ("int32", "int64", "float16", "float32", "float64", "uint32", "uint64")
 
 
 def embedding_backward(grad, index, shape, padding_idx):
@@ -143,9 +156,20 @@ def _on_host(*arrays):
     return all(isinstance(a, (np.ndarray, np.generic)) for a in arrays)
 
 
+def _has_kernels(xp):
+    """Whether array module ``xp`` compiles CUDA kernels (CuPy does; NumPy, and an array
+    module without them, such as the tests' stand-in for CuPy, run the array formulas)."""
+    return xp is not np and hasattr(xp, "ElementwiseKernel") and hasattr(xp, "RawModule")
+
+
+def _on_gpu(*arrays):
+    """Whether ``arrays`` are device arrays that minigrad's CUDA kernels can run on."""
+    return not _on_host(*arrays) and _has_kernels(xp_of(arrays[0]))
+
+
 def gelu(x):
     """x * Phi(x), Phi the standard normal CDF (exact, by erf)."""
-    if not _on_host(x):
+    if _on_gpu(x):
         return _kernel("gelu")(x)
     if x.dtype == np.float16:  # in float32, rounded once at the end (as PyTorch's half)
         return gelu(x.astype(np.float32)).astype(np.float16)
@@ -158,7 +182,7 @@ def gelu(x):
 
 def gelu_backward(grad, x):
     """grad * (Phi(x) + x * phi(x)), the derivative of gelu times grad."""
-    if not _on_host(grad, x):
+    if _on_gpu(grad, x):
         return _kernel("gelu_backward")(grad, x)
     if x.dtype == np.float16:
         return gelu_backward(grad.astype(np.float32), x.astype(np.float32)).astype(np.float16)
@@ -174,7 +198,7 @@ def gelu_backward(grad, x):
 
 def dropout(x, keep, scale):
     """x * scale where ``keep`` (bool), else 0."""
-    if not _on_host(x, keep):
+    if _on_gpu(x, keep):
         return _kernel("dropout")(x, keep, x.dtype.type(scale))
     out = keep.astype(x.dtype)  # (a bool operand would make NumPy cast in its slow loop)
     out *= x
@@ -219,13 +243,14 @@ def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=False):
     of the arrays on the cores at once (``run_split``: the same operations on each element).
     ``scratch``: ``g`` is the caller's to overwrite (it then holds the denominator)."""
     w1 = 1.0 - beta1
-    if not _on_host(g):
+    if _on_gpu(g):
         update = cupy().empty_like(g)
         _kernel("adam")(g, w1, beta2, step_size, bc2_sqrt, eps, m, v, update)
         return update
-    update = np.empty_like(g)
+    update = xp_of(g).empty_like(g)
     args = (w1, beta2, step_size, bc2_sqrt, eps, scratch)
-    if g.size < ADAM_SPLIT or not all(a.flags.c_contiguous for a in (g, m, v)):
+    if not _on_host(g) or g.size < ADAM_SPLIT \
+            or not all(a.flags.c_contiguous for a in (g, m, v)):
         _adam_host(g, m, v, update, *args)
         return update
     flat = [a.reshape(-1) for a in (g, m, v, update)]
@@ -413,7 +438,7 @@ def _product(a, b, shape):
 
 def _rows_on_gpu(x, n):
     """Whether ``x``'s rows of ``n`` go to a CUDA row kernel."""
-    return not _on_host(x) and x.dtype.name in ("float32", "float64") and x.size and n
+    return _on_gpu(x) and x.dtype.name in ("float32", "float64") and x.size and n
 
 
 def _launch_rows(name, x, n, args):
@@ -584,7 +609,7 @@ def attention_backward(q, k, v, out, lse, grad, scale, causal):
 
 def _attention_fits(q, k, v):
     from .cuda import HEAD_DIMS
-    return (not _on_host(q) and q.dtype.name == k.dtype.name == v.dtype.name == "float32"
+    return (_on_gpu(q) and q.dtype.name == k.dtype.name == v.dtype.name == "float32"
             and q.shape[-1] in HEAD_DIMS and v.shape[-1] == q.shape[-1]
             and q.shape[:-2] == k.shape[:-2] == v.shape[:-2] and q.size > 0 and k.size > 0)
 
@@ -600,9 +625,29 @@ def _causal(causal):
 def philox_keep(xp, shape, threshold, seed, offset):
     """A bool array of ``shape`` on the GPU: element i is True where the i-th 32-bit word of
     the Philox4x32-10 stream keyed by ``seed`` from block ``offset`` is >= ``threshold``."""
+    if not _has_kernels(xp):
+        return _philox_words(xp, math.prod(shape), seed, offset).reshape(shape) >= threshold
     from .cuda import philox_keep as kernel
     keep = xp.empty(shape, dtype=bool)
     if keep.size:
         kernel()(np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32),
                  np.uint64(offset % 2 ** 64), np.uint32(threshold), keep)
     return keep
+
+
+def _philox_words(xp, n, seed, offset):
+    """The first ``n`` 32-bit words (as uint64) of the Philox4x32-10 stream of ``philox_keep``
+    through the array module, for an array module without CUDA kernels: the same words as
+    the kernel's (cuda.PHILOX_BODY), four from each 64-bit counter block."""
+    mask = np.uint64(0xFFFFFFFF)
+    blocks = xp.arange((n + 3) // 4, dtype=np.uint64) + np.uint64(offset % 2 ** 64)
+    c0, c1 = blocks & mask, blocks >> np.uint64(32)
+    c2, c3 = xp.zeros_like(c0), xp.zeros_like(c0)
+    k0, k1 = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+        p0, p1 = c0 * np.uint64(0xD2511F53), c2 * np.uint64(0xCD9E8D57)  # exact in 64 bits
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), p1 & mask,
+                          (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1), p0 & mask)
+    return xp.stack((c0, c1, c2, c3), axis=1).reshape(-1)[:n]
