@@ -179,22 +179,28 @@ class ALiBi(Module):
     enter the model nowhere else. No parameters; nothing to outgrow at longer inputs.
 
     Args:
-        num_heads: H; the slopes are ``alibi_slopes(H)`` (buffer ``slopes``, left out of the
-            state_dict).
+        num_heads: H; the slopes are ``alibi_slopes(H)`` (float64 buffer ``slopes``, left
+            out of the state_dict).
     Shape:
         forward(T, S, offset=0, like) -> (H, T, S) bias, queries at positions
-        offset..offset+T-1, keys at 0..S-1, of ``like``'s dtype and device.
+        offset..offset+T-1, keys at 0..S-1, of ``like``'s dtype and device (without
+        ``like``: the default dtype, on the module's device).
     """
 
-    def __init__(self, num_heads):
+    def __init__(self, num_heads, device=None):
         super().__init__()
         self.num_heads = num_heads
-        self.slopes = alibi_slopes(num_heads)
+        self.register_buffer("slopes", mg.tensor(alibi_slopes(num_heads), dtype=mg.float64,
+                                                 device=device), persistent=False)
 
     def forward(self, T, S, offset=0, like=None):
-        bias = -self.slopes[:, None, None] * np.abs(_distances(T, S, offset))[None]
-        dtype = like.dtype if like is not None else mg.get_default_dtype()
-        return mg.tensor(bias, dtype=dtype, device=None if like is None else like.device)
+        device = self.slopes.device if like is None else like.device
+        slopes = self.slopes.to(device)
+        keys = mg.arange(S, dtype=slopes.dtype, device=device)
+        queries = mg.arange(offset, offset + T, dtype=slopes.dtype, device=device)
+        distances = (keys[None, :] - queries[:, None]).abs()                   # (T, S)
+        bias = -slopes[:, None, None] * distances[None]                        # (H, T, S)
+        return bias.to(like.dtype if like is not None else mg.get_default_dtype())
 
     def extra_repr(self):
         return f"num_heads={self.num_heads}"

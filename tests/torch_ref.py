@@ -2,6 +2,7 @@
 skips a test cleanly then (``needs_torch_at_least`` where an older torch behaves otherwise).
 minigrad itself never imports torch."""
 import functools
+import inspect
 import re
 
 import numpy as np
@@ -44,8 +45,9 @@ def to_torch(t, requires_grad=None):
 
 class On:
     """``mod`` (minigrad or torch) whose tensor makers (``tensor``, ``zeros``, ``arange``, ...)
-    default to ``device``: a program written once against ``M`` runs minigrad as
-    ``On(mg, device)`` on the tested device while torch stays the CPU reference."""
+    and layers (``nn.Linear``, ``nn.LayerNorm``, ... : those that take ``device``) default
+    to ``device``: a program written once against ``M`` runs minigrad as ``On(mg, device)``
+    on the tested device while torch stays the CPU reference."""
 
     CREATORS = frozenset("tensor zeros ones empty full arange linspace eye rand randn "
                          "randint randperm".split())
@@ -55,7 +57,37 @@ class On:
 
     def __getattr__(self, name):
         fn = getattr(self.mod, name)
+        if name == "nn" and self.device != "cpu":
+            return _LayersOn(fn, self.device)
         return functools.partial(fn, device=self.device) if name in self.CREATORS else fn
+
+
+class _LayersOn:
+    """``nn`` whose layers that take ``device`` make their parameters on ``device`` unless
+    told otherwise (a subclass of each with that default, so ``isinstance`` and subclassing
+    work as with the layer itself)."""
+
+    def __init__(self, nn, device):
+        self._nn, self._device = nn, device
+
+    def __getattr__(self, name):
+        value = getattr(self._nn, name)
+        if isinstance(value, type) and issubclass(value, self._nn.Module) and \
+                "device" in inspect.signature(value.__init__).parameters:
+            return _layer_on(value, self._device)
+        return value
+
+
+@functools.lru_cache(maxsize=None)
+def _layer_on(cls, device):
+    signature = inspect.signature(cls.__init__)
+
+    def __init__(self, *args, **kwargs):
+        if "device" not in signature.bind_partial(self, *args, **kwargs).arguments:
+            kwargs["device"] = device
+        cls.__init__(self, *args, **kwargs)
+    return type(cls.__name__, (cls,), {"__init__": __init__, "__qualname__": cls.__qualname__,
+                                       "__module__": cls.__module__})
 
     def __repr__(self):
         return f"{self.mod.__name__} on {self.device}"

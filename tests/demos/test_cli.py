@@ -17,12 +17,15 @@ from minigrad import demos
 import minigrad as mg
 from minigrad.demos import _cli, seq2seq
 from minigrad.demos.checkpoint import save_checkpoint
+from tests import strict_device
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = sorted(m.name for m in pkgutil.iter_modules(demos.__path__)
                   if not m.name.startswith("_")
                   and hasattr(importlib.import_module(f"minigrad.demos.{m.name}"), "main"))
-CUDA = mg.cuda_is_available()
+# a GPU that a child process can use too (the strict stand-in of --device strict is this
+# process's only)
+CUDA = mg.cuda_is_available() and not strict_device.installed()
 
 # option -> bad values with a piece of the message each must give
 BAD_VALUES = {
@@ -328,6 +331,8 @@ def test_from_the_shell_a_bad_argument_is_one_line(tmp_path, name, argv, option)
 def test_from_the_shell_a_checkpoint_that_does_not_fit_is_one_line(tmp_path, device):
     """A found but unusable --resume is reported when it is read: one line that names the
     file and, for a model of another size, the first key that differs."""
+    if device != "cpu" and not CUDA:
+        pytest.skip("the shell's process has no GPU (the strict stand-in is this process's)")
     tiny = ["--d-model", "16", "--nhead", "2", "--layers", "1", "--ff", "32", "--task", "copy",
             "--out", str(tmp_path), "--eval-size", "5", "--no-progress", "--steps", "4",
             "--device", device]
