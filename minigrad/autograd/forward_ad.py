@@ -174,7 +174,8 @@ def _view(tensor, limit):
         out = tensor.view(tensor.shape)
     finally:
         _THREAD.limit = before
-    out._fw_cut = limit  # (a view in memory, but it takes no tangent of these levels from it)
+    # a view in memory, but one that takes no tangent of these levels from its source
+    out._fw_cut = tuple(LEVELS[limit:])
     return out
 
 
@@ -211,7 +212,7 @@ def _owner(t, level):
         if table is not None and level in table:
             break
         cut = t._fw_cut
-        if t._view_of is None or cut is not None and level.index >= cut:
+        if t._view_of is None or cut is not None and level in cut:
             break
         source, op, params, i = t._view_of
         chain.append((op, params, i))
