@@ -1731,7 +1731,7 @@ def _float_operands(x, y, reflected=False):
         if x.data.dtype.kind in "biu" and y.data.dtype.kind in "biu":  # each straight to
             x, y = x.to(dtypes.get_default_dtype()), y.to(dtypes.get_default_dtype())  # float
     x, y = _operands(x, y, reflected)
-    if not any(isinstance(t, Tensor) and t.data.dtype.kind == "f" for t in (x, y)):
+    if not any(isinstance(t, Tensor) and t.data.dtype.kind in "fc" for t in (x, y)):
         x, y = (t.to(dtypes.get_default_dtype()) if isinstance(t, Tensor) else t for t in (x, y))
     return x, y
 

@@ -663,7 +663,7 @@ class PNorm(Primitive):
         out = _scalar_power(s, 1.0 / p)
         if p < 0:  # an empty slice sums to 0: its norm is 0 (no zero entry sends s to inf)
             out = xp.where(s == 0, 0, out)
-        out = out.astype(x.dtype)
+        out = out.astype(x.real.dtype)  # (complex x: a real norm)
         ctx.save_for_backward(x, out)
         return out
 
