@@ -680,3 +680,21 @@ def test_recorded_in_place_matches_torch(device, fn, ready):
         pytest.xfail("a recorded in-place op reads a copy of the tensor without its tangent")
     import torch.autograd.forward_ad as tfw
     assert_same(_run(mg, fwAD, "float64", fn, device), _run(torch, tfw, "float64", fn))
+
+
+def test_duals_of_an_exited_level_take_no_tangent_from_their_base(device):
+    """make_dual's and unpack_dual's results are views in memory only: a later level's
+    tangent, written into their base, does not reach them (as in PyTorch)."""
+    import torch.autograd.forward_ad as tfw
+
+    def run(M, fw):
+        base = M.zeros(3, dtype=M.float64)
+        with fw.dual_level():
+            x = fw.make_dual(base, M.ones(3, dtype=M.float64))
+            p = fw.unpack_dual(x).primal
+        with fw.dual_level():
+            base.add_(fw.make_dual(M.ones(3, dtype=M.float64), M.arange(3.0, dtype=M.float64)))
+            return [fw.unpack_dual(t).tangent for t in (x, p, x[1:], base)]
+    ours, theirs = run(On(mg, device), fwAD), run(torch, tfw)
+    assert [t is None for t in ours] == [t is None for t in theirs] == [True] * 3 + [False]
+    np.testing.assert_array_equal(ours[3].numpy(), theirs[3].numpy())

@@ -174,8 +174,9 @@ def _view(tensor, limit):
         out = tensor.view(tensor.shape)
     finally:
         _THREAD.limit = before
-    # a view in memory, but one that takes no tangent of these levels from its source
-    out._fw_cut = tuple(LEVELS[limit:])
+    # a view in memory that takes its source's tangents of the outer levels only: not of
+    # this level nor of any level opened later (as PyTorch's, which are no forward views)
+    out._fw_inherits = tuple(LEVELS[:limit])
     return out
 
 
@@ -211,8 +212,8 @@ def _owner(t, level):
         table = t._tangents
         if table is not None and level in table:
             break
-        cut = t._fw_cut
-        if t._view_of is None or cut is not None and level in cut:
+        inherits = t._fw_inherits
+        if t._view_of is None or inherits is not None and level not in inherits:
             break
         source, op, params, i = t._view_of
         chain.append((op, params, i))

@@ -369,7 +369,8 @@ class TensorBase:
     _made_without_grad = False  # a view made under no_grad of a tensor that requires grad
     _tangents = None   # forward-mode AD: {dual level: tangent} (see autograd/forward_ad.py)
     _view_tangents = None  # forward-mode AD, a view: {level: (owner's tangent, tangent)}
-    _fw_cut = None     # forward-mode AD: levels at which a view takes no tangent from its source
+    _fw_inherits = None  # forward-mode AD, a view made by make_dual or unpack_dual: the only
+    #                      levels whose tangents it takes from its source (None: every level)
     _detached_in_place = False  # detach_() cut it from the graph that may have saved it
     _accumulator = None  # a leaf's AccumulateGrad, once an op has recorded an edge to it
     _hooks = None      # gradient hooks of a leaf
