@@ -12,11 +12,13 @@ out and stops at the first ``<eos>``.
 ``ByteBPETokenizer`` is byte-level byte-pair encoding (Sennrich et al., 2016, on bytes as
 GPT-2's): the base vocabulary is the 256 bytes, so any UTF-8 text (accents, CJK, emoji)
 is encoded without ``<unk>`` and ``decode(encode(s)) == s``. Text is first cut into chunks
-(a word with its leading space, a run of punctuation, a run of spaces, each digit alone),
-and merges never cross a chunk. Training repeats: merge the most frequent adjacent pair of
+(a word with its leading space, a run of punctuation, a run of spaces, each digit alone; a
+run longer than ``MAX_CHUNK`` characters in pieces of that length), and merges never cross
+a chunk. Training repeats: merge the most frequent adjacent pair of
 tokens (ties: the pair of smaller ids) into a new token. Pair counts are kept up to date
-incrementally: a merge only revisits the distinct chunks that hold the pair, so training
-costs about the size of the text plus the work of the merges, not a recount per merge.
+incrementally: a merge only revisits the distinct chunks that hold the pair and recounts
+only the pairs beside each occurrence, so training costs about the size of the text plus
+the work of the merges, not a recount per merge.
 
 ``CharTokenizer`` has one token per character seen in training; other characters become
 ``<unk>``.
@@ -30,6 +32,7 @@ import json
 import os
 import re
 from collections import Counter, defaultdict
+from itertools import repeat
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
@@ -37,6 +40,23 @@ PAD, BOS, EOS, UNK = range(4)
 # a word with an optional leading space, a digit alone, a run of other non-space
 # characters with an optional leading space, or a run of spaces
 _CHUNK = re.compile(r" ?[^\W\d_]+| ?\d| ?[^\s\w]+|_+|\s+")
+# the longest chunk, in characters: a longer run (a line of letters without a space, a
+# pasted blob) is cut into pieces of this length, as production tokenizers bound their
+# pre-tokens. Training revisits a chunk at every merge of a pair it holds and encoding
+# merges a chunk in time quadratic in its length, so an unbounded chunk made both
+# quadratic in the longest run; ordinary words (and runs of spaces or punctuation) are far
+# shorter and stay whole.
+MAX_CHUNK = 64
+
+
+def _chunks(text):
+    """The chunks of ``text``: ``_CHUNK``'s matches, a longer one than ``MAX_CHUNK``
+    characters cut into pieces of ``MAX_CHUNK`` (the last one shorter)."""
+    for chunk in _CHUNK.findall(text):
+        if len(chunk) <= MAX_CHUNK:
+            yield chunk
+        else:
+            yield from (chunk[i:i + MAX_CHUNK] for i in range(0, len(chunk), MAX_CHUNK))
 
 
 @contextlib.contextmanager
@@ -188,7 +208,7 @@ class ByteBPETokenizer(Tokenizer):
                              f"(4 special tokens and 256 bytes), got {vocab_size}")
         counts = Counter()
         for text in [texts] if isinstance(texts, str) else texts:
-            counts.update(_CHUNK.findall(text))
+            counts.update(_chunks(text))
         return cls(_learn_merges(counts, vocab_size - base))
 
     def encode(self, text):
@@ -196,7 +216,7 @@ class ByteBPETokenizer(Tokenizer):
             raise TypeError(f"ByteBPETokenizer.encode: expected a str, got "
                             f"{type(text).__name__}")
         out = []
-        for chunk in _CHUNK.findall(text):
+        for chunk in _chunks(text):
             ids = self._cache.get(chunk)
             if ids is None:
                 ids = self._cache[chunk] = self._merge(chunk)
@@ -204,16 +224,16 @@ class ByteBPETokenizer(Tokenizer):
         return out
 
     def _merge(self, chunk):
-        """The token ids of one chunk: its bytes, then the merges applied by rank."""
+        """The token ids of one chunk: its bytes, then the merges applied by rank (the
+        lowest-ranked pair present first; the search over pairs runs in C)."""
         base = len(SPECIALS)
         ids = [base + b for b in chunk.encode("utf-8")]
+        ranks, never = self.ranks, len(self.merges)
         while len(ids) > 1:
-            pairs = {(a, b) for a, b in zip(ids, ids[1:])}
-            best = min(pairs, key=lambda p: self.ranks.get(p, float("inf")))
-            rank = self.ranks.get(best)
-            if rank is None:
+            rank = min(map(ranks.get, zip(ids, ids[1:]), repeat(never)))
+            if rank == never:
                 break
-            ids = _replace(ids, best, base + 256 + rank)
+            ids = _replace(ids, self.merges[rank], base + 256 + rank)[0]
         return ids
 
     def decode(self, ids):
@@ -240,21 +260,44 @@ class ByteBPETokenizer(Tokenizer):
 
 
 def _replace(ids, pair, new):
-    """``ids`` with every non-overlapping occurrence of ``pair``, left to right, as ``new``."""
-    out, i, n = [], 0, len(ids)
+    """``ids`` with every non-overlapping occurrence of ``pair``, left to right, as ``new``;
+    returns (that list, the positions of the occurrences in ``ids``, the positions of
+    ``new`` in the list). The occurrences are found with ``list.index`` (in C), so a pair
+    that a long chunk holds rarely costs little."""
     a, b = pair
-    while i < n:
-        if i < n - 1 and ids[i] == a and ids[i + 1] == b:
+    out, at, made = [], [], []
+    start, i, stop = 0, 0, len(ids) - 1  # an occurrence starts before the last id
+    while True:
+        try:
+            i = ids.index(a, i, stop)
+        except ValueError:
+            break
+        if ids[i + 1] == b:
+            out.extend(ids[start:i])
+            at.append(i)
+            made.append(len(out))
             out.append(new)
             i += 2
+            start = i
         else:
-            out.append(ids[i])
             i += 1
-    return out
+    out.extend(ids[start:])
+    return out, at, made
 
 
 def _pairs(ids):
     return Counter(zip(ids, ids[1:]))
+
+
+def _around(positions, after, n):
+    """The positions of the pairs (of a list with ``n`` pairs) that touch the tokens at
+    ``positions``: of a merged pair at i, the pairs at i - 1, i and i + 1 (``after`` = 1);
+    of a new token at j, those at j - 1 and j (``after`` = 0). Only these pairs' counts
+    change with a merge."""
+    if len(positions) == 1:  # the usual case, without a set
+        i = positions[0]
+        return range(max(i - 1, 0), min(i + after + 1, n))
+    return sorted({k for i in positions for k in range(max(i - 1, 0), min(i + after + 1, n))})
 
 
 def _learn_merges(chunk_counts, n_merges):
@@ -280,25 +323,27 @@ def _learn_merges(chunk_counts, n_merges):
             break
         new = base + 256 + len(merges)
         merges.append(pair)
-        changed = set()
+        delta = defaultdict(int)  # the change of each pair's count by this merge
         for w in where.pop(pair):
             old = words[w]
-            if pair not in _pairs(old):
-                continue
-            merged = _replace(old, pair, new)
+            merged, at, made = _replace(old, pair, new)
+            if not at:
+                continue  # merged away since (``where`` keeps chunks that no longer hold it)
             f = freq[w]
-            for p, n in _pairs(old).items():
-                pair_count[p] -= n * f
-                changed.add(p)
-            for p, n in _pairs(merged).items():
-                pair_count[p] += n * f
+            for k in _around(at, 1, len(old) - 1):
+                delta[old[k], old[k + 1]] -= f
+            for k in _around(made, 0, len(merged) - 1):
+                p = merged[k], merged[k + 1]
+                delta[p] += f
                 where[p].add(w)
-                changed.add(p)
             words[w] = merged
         pair_count.pop(pair, None)
-        for p in changed:
-            c = pair_count.get(p, 0)
+        for p, d in delta.items():  # only the pairs whose count changed: a fresh heap entry
+            if d == 0 or p == pair:
+                continue
+            c = pair_count.get(p, 0) + d
             if c > 0:
+                pair_count[p] = c
                 heapq.heappush(heap, (-c, p))
             else:
                 pair_count.pop(p, None)
