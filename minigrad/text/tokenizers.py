@@ -10,15 +10,15 @@ Every tokenizer starts its vocabulary with the special tokens ``<pad> <bos> <eos
 out and stops at the first ``<eos>``.
 
 ``ByteBPETokenizer`` is byte-level byte-pair encoding (Sennrich et al., 2016, on bytes as
-GPT-2's): the base vocabulary is the 256 bytes, so any UTF-8 text (accents, CJK, emoji)
-is encoded without ``<unk>`` and ``decode(encode(s)) == s``. Text is first cut into chunks
-(a word with its leading space, a run of punctuation, a run of spaces, each digit alone; a
+GPT-2's): the base vocabulary is the 256 bytes, so any UTF-8 text (accents, CJK, emoji) is
+encoded without ``<unk>`` and ``decode(encode(s)) == s``. Text is first cut into chunks (a
+word with its leading space, a run of punctuation, a run of spaces, each digit alone; a
 run longer than ``MAX_CHUNK`` characters in pieces of that length), and merges never cross
-a chunk. Training repeats: merge the most frequent adjacent pair of
-tokens (ties: the pair of smaller ids) into a new token. Pair counts are kept up to date
-incrementally: a merge only revisits the distinct chunks that hold the pair and recounts
-only the pairs beside each occurrence, so training costs about the size of the text plus
-the work of the merges, not a recount per merge.
+a chunk. Training repeats: merge the most frequent adjacent pair of tokens (ties: the pair
+of smaller ids) into a new token. Pair counts are kept up to date incrementally: a merge
+only revisits the distinct chunks that hold the pair and recounts only the pairs beside
+each occurrence, so training costs about the size of the text plus the work of the merges,
+not a recount per merge.
 
 ``CharTokenizer`` has one token per character seen in training; other characters become
 ``<unk>``.
