@@ -76,7 +76,10 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, device="cpu",
                          f"model's ({_MODEL}...) nor the optimiser's ({_OPTIM}...)")
     model_sd = {k[len(_MODEL):]: v for k, v in tensors.items() if k.startswith(_MODEL)}
     check_fits(model, model_sd, path)
-    model.load_state_dict(model_sd)
+    restore_scheduler = scheduler is not None and meta["scheduler"] is not None
+    if restore_scheduler and hasattr(scheduler, "_check_state_dict"):
+        with _named(path, "the scheduler's state"):  # before the optimiser changes
+            scheduler._check_state_dict(meta["scheduler"])
     if optimizer is not None:
         with _named(path, "the optimiser's state"):
             state = {int(i): dict(s) for i, s in meta["optimizer"]["state"].items()}
@@ -86,9 +89,10 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, device="cpu",
                     state.setdefault(int(index), {})[name] = value
             optimizer.load_state_dict({"state": state,
                                        "param_groups": meta["optimizer"]["param_groups"]})
-    if scheduler is not None and meta["scheduler"] is not None:
+    if restore_scheduler:
         with _named(path, "the scheduler's state"):
             scheduler.load_state_dict(meta["scheduler"])
+    model.load_state_dict(model_sd)  # last: a refused optimiser or scheduler leaves it as it was
     if restore_rng:
         with _named(path, "the random generator's state"):
             mg.set_rng_state(meta["rng"])

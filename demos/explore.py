@@ -22,7 +22,7 @@ import minigrad.nn.functional as F
 from minigrad.models import GPT, Transformer
 
 from ._cli import (add_device_option, fail, make_parser, nonneg_int, parse_checked,
-                   positive_int, print_written)
+                   positive_int, print_written, writing_to)
 from .tasks import PAD, TASKS, Dataset
 
 NAME = "explore"
@@ -84,8 +84,9 @@ def main(argv=None):
     start = time.perf_counter()
     try:
         os.makedirs(args.out, exist_ok=True)
-        page = mg.viz.explore(loss, path, model=model, depth=int(args.depth),
-                              title=f"{args.model} training step")
+        with writing_to(NAME, args.out):  # (a file over ``ulimit -f``: an error, said so)
+            page = mg.viz.explore(loss, path, model=model, depth=int(args.depth),
+                                  title=f"{args.model} training step")
     except mg.viz.GraphvizNotFound as e:
         fail(NAME, str(e).splitlines()[0] + " (apt-get install graphviz)")
     except OSError as e:

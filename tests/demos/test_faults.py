@@ -352,3 +352,19 @@ def test_the_file_size_limit_signal_is_put_back(tmp_path):
     with _cli.writing_to("seq2seq", tmp_path):
         assert signal.getsignal(signal.SIGXFSZ) is signal.SIG_IGN
     assert signal.getsignal(signal.SIGXFSZ) == before
+
+
+def test_a_refused_checkpoint_leaves_model_optimiser_and_scheduler_as_they_were(tmp_path):
+    from minigrad.demos.checkpoint import load_checkpoint
+    from minigrad.demos.tasks import TASKS
+    path = trained(tmp_path / "run")
+    _edit_meta(path, lambda m, t: t.pop("optimizer.state.5.exp_avg"))
+    args = seq2seq.parse_args([*TINY, "--steps", "4"])
+    model, optimizer, scheduler = seq2seq.build(args, TASKS["copy"])
+    weights = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    state, groups, last = optimizer.state, optimizer.param_groups, scheduler.state_dict()
+    with pytest.raises(ValueError, match="parameter 5 .* has no 'exp_avg'"):
+        load_checkpoint(path, model, optimizer, scheduler)
+    assert all((v.numpy() == weights[k]).all() for k, v in model.state_dict().items())
+    assert optimizer.state is state and optimizer.param_groups is groups
+    assert scheduler.state_dict() == last
