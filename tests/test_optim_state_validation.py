@@ -353,5 +353,10 @@ def test_plateau_scheduler_wrong_kinds():
     with pytest.raises(ValueError, match="'mode' = 1: expected a str"):
         sched.load_state_dict(sd)
     sd = copy.deepcopy(sched.state_dict())
+    sd["threshold_mode"] = "relative"
+    with pytest.raises(ValueError, match="'threshold_mode' = 'relative': expected one of"):
+        sched.load_state_dict(sd)
+    assert sched.threshold_mode == "rel"
+    sd = copy.deepcopy(sched.state_dict())
     sd["default_min_lr"] = None  # min_lr given per group
     sched.load_state_dict(sd)

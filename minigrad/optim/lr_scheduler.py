@@ -1131,6 +1131,10 @@ class ReduceLROnPlateau(LRScheduler):
 
     def load_state_dict(self, state_dict):
         self._check_state_dict(state_dict)
+        for key, kinds in (("mode", ("min", "max")), ("threshold_mode", ("rel", "abs"))):
+            if state_dict[key] not in kinds:
+                raise ValueError(f"ReduceLROnPlateau state dict has {key!r} = "
+                                 f"{state_dict[key]!r}: expected one of {kinds}")
         self.__dict__.update(state_dict)
         self._init_is_better(mode=self.mode, threshold=self.threshold,
                              threshold_mode=self.threshold_mode)
