@@ -12,7 +12,7 @@ import numpy as np
 
 from . import backend, dtypes
 from .autograd.function import read_on_host
-from .tensor import Tensor, _fitting, _shape_arg, _wrapped, as_array
+from .tensor import Tensor, _fitting, _py_scalar, _shape_arg, as_array
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
@@ -191,9 +191,9 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
         else:  # floats and NumPy's bool_ (which PyTorch reads as a float)
             dtype = dtypes.get_default_dtype()
     # PyTorch's checked conversion: NaN or 300 into uint8, 70000 into float16 are refused
-    fill_value = _fitting(fill_value, dtypes.as_dtype(dtype), "full")
-    arr = _module(device).full(_new_shape("full", (size,)), fill_value,
-                               dtype=dtypes.as_dtype(dtype))
+    dtype = dtypes.as_dtype(dtype)
+    fill_value = _fitting(_py_scalar(fill_value), dtype, "full")
+    arr = _module(device).full(_new_shape("full", (size,)), fill_value, dtype=dtype)
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 

@@ -16,6 +16,8 @@ from tests.torch_ref import needs_torch, torch
 
 VALUES = [math.nan, math.inf, -math.inf, 70000, 70000.0, 65504.0, 65520.0, 300, -1, 2.5,
           1e40, 3e38, 2 ** 63, True]
+NUMPY_VALUES = [np.float64(math.nan), np.float64(70000.0), np.float32(3e38), np.float64(1e39),
+                np.int64(300), np.int32(-1), np.bool_(True)]
 DTYPES = ["int64", "int32", "uint8", "int8", "float16", "float32", "float64", "bool"]
 
 
@@ -50,10 +52,11 @@ def _outcome(fn):
 
 def _skip_torch_quirk(op, value, dtype):
     # PyTorch's pad converts 2**63 to int64 without its check (INT64_MIN): undefined C++
-    if op == "pad" and value == 2 ** 63 and dtype == "int64":
+    huge = type(value) is int and value == 2 ** 63
+    if op == "pad" and huge and dtype == "int64":
         pytest.skip("PyTorch's pad casts 2**63 into int64 unchecked")
     # full into bool of an int beyond int64: NumPy's OverflowError, PyTorch's True
-    if value == 2 ** 63 and dtype == "bool" and op in ("full", "full_like", "new_full"):
+    if huge and dtype == "bool" and op in ("full", "full_like", "new_full"):
         pytest.skip("full of 2**63 into bool")
 
 
@@ -63,6 +66,17 @@ def _skip_torch_quirk(op, value, dtype):
 @pytest.mark.parametrize("value", VALUES, ids=repr)
 def test_a_fill_value_fits_or_is_refused_as_in_torch(op, dtype, value):
     _skip_torch_quirk(op, value, dtype)
+    ours = _outcome(lambda: _fill_ops(mg, F)[op](value, getattr(mg, dtype)))
+    theirs = _outcome(lambda: _fill_ops(torch, torch.nn.functional)[op](
+        value, getattr(torch, dtype)))
+    assert ours == theirs
+
+
+@needs_torch
+@pytest.mark.parametrize("op", ["full", "full_like", "new_full", "scatter_value"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("value", NUMPY_VALUES, ids=repr)
+def test_a_numpy_fill_value_fits_or_is_refused_as_in_torch(op, dtype, value):
     ours = _outcome(lambda: _fill_ops(mg, F)[op](value, getattr(mg, dtype)))
     theirs = _outcome(lambda: _fill_ops(torch, torch.nn.functional)[op](
         value, getattr(torch, dtype)))
