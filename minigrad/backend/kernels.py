@@ -4,6 +4,8 @@ Scatter-add (an embedding's gradient) and the error function call each library's
 routine; gelu, its gradient and dropout are fused CUDA kernels on the GPU with the same
 formula in NumPy on the CPU; row and leading-dim sums go through BLAS on the CPU
 (``row_sum``, ``lead_sum``); and ``run_split`` shares splittable CPU work among the cores.
+A device array module without CUDA kernels (no ``ElementwiseKernel``/``RawModule``, such as
+the tests' strict stand-in for CuPy) runs the same formulas through its own functions.
 """
 import math
 import queue
