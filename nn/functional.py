@@ -943,14 +943,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if enable_gqa:
         key, value = _repeat_kv_heads(query, key, value)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    half = query.dtype == mg.float16 and query.device.type == "cpu"
-    if half:  # PyTorch's CPU kernel keeps scores and softmax in float32 (no overflow at 65504)
-        query, key, value = query.float(), key.float(), value.float()
     mask = None
     if attn_mask is not None:
         mask = _additive(~attn_mask if attn_mask.dtype == mg.bool else attn_mask, query)
     out, _ = attend(query, key, value, mask, 0 if is_causal else None, dropout_p, scale)
-    return out.half() if half else out
+    return out
 
 
 def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal):
@@ -1000,6 +997,12 @@ def attend(q, k, v, mask=None, causal=None, dropout_p=0.0, scale=None, need_weig
     """
     check_mask_dtype("attend", "mask", mask, allow_bool=False)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if not need_weights and q.dtype == mg.float16 and q.device.type == "cpu":
+        # PyTorch's CPU kernel keeps float16 scores and softmax in float32 (no overflow past
+        # 65504) and rounds the output once; its weights, where wanted, are float16 ops
+        mask = None if mask is None else mask.float()
+        out, _ = attend(q.float(), k.float(), v.float(), mask, causal, dropout_p, scale)
+        return out.half(), None
     math_path = (need_weights or SDPA_BACKEND[0] == "math"
                  or (mask is not None and mask.requires_grad))
     if not math_path:

@@ -359,7 +359,7 @@ def composite(q, k, v, mask=None, causal=None, scale=1.0, dropout=None, safe=Tru
     weights of PyTorch's MultiheadAttention do, instead of zeros."""
     xp = backend.xp_of(q.data)
     T, S = q.shape[-2], k.shape[-2]
-    scores = (q @ k.transpose(-2, -1)) * scale                               # (..., T, S)
+    scores = (q * scale) @ k.transpose(-2, -1)  # (..., T, S); q scaled first, as PyTorch
     if causal is not None:
         future = xp.arange(S) > xp.arange(T)[:, None] + causal
         scores = scores + xp.where(future, -xp.inf, 0).astype(scores.dtype)

@@ -189,3 +189,32 @@ def test_float16_attention_with_scores_past_65504_is_finite():
     ref = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(a)
                                                              for a in (q, k, v)))
     _same(out, ref)
+
+
+@needs_torch
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("scale", [1.0, 300.0])
+def test_float16_multihead_attention_matches_torch(need_weights, scale):
+    """Without the weights PyTorch runs its attention kernel (float32 inside); with them,
+    float16 products (NaN past 65504, for both)."""
+    torch.manual_seed(0)
+    ref_layer = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    state = ref_layer.state_dict()
+    ours_state = {k: mg.tensor(v.numpy()) for k, v in state.items() if "in_proj" not in k}
+    for i, name in enumerate("qkv"):
+        ours_state[f"{name}_proj.weight"] = mg.tensor(state["in_proj_weight"][8 * i:8 * i + 8]
+                                                      .numpy())
+        ours_state[f"{name}_proj.bias"] = mg.tensor(state["in_proj_bias"][8 * i:8 * i + 8]
+                                                    .numpy())
+    layer = mg.nn.MultiheadAttention(8, 2, batch_first=True)
+    layer.load_state_dict(ours_state)
+    layer.half()
+    ref_layer.half()
+    x = (np.random.default_rng(0).standard_normal((2, 5, 8)) * scale).astype(np.float16)
+    out, _ = layer(*(mg.tensor(x),) * 3, need_weights=need_weights)
+    with torch.no_grad():
+        ref, _ = ref_layer(*(torch.tensor(x),) * 3, need_weights=need_weights)
+    ours, theirs = out.detach().numpy().astype(float), ref.numpy().astype(float)
+    np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs))
+    finite = ~np.isnan(theirs)
+    np.testing.assert_allclose(ours[finite], theirs[finite], atol=4e-3, rtol=4e-3)
