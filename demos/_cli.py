@@ -21,6 +21,7 @@ import warnings
 import minigrad as mg
 from minigrad import backend
 from minigrad.compile import CompileWarning
+from minigrad.files import naming  # noqa: F401  (the demos write through it too)
 
 
 class _DefaultsShown(argparse.HelpFormatter):
@@ -279,19 +280,6 @@ def writing_to(name, out):
             if path is None or not _lies_under(path, os.fsdecode(out)):
                 raise
             fail(name, f"--out: cannot write {path} ({e.strerror or e})")
-
-
-@contextlib.contextmanager
-def naming(path):
-    """Run a block that writes the file ``path``: an OSError that names no file (a write
-    or a close on a full disk: ``[Errno 28] No space left on device``) is raised again
-    naming ``path``, so that ``writing_to`` reports which file could not be written."""
-    try:
-        yield
-    except OSError as e:
-        if e.filename is not None or e.errno is None:
-            raise
-        raise OSError(e.errno, e.strerror, os.fspath(path)) from None
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ from .autograd.graph import AccumulateGrad, TensorBase
 from .backend import _XP_BY_TYPE
 from .viz.graph import nbytes_text
 from .viz.modules import ModuleTree
+from .files import naming
 
 __all__ = ["profile", "Event", "NodeCost", "ProfileTable"]
 
@@ -447,7 +448,7 @@ class profile:
         modules they ran in as enclosing spans, and a counter of the memory held for backward.
         Returns ``path``."""
         self._check_done("export_chrome_trace")
-        with open(path, "w") as f:
+        with naming(path), open(path, "w") as f:
             json.dump(chrome_trace(self), f)
         return path
 
@@ -673,7 +674,8 @@ def plot_memory(prof, path=None, title=None):
         ax.legend(loc="upper left")
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=120)
+        with naming(path):
+            fig.savefig(path, dpi=120)
     return fig
 
 

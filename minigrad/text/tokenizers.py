@@ -26,13 +26,12 @@ not a recount per merge.
 Both save to and load from a readable JSON file. Token strings in it show bytes as GPT-2
 does: a printable character per byte (a space is ``Ġ``).
 """
-import contextlib
 import heapq
 import json
-import os
 import re
 from collections import Counter, defaultdict
 from itertools import repeat
+from ..files import naming
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
@@ -57,19 +56,6 @@ def _chunks(text):
             yield chunk
         else:
             yield from (chunk[i:i + MAX_CHUNK] for i in range(0, len(chunk), MAX_CHUNK))
-
-
-@contextlib.contextmanager
-def naming(path):
-    """Run a block that writes the file ``path``: an OSError that names no file (a write or
-    a close on a full disk, ``[Errno 28] No space left on device``) is raised again naming
-    ``path``, so that the error says which file could not be written."""
-    try:
-        yield
-    except OSError as e:
-        if e.filename is not None or e.errno is None:
-            raise
-        raise OSError(e.errno, e.strerror, os.fspath(path)) from None
 
 
 class Tokenizer:

@@ -7,9 +7,9 @@ rendering (``render``, ``Digraph.render``/``pipe``, Jupyter's inline picture) ra
 ``ExecutableNotFound``. The ``graphviz`` package itself is optional (``pip install
 minigrad[viz]``): minigrad imports without it, and drawing then says what to install.
 """
-import contextlib
 import os
 import shutil
+from ..files import naming
 
 try:
     import graphviz
@@ -104,14 +104,3 @@ def output_path(path, format=None):
     return path, suffix
 
 
-@contextlib.contextmanager
-def naming(path):
-    """Run a block that writes the file ``path``: an OSError that names no file (a write or
-    a close on a full disk, ``[Errno 28] No space left on device``) is raised again naming
-    ``path``, so that the error says which file could not be written."""
-    try:
-        yield
-    except OSError as e:
-        if e.filename is not None or e.errno is None:
-            raise
-        raise OSError(e.errno, e.strerror, os.fspath(path)) from None

@@ -189,11 +189,19 @@ def test_save_on_a_really_full_file_system(tmp_path):
     lambda path: ByteBPETokenizer.train("a few words of text", 270).save(path),
     lambda path: write_pairs(path, [("a", "b")] * 3),
     lambda path: Explorer("<html>" + "x" * 10000, None, {}).save(path),
-], ids=["tokenizer", "pairs", "page"])
+    lambda path: _profile().export_chrome_trace(path),
+], ids=["tokenizer", "pairs", "page", "trace"])
 def test_the_library_names_the_file_a_full_disk_refuses(write):
     with pytest.raises(OSError) as info:
         write("/dev/full")  # every write there fails with ENOSPC
     assert info.value.errno == errno.ENOSPC and info.value.filename == "/dev/full"
+
+
+def _profile():
+    x = mg.randn(64, 64, requires_grad=True)
+    with mg.profiler.profile() as prof:
+        (x.tanh() * x).sum().backward()
+    return prof
 
 
 # --- temporaries of a killed save -------------------------------------------------------------
