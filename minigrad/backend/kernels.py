@@ -24,7 +24,7 @@ def scatter_add(target, index, values):
             and values.shape == rows.shape + target.shape[1:] and _add_rows(target, rows, values):
         return target
     xp = xp_of(target)
-    if xp is np or target.dtype.name in GPU_ADD_AT:
+    if xp is np or target.dtype.name in GPU_ADD_AT or target.dtype.kind not in "biu":
         xp.add.at(target, index, values)
         return target
     # CuPy's add.at has atomic adds for GPU_ADD_AT only: add in a wider integer dtype, then
