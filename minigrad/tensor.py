@@ -1494,13 +1494,14 @@ class Tensor(TensorBase):
         if isinstance(value, Tensor) and value.ndim and value.shape[0] == 1:
             value = _without_leading_ones(value)  # as PyTorch reads a value: (1, 4) fits (4,)
         recording = _recording(self, value)
-        if recording and advanced is None and not _has_arrays(basic):
+        if (recording or forward_ad.LEVELS) and advanced is None and not _has_arrays(basic):
             self[index].copy_(value)
         elif recording or forward_ad.LEVELS:  # (forward mode: the tangent is written too)
             self._update("__setitem__", lambda t: SetItem.apply(t, value, index=basic,
                                                                 then=advanced), value, cast=True)
         else:
-            _check_writable(self, "__setitem__")
+            _check_writable(self, "__setitem__",
+                            basic if advanced is None and not _has_arrays(basic) else None)
             raw = value.data if isinstance(value, Tensor) else value
             if _is_array(raw):  # a tensor of another device is copied here
                 raw = backend.to_device(raw, self.device)
@@ -1549,6 +1550,8 @@ class Tensor(TensorBase):
                 _refresh_view(self)
             before = Tensor._make(on_arrays(_copy_of, data), self.requires_grad, self.grad_fn,
                                   self._out_idx)
+            if forward_ad.LEVELS:  # (the op's jvp rule reads the tangents of the old values)
+                forward_ad.lend_tangents(self, before)
             new = _fitted(self, op, compute(before), cast)
         else:
             with no_grad():
@@ -2054,12 +2057,17 @@ def _has_arrays(index):
     return builtins.any(type(i) in backend._XP_BY_TYPE for i in items)
 
 
-def _check_writable(t, op):
+def _check_writable(t, op, index=None):
     """PyTorch's refusals of an in-place write whatever it computes: into an expanded view
     (several elements share one place in memory), and into a view made under no_grad of a
-    tensor that requires grad, with grad mode back on."""
+    tensor that requires grad, with grad mode back on. ``index`` (basic indexing): only
+    those elements are written, and only they must not overlap, as in PyTorch."""
     data = t.data
-    if not getattr(data.flags, "writeable", True) or 0 in data.strides and _expanded(data):
+    overlap = 0 in data.strides and _expanded(data)
+    if overlap and index is not None:
+        region = data[index]
+        overlap = _is_array(region) and _expanded(region)  # (not an array: one element)
+    if not getattr(data.flags, "writeable", True) or overlap:
         raise RuntimeError(
             f"{op}: unsupported operation: more than one element of the written-to tensor "
             f"(shape {tuple(t.shape)}, an expanded view) refers to a single memory "
@@ -2076,8 +2084,8 @@ def _check_writable(t, op):
 
 def _expanded(data):
     """Whether some element of ``data`` is one memory location seen at several indices (a
-    stride of 0 along a dim of size > 1: broadcast_to's views, read-only in NumPy and
-    writable in CuPy). An empty array has no element to share, whatever its strides."""
+    stride of 0 along a dim of size > 1: an expanded tensor; PyTorch's test of internal
+    overlap). An empty array has no element to share, whatever its strides."""
     return data.size > 0 and builtins.any(s == 0 and n > 1
                                           for n, s in zip(data.shape, data.strides))
 

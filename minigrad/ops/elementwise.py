@@ -128,10 +128,11 @@ class Div(Primitive):
         return dx, dy
 
     @staticmethod
-    def jvp(ctx, dx, dy):  # dout = dx / y - dy * out / y
+    def jvp(ctx, dx, dy):  # dout = (dx - dy * out) / y, rounded as PyTorch's
         y = ctx.inputs[1]
-        return tangent_sum(None if dx is None else dx / y,
-                           None if dy is None else -dy * (ctx.result / y))
+        if dy is None:
+            return dx / y
+        return (-(dy * ctx.result) if dx is None else dx - dy * ctx.result) / y
 
 
 class Reciprocal(Primitive):
