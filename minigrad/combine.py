@@ -3,7 +3,7 @@ import functools
 
 from . import dtypes
 from .arguments import _dim
-from .autograd.function import ShapeError
+from .autograd.function import ShapeError, read_on_host
 from .ops import Cat, Stack, Where
 from .tensor import Tensor, as_array, as_tensor, _checked_number, _operands
 
@@ -42,6 +42,7 @@ def where(condition, input=_MISSING, other=_MISSING):
         if not isinstance(condition, Tensor):
             raise TypeError(f"where(): argument 'condition' must be Tensor, not "
                             f"{type(condition).__name__}")
+        read_on_host("where(condition)")  # (its result's shape depends on the values)
         return condition.nonzero(as_tuple=True)
     if input is _MISSING or other is _MISSING:
         raise TypeError("where() takes the condition alone, or the condition, input and "

@@ -27,7 +27,7 @@ STEPS = {
 }
 NAMES = {  # the name the warning gives
     "Tensor.nonzero() as_tuple": "Tensor.nonzero()",
-    "where(condition)": "Tensor.nonzero()",
+    "where(condition)": "where(condition)",
     "Tensor.__getitem__() with a 2-D bool mask": "Tensor.__getitem__() with a bool mask",
 }
 # the count of positive entries changes on the 3rd and 4th calls

@@ -417,3 +417,47 @@ def test_a_learning_rate_changed_between_calls_is_read_by_the_replay_without_cap
         ns["opt"].param_groups[0]["lr"] = 0.5
     step = same_as_eager(TRAIN, {4: lr}, calls=8)
     assert not any("capturing again" in line for line in step.log) and step.replays == 5
+
+
+def test_gradients_cleared_outside_the_step_before_each_call_keep_it_replaying():
+    src = """
+    layer = nn.Linear(3, 2)
+    inputs = (mg.randn(4, 3),)
+    watch = list(layer.parameters())
+    def step(x):
+        loss = layer(x).square().sum()
+        loss.backward()
+        with mg.no_grad():
+            for p in layer.parameters():
+                p -= 0.1 * p.grad
+        return loss
+    """
+
+    def clear(ns):
+        for p in ns["layer"].parameters():
+            p.grad = None
+    step = same_as_eager(src, {i: clear for i in range(8)}, calls=8)
+    assert step.replays == 6 and len(step.log) == 1, step.log
+
+
+def test_a_write_through_a_bool_mask_replays_with_the_mask_of_each_call():
+    src = """
+    w = mg.randn(5, requires_grad=True)
+    x = mg.tensor([1.0, -1.0, 1.0, -1.0, 1.0])
+    inputs = (x,)
+    watch = [w]
+    def step(x):
+        y = x * w
+        y[x > 0] = 0.0
+        loss = y.sum()
+        loss.backward()
+        with mg.no_grad():
+            w.sub_(w.grad)
+        w.grad = None
+        return loss
+    """
+
+    def flip(ns):
+        ns["x"].data[:] = [1.0, 1.0, 1.0, 1.0, -1.0]
+    step = same_as_eager(src, {4: flip}, calls=7)
+    assert step.replays == 5, step.log

@@ -129,6 +129,7 @@ class CompiledStep:
     def _capture(self, entry, tensors, args, kwargs):
         recorder = Recorder(tensors)
         before = collect(self.fn, args, kwargs)  # the step's Python state as it starts
+        unset = {id(t): t._grad is None for t in before.tensors + tensors}
         with recorder:
             result = self.fn(*args, **kwargs)
         reason = recorder.broken
@@ -164,7 +165,7 @@ class CompiledStep:
             leaves = [i.leaf for i in program.instructions if i.kind == "grad"]
             entry.program = self.program = program.build(reuse=self.reuse)
             entry.guards = collect(self.fn, args, kwargs, program.tensors, leaves,
-                                   recorder.modules.values())
+                                   recorder.modules.values(), unset)
             entry.first = None  # (its arrays are no longer needed)
         return result
 

@@ -99,8 +99,9 @@ class Guards:
     else a line saying what changed. ``source`` is the generated check function,
     ``paths`` names what each check reads."""
 
-    def __init__(self, source, names, paths, reads):
+    def __init__(self, source, names, paths, reads, tensors=()):
         self.source, self.paths, self._reads = source, paths, reads
+        self.tensors = tensors  # the tensors reached (for the state of their .grad)
         exec(compile(source, "<mg.compile guards>", "exec"), names)
         self._fn = names["guards"]
         self.count = len(paths)
@@ -126,6 +127,8 @@ class Guards:
 def _show(value):
     if isinstance(value, TensorBase):
         return f"tensor {tuple(value.shape)} at {id(value):#x}"
+    if value in ("yes", "no"):
+        return value
     if isinstance(value, _SCALARS) and not isinstance(value, (range, slice)):
         text = repr(value)
         return text if len(text) <= 40 else text[:37] + "..."
@@ -142,6 +145,7 @@ class _Writer:
     def __init__(self):
         self.lines, self.names, self.paths, self.reads = [], {"MISSING": MISSING}, [], []
         self.seen = {}  # id -> the path an object was first reached by
+        self.tensors = []
         self.budget = BUDGET
 
     def bind(self, value, prefix="o"):
@@ -221,6 +225,7 @@ class _Writer:
 
     def tensor(self, t, path):
         """A tensor's autograd state (its values are read live, or guarded by the program)."""
+        self.tensors.append(t)
         e = self.bind(t)
         self.check(f"{e}._requires_grad is not {t._requires_grad}", f"{path}.requires_grad",
                    str(t._requires_grad), lambda: t._requires_grad)
@@ -338,10 +343,12 @@ def _hooks(t):
     return n
 
 
-def collect(fn, args, kwargs, tensors=(), leaves=(), modules=()):
+def collect(fn, args, kwargs, tensors=(), leaves=(), modules=(), unset_at_start=None):
     """The guards of a capture of ``fn`` called with ``args``/``kwargs``: what it reaches
     (see the module docstring), the tensors its program reads (``tensors``: shape, dtype,
-    array type, autograd state) and the leaves whose ``.grad`` it writes (whether set)."""
+    array type, autograd state) and the leaves whose ``.grad`` it writes: whether it is
+    unset must be as when the captured call started (``unset_at_start``: id -> bool, for
+    the tensors then reached; the others as they are now)."""
     w = _Writer()
     s = w.bind(STATE, "S")
     w.check(f"{s}.saved_hooks != {w.bind(STATE.saved_hooks, 'e')}",
@@ -377,8 +384,7 @@ def collect(fn, args, kwargs, tensors=(), leaves=(), modules=()):
     for leaf in leaves:  # the leaves whose .grad backward writes: set or not, as at capture
         path = w.seen.get(id(leaf)) or f"a tensor of shape {tuple(leaf.shape)}"
         e = w.bind(leaf)
-        unset = leaf._grad is None
+        unset = (unset_at_start or {}).get(id(leaf), leaf._grad is None)
         w.check(f"({e}._grad is None) is not {unset}", f"whether {path}.grad is set",
-                "unset" if unset else "set",
-                lambda leaf=leaf: "unset" if leaf._grad is None else "set")
-    return Guards(w.source(), w.names, w.paths, w.reads)
+                "no" if unset else "yes", lambda leaf=leaf: "no" if leaf._grad is None else "yes")
+    return Guards(w.source(), w.names, w.paths, w.reads, w.tensors)

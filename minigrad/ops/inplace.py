@@ -23,13 +23,8 @@ class SetItem(Primitive):
     def backward(ctx, grad):
         index, then = ctx.params["index"], ctx.params["then"]
         dx = dvalue = None
-        if ctx.needs_input_grad[0]:
-            written = ctx.xp.zeros(grad.shape, dtype=bool)
-            if then is None:
-                written[index] = True
-            else:
-                written[index][then] = True
-            dx = grad.masked_fill(grad._make(written), 0.0)
+        if ctx.needs_input_grad[0]:  # (zeros written where forward wrote: one recorded op)
+            dx = SetItem.apply(grad, 0.0, index=index, then=then)
         if ctx.needs_input_grad[1]:
             dvalue = GetItem.apply(grad, index=index)
             if then is not None:
