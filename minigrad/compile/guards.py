@@ -42,6 +42,7 @@ import numpy as np
 from .. import dtypes
 from ..autograd.grad_mode import PROCESS, STATE
 from ..autograd.graph import TensorBase
+from ..backend import _XP_BY_TYPE
 
 MISSING = type("MISSING", (), {"__repr__": lambda self: "(missing)"})()
 BUDGET = 20000  # at most this many checks; past it, what is left is checked by identity
@@ -127,7 +128,7 @@ class Guards:
 def _show(value):
     if isinstance(value, TensorBase):
         return f"tensor {tuple(value.shape)} at {id(value):#x}"
-    if value in ("yes", "no"):
+    if type(value) is str and value in ("yes", "no"):
         return value
     if isinstance(value, _SCALARS) and not isinstance(value, (range, slice)):
         text = repr(value)
@@ -175,7 +176,7 @@ class _Writer:
         if isinstance(value, _SCALARS) and not isinstance(value, np.ndarray):
             e = self.bind(value, "e")
             if isinstance(value, float) and math.isnan(value):
-                cond = f"type(v) is not float or v == v"
+                cond = "type(v) is not float or v == v"
             else:
                 cond = f"type(v) is not {self.bind(type(value), 't')} or v != {e}"
             self.check(cond, path, _show(value), read, setup=f"v = {expr}")
@@ -195,7 +196,7 @@ class _Writer:
             self.sequence(obj, path)
         elif type(obj) is dict:
             self.mapping(obj, path, lambda key: f"{path}[{key!r}]")
-        elif isinstance(obj, np.ndarray) or type(obj).__module__.startswith("cupy"):
+        elif type(obj) in _XP_BY_TYPE:
             self.array(obj, path)
         elif isinstance(obj, types.FunctionType):
             self.function(obj, path)
