@@ -137,7 +137,7 @@ def _primitives():
                 yield pytest.param(cls, id=name)
 
 
-@pytest.mark.parametrize("cls", _primitives())
+@pytest.mark.parametrize("cls", list(_primitives()))
 def test_every_primitive_has_a_jvp_rule(cls):
     assert cls.jvp is not Function.jvp, f"{cls.__name__} has no jvp rule"
 

@@ -267,8 +267,11 @@ def _product(xp, x, axis, keepdim):
     PyTorch multiplies it (NumPy's reduction would keep a float32 product)."""
     if x.dtype != _HALF or x.shape[axis] == 0:
         return xp.asarray(x.prod(axis=axis, keepdims=keepdim, dtype=x.dtype))
-    last = x.cumprod(axis=axis, dtype=x.dtype)[(slice(None),) * axis + (slice(-1, None),)]
-    return last if keepdim else last.squeeze(axis)  # (an array, as NumPy's scalars are not)
+    rows = xp.moveaxis(x, axis, 0)  # one multiply per row, in order (CuPy's cumprod is a
+    out = rows[:1].copy()           # parallel scan: 1e-4 * 1e-4 * 1e4 * 1e4 gave inf * 0)
+    for i in range(1, rows.shape[0]):
+        out *= rows[i:i + 1]
+    return xp.moveaxis(out, 0, axis) if keepdim else out.reshape(out.shape[1:])  # (an array)
 
 
 def _others_product(x, out, dim):
