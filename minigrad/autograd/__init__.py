@@ -12,6 +12,7 @@ from .grad_mode import (detect_anomaly, enable_grad, inference_mode,  # noqa: F4
                         set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from . import engine, forward_ad, functional  # noqa: F401
+from .reading import reading_order  # noqa: F401
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
