@@ -2,8 +2,9 @@
 
 Every program builds its parser with ``make_parser`` (named ``python -m minigrad.demos.<name>``,
 each option's default shown in ``-h``), checks values with the argument types below, so that
-a bad value stops it before any work with one line, ``prog: error: argument --x: ...``,
-and reports a problem found later (a checkpoint that does not fit) with ``fail``: one line,
+a bad value, like an unknown option, stops it before any work with one line, ``prog: error:
+argument --x: ... (see -h)``, and reports a problem found later (a checkpoint that does not
+fit) with ``fail``: one line,
 ``prog: error: ...``, exit status 1. Every program that writes files ends with the same
 closing block, ``print_written``: the folder, then each file with what to look at in it.
 """
@@ -40,10 +41,23 @@ def prog(name):
     return f"python -m minigrad.demos.{name}"
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """An ArgumentParser whose errors (an unknown option, a bad value, a missing one) are one
+    line on stderr that points to ``-h``, not argparse's usage block; status 2 as argparse."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see -h)\n")
+
+
+def summary(doc):
+    """The first paragraph of a docstring ``doc``, in one line: a program's description."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
 def make_parser(name, description):
     """The parser of ``python -m minigrad.demos.<name>``."""
-    return argparse.ArgumentParser(prog=prog(name), description=description,
-                                   formatter_class=_DefaultsShown)
+    return _OneLineErrors(prog=prog(name), description=description,
+                          formatter_class=_DefaultsShown)
 
 
 def fail(name, message):

@@ -5,12 +5,12 @@ import shutil
 
 import minigrad as mg
 
-from ._cli import make_parser, naming, print_written
+from ._cli import make_parser, naming, print_written, summary
 
 
 def build_parser(name, doc):
     """``--out DIR`` (default runs/viz/<name>) and ``--png``."""
-    p = make_parser(name, " ".join(doc.split("\n\n")[0].split()))
+    p = make_parser(name, summary(doc))
     p.add_argument("--out", default=os.path.join("runs", "viz", name),
                    help="directory for the pictures")
     p.add_argument("--png", action="store_true", help="also write PNG files")

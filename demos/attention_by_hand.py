@@ -19,7 +19,7 @@ import textwrap
 import minigrad as mg
 
 from ._cli import (add_device_option, make_out_dir, make_parser, naming, parse_checked,
-                   print_written, writing_to)
+                   print_written, summary, writing_to)
 
 QUERY, KEYS, VALUES = 2.0, [1.0, 2.0, 3.0], [2.0, 4.0, 6.0]
 WORDS = ["I", "love", "NLP"]
@@ -117,7 +117,7 @@ def draw(t, out_dir):
 
 
 def build_parser():
-    parser = make_parser("attention_by_hand", __doc__.split("\n")[0])
+    parser = make_parser("attention_by_hand", summary(__doc__))
     parser.add_argument("--out", default="runs/attention_by_hand",
                         help="output folder of the graph and metrics.json")
     add_device_option(parser)

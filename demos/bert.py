@@ -27,7 +27,8 @@ from minigrad.models.bert import BERT, mask_tokens
 from minigrad.models.markov import MarkovChain
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update, make_out_dir,
-                   make_parser, naming, parse_checked, positive_int, print_written, writing_to)
+                   make_parser, naming, parse_checked, positive_int, print_written, summary,
+                   writing_to)
 
 PAD, MASK, N_SPECIAL = 0, 1, 2                    # symbol s is token N_SPECIAL + s
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 64
@@ -60,7 +61,7 @@ def masked_accuracy(model, inputs, where, answers, device, chunk=2000):
 
 
 def build_parser():
-    parser = make_parser("bert", __doc__.split("\n")[0])
+    parser = make_parser("bert", summary(__doc__))
     parser.add_argument("--steps", type=positive_int, default=3000, help="training steps")
     add_compile_option(parser)
     add_run_options(parser, "runs/bert")

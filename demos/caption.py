@@ -30,7 +30,7 @@ from minigrad.demos.gpt import train
 from minigrad.models.captioner import Captioner
 
 from ._cli import (add_compile_option, add_run_options, check_out_dir, make_out_dir, make_parser,
-                   naming, positive_float, positive_int, print_written, writing_to)
+                   naming, positive_float, positive_int, print_written, summary, writing_to)
 
 DEFAULTS = dict(steps=2000, batch_size=64, lr=2e-3, d_model=64, layers=2, ff=256)
 TARGET = 0.95
@@ -150,7 +150,7 @@ def plot_curves(losses, curve, path):
 
 
 def build_parser():
-    p = make_parser("caption", __doc__.split("\n")[0])
+    p = make_parser("caption", summary(__doc__))
     p.add_argument("--steps", type=positive_int, default=DEFAULTS["steps"], help="training steps")
     p.add_argument("--batch-size", type=positive_int, default=DEFAULTS["batch_size"],
                    help="pictures per training step")

@@ -21,15 +21,15 @@ from minigrad import nn
 import minigrad.nn.functional as F
 from minigrad.models import GPT, Transformer
 
-from ._cli import (add_device_option, fail, make_parser, nonneg_int, parse_checked,
-                   positive_int, print_written, writing_to)
+from ._cli import (add_device_option, fail, make_parser, nonneg_int, parse_checked, positive_int,
+                   print_written, summary, writing_to)
 from .tasks import PAD, TASKS, Dataset
 
 NAME = "explore"
 
 
 def build_parser():
-    p = make_parser(NAME, " ".join(__doc__.split("\n\n")[0].split()))
+    p = make_parser(NAME, summary(__doc__))
     p.add_argument("--model", choices=("seq2seq", "gpt"), default="seq2seq",
                    help="the model whose training step is explored")
     p.add_argument("--layers", type=positive_int, default=None,

@@ -36,14 +36,14 @@ from minigrad.demos.tasks import Dataset, Reverse
 from minigrad.models.transformer import POSITIONAL
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, make_out_dir,
-                   make_parser, naming, positive_int, print_written, writing_to)
+                   make_parser, naming, positive_int, print_written, summary, writing_to)
 
 TRAIN_LEN, TEST_LEN = 16, 32
 BANDS = ((1, 16), (17, 20), (21, 24), (25, 32))
 
 
 def build_parser():
-    p = make_parser("extrapolate", __doc__.split("\n")[0])
+    p = make_parser("extrapolate", summary(__doc__))
     p.add_argument("--positional", nargs="+", choices=POSITIONAL, default=list(POSITIONAL),
                    help="the schemes to compare")
     p.add_argument("--steps", type=positive_int, default=2000, help="training steps per scheme")

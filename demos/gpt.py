@@ -34,7 +34,8 @@ from minigrad.models.gpt import GPT
 from minigrad.models.markov import MarkovChain
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update, make_out_dir,
-                   make_parser, naming, parse_checked, positive_int, print_written, writing_to)
+                   make_parser, naming, parse_checked, positive_int, print_written, summary,
+                   writing_to)
 
 N_SYMBOLS, SEQ_LEN = 16, 64                       # the Markov task
 N_KEYS, N_VALUES, N_PAIRS = 16, 16, 8             # the recall task: keys, then values
@@ -241,7 +242,7 @@ def plot_recall_attention(maps, tokens, where, path):
 
 
 def build_parser():
-    parser = make_parser("gpt", __doc__.split("\n")[0])
+    parser = make_parser("gpt", summary(__doc__))
     parser.add_argument("--task", default="both", choices=["markov", "recall", "both"],
                         help="which task to train")
     parser.add_argument("--steps", type=positive_int, help="training steps of each task "

@@ -20,7 +20,7 @@ import numpy as np
 import minigrad as mg
 
 from ._cli import (TrainingStep, add_compile_option, add_device_option, make_parser, nonneg_int,
-                   positive_float, positive_int)
+                   positive_float, positive_int, summary)
 
 
 def spirals(n, rng):
@@ -113,7 +113,7 @@ def catch_anomaly():
 
 
 def build_parser():
-    parser = make_parser("mlp_from_scratch", __doc__.split("\n")[0])
+    parser = make_parser("mlp_from_scratch", summary(__doc__))
     parser.add_argument("--steps", type=positive_int, default=1000,
                         help="training steps of the MLP")
     parser.add_argument("--lr", type=positive_float, default=0.05,

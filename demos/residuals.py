@@ -48,7 +48,7 @@ from minigrad.models.markov import MarkovChain
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, fraction,
                    make_out_dir, make_parser, naming, positive_float, positive_int, print_written,
-                   writing_to)
+                   summary, writing_to)
 
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 32
 HELD_OUT = 256                    # held-out sequences, scored along the way and at the end
@@ -241,7 +241,7 @@ def plot(metrics, path):
 
 
 def build_parser():
-    parser = make_parser("residuals", __doc__.split("\n")[0])
+    parser = make_parser("residuals", summary(__doc__))
     parser.add_argument("--steps", type=positive_int, default=400,
                         help="training steps per variant")
     parser.add_argument("--layers", type=positive_int, default=16, help="transformer layers")

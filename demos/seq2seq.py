@@ -56,7 +56,7 @@ from minigrad.text import bleu, chrf
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, fail,
                    make_out_dir, make_parser, naming, nonneg_float, nonneg_int, positive_float,
-                   positive_int, print_written, probability, writing_to)
+                   positive_int, print_written, probability, summary, writing_to)
 
 # What the defaults were tuned for: each task reaches its target on 2 CPU cores.
 DEFAULTS = dict(d_model=64, nhead=4, layers=2, ff=256, dropout=0.0, batch_size=64, lr=2e-3,
@@ -74,7 +74,7 @@ RUN_RECORD = dict(step=int, loss=list, accuracy=list, eval=list, train_seconds=(
 
 
 def build_parser():
-    p = make_parser("seq2seq", __doc__.split("\n")[0])
+    p = make_parser("seq2seq", summary(__doc__))
     p.add_argument("--task", choices=sorted(TASKS) + ["dates"],
                    help="the task to learn (default reverse; with --data, your file)")
     p.add_argument("--data", metavar="PAIRS.tsv", help="train on your own pairs: a UTF-8 file "
@@ -518,19 +518,38 @@ def report(args, task, data, model, run, last_eval=None):
     if glyphs:
         print(f"note: attention.png: {len(glyphs)} character(s) of the labels are not in the "
               "font, drawn as boxes", file=sys.stderr)
-    print_written(args.out, [(name, what) for name, what in WRITTEN
+    print_written(args.out, [(name, what) for name, what in written(args.task)
                              if (args.out / name).exists()])
     return metrics
 
 
-# What the demo writes, and what to look at in each (graph.svg needs Graphviz's `dot`)
+# What to look for in the cross-attention of each task (rows: output tokens, columns: input)
+ATTENTION = {
+    "copy": "the cross-attention's diagonal is the copy",
+    "reverse": "the cross-attention's anti-diagonal is the reversal",
+    "sort": "each output symbol's cross-attention finds that symbol in the input",
+    "add": "which digits of the two numbers each digit of the sum reads",
+}
+
+
+def written(task):
+    """What the demo writes on ``task``, with what to look at in each (graph.svg needs
+    Graphviz's `dot`; tokenizer.json and dates.tsv are written for text data only)."""
+    attention = "every layer and head on one held-out example"
+    if task in ATTENTION:
+        attention += ": " + ATTENTION[task]
+    else:
+        attention += ": which input tokens each output token's cross-attention reads"
+    return [("attention.png", attention) if name == "attention.png" else (name, what)
+            for name, what in WRITTEN]
+
+
 WRITTEN = [
     ("metrics.json", "held-out exact match and token accuracy (BLEU and chrF for text), the "
                      "evaluation history"),
     ("curves.png", "training loss and teacher-forced accuracy by step; held-out accuracy of "
                    "generated sequences"),
-    ("attention.png", "every layer and head on one held-out example: on reverse, the "
-                      "cross-attention's anti-diagonal is the reversal"),
+    ("attention.png", None),  # said per task by written()
     ("graph.svg", "one training step's graph, folded by module"),
     ("tokenizer.json", "the tokenizer trained on the training split (text data only)"),
     ("dates.tsv", "the generated dates pairs, the same path as a file of your own (--task dates)"),

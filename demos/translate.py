@@ -16,13 +16,13 @@ from minigrad.demos.checkpoint import CheckpointMismatch, load_checkpoint, read_
 from minigrad.demos.seq2seq import CHECKPOINT, build_model
 from minigrad.text import BOS, EOS, Tokenizer
 
-from ._cli import add_device_option, fail, make_parser, positive_int
+from ._cli import add_device_option, fail, make_parser, positive_int, summary
 
 NAME = "translate"
 
 
 def build_parser():
-    p = make_parser(NAME, __doc__.split("\n")[0])
+    p = make_parser(NAME, summary(__doc__))
     p.add_argument("texts", nargs="*", help="the inputs (default: the lines of standard input)")
     p.add_argument("--ckpt", required=True, metavar="PATH",
                    help=f"a seq2seq output folder (its {CHECKPOINT}) or a checkpoint file "

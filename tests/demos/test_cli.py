@@ -121,14 +121,13 @@ def bad_value_cases():
 
 
 def assert_argparse_error(err, name, option, message):
-    """stderr is argparse's usage and then one line ``prog: error: ...`` that names the
+    """stderr is one line ``prog: error: ... (see -h)`` (no usage block) that names the
     option and says ``message``."""
     lines = [line for line in err.splitlines() if line.strip()]
-    assert lines and "Traceback" not in err, err
-    assert lines[0].startswith(f"usage: python -m minigrad.demos.{name} ")
-    assert all(line.startswith(" ") for line in lines[1:-1]), err  # the usage goes on
-    assert lines[-1].startswith(f"python -m minigrad.demos.{name}: error: "), err
-    assert option in lines[-1] and message in lines[-1], lines[-1]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"python -m minigrad.demos.{name}: error: "), err
+    assert lines[0].endswith(" (see -h)"), lines[0]
+    assert option in lines[0] and message in lines[0], lines[0]
 
 
 def assert_one_line_error(err, name, option, message):
@@ -326,6 +325,41 @@ def test_from_the_shell_a_bad_argument_is_one_line(tmp_path, name, argv, option)
     check(done.stderr, name, f"argument {option}: ", "")
     if option == "--device" and not CUDA:
         assert "no CUDA device is available" in done.stderr
+
+
+BAD_COMMAND_LINES = {  # what argparse itself refuses: {piece of the message: argv}
+    "unrecognized arguments: --no-such-option": ["--no-such-option"],
+    "unrecognized arguments: --no-such-option=1": ["--no-such-option=1"],
+}
+REQUIRED = {"translate": ["--ckpt", "nowhere"]}  # the options a program cannot run without
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+@pytest.mark.parametrize("message", list(BAD_COMMAND_LINES))
+def test_from_the_shell_an_unknown_option_is_one_line_pointing_to_help(tmp_path, name, message):
+    done = shell(name, *REQUIRED.get(name, []), *BAD_COMMAND_LINES[message], tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert_argparse_error(done.stderr, name, "", message)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_a_value_missing_after_an_option_is_one_line(capsys, name):
+    option = next(o for o in ("--seed", "--device", "--out", "--steps") if o in options(name))
+    err = parse_fails(name, [option], capsys)
+    assert_argparse_error(err, name, f"argument {option}: ", "expected one argument")
+
+
+def test_a_required_option_left_out_is_one_line(tmp_path):
+    done = shell("translate", "some text", tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert_argparse_error(done.stderr, "translate", "--ckpt", "the following arguments are "
+                          "required")
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_the_description_in_help_is_whole_sentences(capsys, name):
+    description = module(name).build_parser().description
+    assert description.endswith(".") and "  " not in description, description
 
 
 def test_from_the_shell_a_checkpoint_that_does_not_fit_is_one_line(tmp_path, device):

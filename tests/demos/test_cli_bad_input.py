@@ -269,8 +269,8 @@ def test_extrapolate_refuses_a_scheme_given_twice(tmp_path, capsys):
         extrapolate.parse_args(["--positional", "t5", "rope", "t5", "--out", str(tmp_path)])
     assert info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == ("python -m minigrad.demos.extrapolate: error: argument --positional: "
-                       "t5 given twice")
+    assert err == ["python -m minigrad.demos.extrapolate: error: argument --positional: "
+                   "t5 given twice (see -h)"]
 
 
 def test_caption_with_one_held_out_picture_writes_valid_json(tmp_path):

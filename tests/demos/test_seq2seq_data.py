@@ -140,3 +140,10 @@ def test_extrapolate_runs(tmp_path):
                              "--out", str(tmp_path), "--no-progress"])
     assert [r["positional"] for r in rows] == ["t5"]
     assert "exact_17_20" in rows[0] and (tmp_path / "extrapolate.md").exists()
+
+
+@pytest.mark.parametrize("task", ["data", "dates", "copy", "reverse", "sort", "add"])
+def test_the_closing_block_says_what_to_see_in_attention_png_of_the_task_run(task):
+    said = dict(seq2seq.written(task))["attention.png"]
+    assert ("anti-diagonal" in said) == (task == "reverse"), said
+    assert "reverse" not in said and said.startswith("every layer and head")
