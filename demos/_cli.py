@@ -11,6 +11,7 @@ closing block, ``print_written``: the folder, then each file with what to look a
 import argparse
 import contextlib
 import errno
+import importlib.util
 import math
 import os
 import signal
@@ -64,6 +65,31 @@ def fail(name, message):
     """Stop demo ``name`` with one line on stderr, ``python -m minigrad.demos.<name>: error:
     <message>``, and exit status 1 (a caller of ``main`` gets SystemExit with that line)."""
     raise SystemExit(f"{prog(name)}: error: {message}")
+
+
+# --- optional packages ------------------------------------------------------------------------
+
+# the optional packages the demos use, each with the extra of setup.cfg that installs it
+EXTRAS = {"tqdm": "demos", "matplotlib": "demos", "sacrebleu": "demos", "graphviz": "viz"}
+
+
+def installed(module):
+    """Whether the top-level package ``module`` can be imported (found, and not refused)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: None in sys.modules, an import refused
+        return False
+
+
+def require(name, *modules):
+    """Stop demo ``name`` before any work, with one line naming the extra to install, when
+    one of the optional packages ``modules`` (keys of ``EXTRAS``) is missing."""
+    missing = [m for m in modules if not installed(m)]
+    if missing:
+        extras = ",".join(sorted({EXTRAS[m] for m in missing}))
+        verb = "is" if len(missing) == 1 else "are"
+        fail(name, f"{' and '.join(missing)} {verb} not installed: "
+             f"pip install 'minigrad[{extras}]'")
 
 
 # --- argument types: each returns the value, or refuses it with one line ----------------------

@@ -27,8 +27,8 @@ from minigrad.models.bert import BERT, mask_tokens
 from minigrad.models.markov import MarkovChain
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update, make_out_dir,
-                   make_parser, naming, parse_checked, positive_int, print_written, summary,
-                   writing_to)
+                   make_parser, naming, parse_checked, positive_int, print_written, require,
+                   summary, writing_to)
 
 PAD, MASK, N_SPECIAL = 0, 1, 2                    # symbol s is token N_SPECIAL + s
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 64
@@ -76,6 +76,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    require("bert", "tqdm", "matplotlib")
     make_out_dir("bert", args.out)
     with writing_to("bert", args.out):
         mg.manual_seed(args.seed)

@@ -30,7 +30,8 @@ from minigrad.demos.gpt import train
 from minigrad.models.captioner import Captioner
 
 from ._cli import (add_compile_option, add_run_options, check_out_dir, make_out_dir, make_parser,
-                   naming, positive_float, positive_int, print_written, summary, writing_to)
+                   naming, positive_float, positive_int, print_written, require, summary,
+                   writing_to)
 
 DEFAULTS = dict(steps=2000, batch_size=64, lr=2e-3, d_model=64, layers=2, ff=256)
 TARGET = 0.95
@@ -181,6 +182,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    require("caption", "tqdm", "matplotlib")
     make_out_dir("caption", args.out)
     with writing_to("caption", args.out):
         mg.manual_seed(args.seed)

@@ -24,7 +24,8 @@ import minigrad as mg
 from minigrad import func
 from minigrad.autograd import forward_ad
 
-from ._cli import fail, make_out_dir, make_parser, naming, parse_checked, positive_int, writing_to
+from ._cli import (make_out_dir, make_parser, naming, parse_checked, positive_int, require,
+                   writing_to)
 from ._pictures import report, save
 
 NAME = "forward_vs_reverse"
@@ -170,12 +171,9 @@ def tangent_graph():
 
 def main(argv=None):
     args = parse_args(argv)
+    require(NAME, "matplotlib", "graphviz")
     make_out_dir(NAME, args.out)
     with writing_to(NAME, args.out):
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            fail(NAME, "matplotlib is needed for the plot: pip install matplotlib")
         results = sweep(args.max_size, args.fixed, args.repeats)
         for key, other in (("n", "m"), ("m", "n")):
             print(f"{key:>4}  ({other} = {args.fixed})   jacfwd ms   jacrev ms   faster")

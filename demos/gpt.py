@@ -34,8 +34,8 @@ from minigrad.models.gpt import GPT
 from minigrad.models.markov import MarkovChain
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, clipped_update, make_out_dir,
-                   make_parser, naming, parse_checked, positive_int, print_written, summary,
-                   writing_to)
+                   make_parser, naming, parse_checked, positive_int, print_written, require,
+                   summary, writing_to)
 
 N_SYMBOLS, SEQ_LEN = 16, 64                       # the Markov task
 N_KEYS, N_VALUES, N_PAIRS = 16, 16, 8             # the recall task: keys, then values
@@ -259,6 +259,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    require("gpt", "tqdm", "matplotlib")
     make_out_dir("gpt", args.out)
     with writing_to("gpt", args.out):
         mg.manual_seed(args.seed)

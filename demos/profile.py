@@ -31,7 +31,7 @@ from minigrad.viz.graph import nbytes_text
 
 from . import _pictures
 from ._cli import (add_device_option, check_out_dir, make_out_dir, make_parser, naming, nonneg_int,
-                   positive_int, writing_to)
+                   positive_int, require, writing_to)
 
 NAME = "profile"
 PAD = 0
@@ -104,6 +104,7 @@ def memory_summary(prof):
 
 def main(argv=None):
     args = parse_args(argv)
+    require(NAME, "graphviz")
     make_out_dir(NAME, args.out)
     with writing_to(NAME, args.out):
         model, step = training_step(args)

@@ -48,7 +48,7 @@ from minigrad.models.markov import MarkovChain
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, fraction,
                    make_out_dir, make_parser, naming, positive_float, positive_int, print_written,
-                   summary, writing_to)
+                   require, summary, writing_to)
 
 N_SYMBOLS, SEQ_LEN, BATCH = 16, 32, 32
 HELD_OUT = 256                    # held-out sequences, scored along the way and at the end
@@ -268,6 +268,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    require("residuals", "tqdm", "matplotlib")
     make_out_dir("residuals", args.out)
     with writing_to("residuals", args.out):
         chain = MarkovChain.random(N_SYMBOLS, order=2, alpha=0.5, seed=args.seed)

@@ -56,7 +56,7 @@ from minigrad.text import bleu, chrf
 
 from ._cli import (TrainingStep, add_compile_option, add_run_options, check_out_dir, fail,
                    make_out_dir, make_parser, naming, nonneg_float, nonneg_int, positive_float,
-                   positive_int, print_written, probability, summary, writing_to)
+                   positive_int, print_written, probability, require, summary, writing_to)
 
 # What the defaults were tuned for: each task reaches its target on 2 CPU cores.
 DEFAULTS = dict(d_model=64, nhead=4, layers=2, ff=256, dropout=0.0, batch_size=64, lr=2e-3,
@@ -560,6 +560,7 @@ WRITTEN = [
 def main(argv=None):
     """Run the program with ``argv`` (default: the command line); returns the metrics."""
     args = parse_args(argv)
+    require("seq2seq", "tqdm", "matplotlib", *(["sacrebleu"] if args.task in TEXT_TASKS else []))
     try:
         with writing_to("seq2seq", args.out):
             return _run(args)

@@ -34,7 +34,7 @@ from minigrad import nn
 from minigrad.viz.explain import format_table
 
 from . import _pictures
-from ._cli import make_out_dir, naming, parse_checked, print_written, writing_to
+from ._cli import make_out_dir, naming, parse_checked, print_written, require, writing_to
 
 NAME = "viz_backward_walkthrough"
 
@@ -87,6 +87,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    require(NAME, "graphviz")
     make_out_dir(NAME, args.out)
     with writing_to(NAME, args.out):
         frames = os.path.join(args.out, "frames")

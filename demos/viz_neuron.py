@@ -28,7 +28,7 @@ n = 0.8814 and o = tanh(n) = 0.7071). Three pictures:
 import minigrad as mg
 
 from . import _pictures
-from ._cli import make_out_dir, parse_checked, writing_to
+from ._cli import make_out_dir, parse_checked, require, writing_to
 from ._pictures import save, report
 
 NAME = "viz_neuron"
@@ -68,6 +68,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    require(NAME, "graphviz")
     make_out_dir(NAME, args.out)
     with writing_to(NAME, args.out):
         t = neuron()

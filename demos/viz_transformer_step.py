@@ -38,7 +38,7 @@ from minigrad.autograd import engine
 from minigrad.models import Transformer
 
 from . import _pictures
-from ._cli import make_out_dir, parse_checked, writing_to
+from ._cli import make_out_dir, parse_checked, require, writing_to
 from ._pictures import save, report
 
 NAME = "viz_transformer_step"
@@ -72,6 +72,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    require(NAME, "graphviz")
     make_out_dir(NAME, args.out)
     with writing_to(NAME, args.out):
         mg.manual_seed(0)
