@@ -33,3 +33,15 @@ def test_two_processes_with_different_hash_seeds_collect_the_same_ids():
     assert len(first) > 1000
     differ = [(a, b) for a, b in zip(first, second) if a != b][:5]
     assert first == second, f"{len(first)} and {len(second)} ids; first differences: {differ}"
+    _the_readme_counts(len(first))
+
+
+def _the_readme_counts(collected):
+    """The README's "about N tests" is the collected count, to within 5%."""
+    import re
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"about ([\d,]+) tests", readme)
+    assert m, "the README no longer says how many tests there are"
+    stated = int(m.group(1).replace(",", ""))
+    assert abs(stated - collected) <= 0.05 * collected, \
+        f"the README says about {stated} tests; {collected} are collected"
