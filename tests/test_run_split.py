@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from minigrad.backend import kernels, run_split
+from minigrad.backend import kernels, run_split, threads
 from tests.conftest import blas_threads
 
 
@@ -36,9 +36,23 @@ def test_products_inside_are_single_threaded_and_blas_is_restored(two_cores):
     assert blas_threads() == 2
 
 
-def test_one_blas_thread_means_one_range_here():
+def test_a_users_one_blas_thread_means_one_range_here(monkeypatch):
+    monkeypatch.setattr(threads, "_cores", None)  # as where OPENBLAS_NUM_THREADS=1 is set
     with threadpool_limits(1, user_api="blas"):
         assert [(i0, i1, t) for i0, i1, t, _ in _ranges(8)] == [(0, 8, threading.get_ident())]
+
+
+def test_minigrads_one_blas_thread_still_splits_among_the_cores_blas_had(monkeypatch):
+    monkeypatch.setattr(threads, "_cores", 2)  # as one_blas_thread leaves it on two cores
+    with threadpool_limits(1, user_api="blas"):
+        seen = _ranges(8)
+        assert sorted((i0, i1) for i0, i1, _, _ in seen) == [(0, 4), (4, 8)]
+        assert blas_threads() == 1
+
+
+def test_more_blas_threads_than_one_are_followed(two_cores, monkeypatch):
+    monkeypatch.setattr(threads, "_cores", 3)  # the user (or a test) gave BLAS two since
+    assert sorted((i0, i1) for i0, i1, _, _ in _ranges(8)) == [(0, 4), (4, 8)]
 
 
 def test_another_array_module_gets_one_range():

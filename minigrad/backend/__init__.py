@@ -19,6 +19,8 @@ which the rest of minigrad reaches as ``backend.<name>``:
   on the CPU); and ``run_split``, which shares CPU work among cores.
 - ``cuda.py``: the CUDA source of those kernels, compiled by CuPy on first use.
 - ``host.py``: host memory kept for the next step (``keep_host_memory``, called on import).
+- ``threads.py``: BLAS on one thread unless the user sets its threads (``one_blas_thread``,
+  called on import), and how many threads ``run_split`` shares work among.
 - ``random.py``: one seed behind every random op on every device: host draws for values,
   a counter-based device stream for dropout masks on the GPU (``manual_seed``,
   ``generator``, ``source``, ``keep_mask``, ``get_rng_state``, ``set_rng_state``).
@@ -37,8 +39,12 @@ from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa:
 from . import random as _random
 from .host import keep_host_memory, keeps_by_default  # noqa: F401
 
+from . import threads  # noqa: F401
+
 if keeps_by_default():
     keep_host_memory()
+if threads.limits_by_default():
+    threads.one_blas_thread()
 
 
 def __getattr__(name):

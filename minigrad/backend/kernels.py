@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from . import threads
 from .devices import cupy, xp_of
 
 
@@ -295,8 +296,9 @@ class _Workers:
         self.jobs, self.done = [], queue.SimpleQueue()  # a queue per worker; their results
 
     def cores(self):
-        """How many threads the BLAS libraries run products on (NumPy's share of the CPU)."""
-        return max([lib.num_threads for lib in self.blas] or [1])
+        """How many threads to share work among: as many as BLAS has (the user's setting),
+        or, BLAS being on minigrad's one thread, as many as it had (``threads``)."""
+        return threads.split_threads(max([lib.num_threads for lib in self.blas] or [1]))
 
     def run(self, fn, bounds):
         """fn(bounds[w], bounds[w + 1]) for every w: the first range in this thread, the
@@ -340,12 +342,13 @@ _workers = None
 
 def run_split(fn, n, xp):
     """fn(i0, i1) over contiguous ranges that cover 0..n. On NumPy there are as many ranges
-    as BLAS has threads, one in the calling thread and the others in ``_Workers``, with every
-    product single-threaded: NumPy releases the GIL in products and ufuncs, so elementwise
-    work, which would otherwise keep one core busy while the others wait, is shared by the
-    cores too. One range, in the calling thread, on CuPy (the GPU is parallel already), for
-    n = 1, with one BLAS thread, and when another call is sharing the workers (a nested or
-    concurrent one)."""
+    as ``threads.split_threads`` says (the cores BLAS had before minigrad set it to one
+    thread, or the threads a user gave BLAS), one in the calling thread and the others in
+    ``_Workers``, with every product single-threaded: NumPy releases the GIL in products and
+    ufuncs, so elementwise work, which would otherwise keep one core busy while the others
+    wait, is shared by the cores too. One range, in the calling thread, on CuPy (the GPU is
+    parallel already), for n = 1, with one thread (a user's setting), and when another call
+    is sharing the workers (a nested or concurrent one)."""
     global _workers
     if xp is not np or n < 2:
         fn(0, n)

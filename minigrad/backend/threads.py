@@ -1,0 +1,69 @@
+"""The CPU's threads: products on one BLAS thread, larger work split by minigrad itself.
+
+NumPy's OpenBLAS runs a product on as many threads as there are cores once it holds more
+than about 64^3 multiply-adds, which the products of a small model (a few hundred rows
+by a few hundred columns) all do. Each multi-threaded product hands out equal shares and
+waits for every thread, spinning. Where another process keeps a core busy, the thread on
+that core is scheduled out for a whole time slice while the others spin for it: a
+transformer's training step took six times as long as on one thread (on two cores beside
+one busy process), and the profiler blamed the products for most of the step.
+
+So, as PyTorch keeps small products on one thread, ``one_blas_thread()``, which minigrad
+calls on import, sets BLAS to one thread (through threadpoolctl, once) and remembers how
+many it had: that is how many threads ``kernels.run_split`` shares work among (attention
+over groups of heads, Adam's update), work large enough for the hand-over to pay, whose
+threads sleep rather than spin while they wait.
+
+An explicit setting wins: where the environment sets any of ``THREAD_VARIABLES`` (such as
+``OPENBLAS_NUM_THREADS=1``), BLAS keeps the threads it was given, and run_split uses as
+many. ``MINIGRAD_ONE_BLAS_THREAD=0`` (or false, no, off) keeps BLAS's own default.
+"""
+import os
+
+# the variables through which a user sets the threads of NumPy's BLAS (OpenBLAS reads the
+# first two, MKL the last two)
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+_cores = None  # the BLAS threads before one_blas_thread; None where it did not run
+
+
+def user_sets_threads(environ=None):
+    """Whether the environment sets BLAS's threads itself (any of ``THREAD_VARIABLES``)."""
+    environ = os.environ if environ is None else environ
+    return any(environ.get(name, "").strip() for name in THREAD_VARIABLES)
+
+
+def limits_by_default(environ=None):
+    """Whether minigrad calls ``one_blas_thread`` on import: unless the environment sets
+    BLAS's threads, or MINIGRAD_ONE_BLAS_THREAD to 0 (or false, no, off)."""
+    environ = os.environ if environ is None else environ
+    setting = environ.get("MINIGRAD_ONE_BLAS_THREAD", "1").strip().lower()
+    return setting not in ("0", "false", "no", "off") and not user_sets_threads(environ)
+
+
+def blas_controllers():
+    """threadpoolctl's controllers of the BLAS libraries loaded now (NumPy's)."""
+    from threadpoolctl import ThreadpoolController
+    return ThreadpoolController().select(user_api="blas").lib_controllers
+
+
+def one_blas_thread():
+    """Run every BLAS product on one thread from now on, and keep the number of threads BLAS
+    had as ``kernels.run_split``'s. Returns that number (1 where no BLAS is found)."""
+    global _cores
+    controllers = blas_controllers()
+    cores = max([lib.num_threads for lib in controllers] or [1])
+    for lib in controllers:
+        lib.set_num_threads(1)
+    _cores = cores
+    return cores
+
+
+def split_threads(blas_threads):
+    """How many threads ``run_split`` shares work among, BLAS having ``blas_threads`` now:
+    BLAS's own number where it runs more than one (set by the user's environment, or later
+    by threadpoolctl), else the number that ``one_blas_thread`` found (1 where it did not
+    run: one BLAS thread then means one core for minigrad too)."""
+    if blas_threads > 1 or _cores is None:
+        return blas_threads
+    return _cores

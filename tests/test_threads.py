@@ -1,0 +1,102 @@
+"""backend.threads: BLAS on one thread by default, a user's thread setting left alone.
+
+The threads are set once per process, on import, so each case runs in a fresh process
+(other OpenBLAS variables of the environment, such as OPENBLAS_CORETYPE, are kept)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from minigrad.backend import threads
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_REPORT = """
+import json, sys
+if sys.argv[1] == "numpy first":
+    import numpy
+import minigrad
+from minigrad.backend import threads
+from threadpoolctl import threadpool_info
+print(json.dumps(dict(
+    blas=[i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"],
+    cores=threads._cores, split=minigrad.backend.kernels._Workers().cores(),
+    variables={k: v for k, v in __import__("os").environ.items() if k.endswith("_THREADS")})))
+"""
+
+_NUMPY_ALONE = """
+import json, numpy
+from threadpoolctl import threadpool_info
+print(json.dumps([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]))
+"""
+
+
+def _env(**variables):
+    env = {k: v for k, v in os.environ.items()
+           if k not in threads.THREAD_VARIABLES and k != "MINIGRAD_ONE_BLAS_THREAD"}
+    env.update(variables)
+    return env
+
+
+def _run(code, env, *args):
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=_ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def _report(order="minigrad first", **variables):
+    return _run(_REPORT, _env(**variables), order)
+
+
+def _numpy_alone(**variables):
+    return _run(_NUMPY_ALONE, _env(**variables))
+
+
+@pytest.mark.parametrize("order", ["minigrad first", "numpy first"])
+def test_without_a_variable_blas_runs_one_thread_and_run_split_the_cores(order):
+    default = max(_numpy_alone())
+    got = _report(order)
+    assert set(got["blas"]) == {1}
+    assert got["cores"] == got["split"] == default
+    assert got["variables"] == {}  # nothing set for child processes to inherit
+
+
+@pytest.mark.parametrize("name", threads.THREAD_VARIABLES)
+@pytest.mark.parametrize("value", ["1", "2"])
+def test_a_users_variable_is_left_alone(name, value):
+    expected = _numpy_alone(**{name: value})
+    got = _report(**{name: value})
+    assert got["blas"] == expected and got["cores"] is None
+    assert got["split"] == max(expected)  # run_split follows the user's BLAS threads
+    assert got["variables"] == {name: value}
+
+
+@pytest.mark.parametrize("value", ["0", "off", "False"])
+def test_minigrads_own_variable_keeps_blas_default(value):
+    expected = _numpy_alone()
+    got = _report(MINIGRAD_ONE_BLAS_THREAD=value)
+    assert got["blas"] == expected and got["cores"] is None and got["split"] == max(expected)
+
+
+@pytest.mark.parametrize("environ, sets, limits", [
+    ({}, False, True),
+    ({"OPENBLAS_NUM_THREADS": "1"}, True, False),
+    ({"OMP_NUM_THREADS": "4"}, True, False),
+    ({"MKL_NUM_THREADS": "2"}, True, False),
+    ({"OPENBLAS_NUM_THREADS": ""}, False, True),  # empty: unset, as OpenBLAS reads it
+    ({"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "1048576"}, False, True),
+    ({"MINIGRAD_ONE_BLAS_THREAD": "no"}, False, False),
+    ({"MINIGRAD_ONE_BLAS_THREAD": "1"}, False, True),
+])
+def test_which_environments_set_the_threads(environ, sets, limits):
+    assert threads.user_sets_threads(environ) is sets
+    assert threads.limits_by_default(environ) is limits
+
+
+@pytest.mark.parametrize("blas, cores, split", [
+    (1, None, 1), (2, None, 2), (1, 2, 2), (1, 4, 4), (3, 2, 3), (1, 1, 1)])
+def test_split_threads(monkeypatch, blas, cores, split):
+    monkeypatch.setattr(threads, "_cores", cores)
+    assert threads.split_threads(blas) == split
