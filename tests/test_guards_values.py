@@ -319,3 +319,11 @@ def test_transform_errors_name_the_transform_and_dtype():
         vjp(lambda x: x, mg.tensor([1, 2]))
     with pytest.raises(RuntimeError, match=r"jacrev\(f, ...\): All outputs of f .* int64"):
         jacrev(lambda x: x.long())(mg.tensor([1.0]))
+
+
+def test_a_tensor_assigned_to_a_plain_tensors_data_is_refused_in_one_line_at_the_next_op():
+    t = mg.ones(3)
+    t.data = mg.zeros(3)
+    with pytest.raises(TypeError, match=r"^Mul: a tensor's .data is a Tensor, not an array "
+                                        r"of NumPy or CuPy \(.*t.data = other.data\)$"):
+        t * 2

@@ -52,6 +52,15 @@ def read_on_host(method):
         capture.read_on_host(method)
 
 
+def _no_array_module(cls, data):
+    """The one-line error for a tensor whose ``.data`` is no array of a backend."""
+    hint = (" (a tensor was assigned to another tensor's .data: that swaps the storage of "
+            "an nn.Parameter; for a plain tensor, assign its array: t.data = other.data)"
+            if isinstance(data, TensorBase) else "")
+    raise TypeError(f"{cls.__name__}: a tensor's .data is a {type(data).__name__}, not an "
+                    f"array of NumPy or CuPy{hint}")
+
+
 class ShapeError(ValueError, RuntimeError):
     """Operands of an op have shapes that do not fit; the message names the op."""
 
@@ -186,7 +195,7 @@ class Function(Node):
             raise TypeError(f"{cls.__name__}: expected at least one Tensor argument")
         record = any_grad and grad_mode
         if type(first_data) is not _ndarray:  # (the class default is NumPy)
-            node.xp = _XP_BY_TYPE[type(first_data)]
+            node.xp = _XP_BY_TYPE.get(type(first_data)) or _no_array_module(cls, first_data)
         primitive = cls._raw
         if record:
             node.needs_input_grad = tuple(needs)
