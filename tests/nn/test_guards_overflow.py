@@ -218,3 +218,23 @@ def test_float16_multihead_attention_matches_torch(need_weights, scale):
     np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs))
     finite = ~np.isnan(theirs)
     np.testing.assert_allclose(ours[finite], theirs[finite], atol=4e-3, rtol=4e-3)
+
+
+@needs_torch
+@pytest.mark.parametrize("values", [[3e19, -3e19, 3e19, -3e19], [1e30, -1e30, 0.0, 0.0],
+                                    [1e20, 2e20, -1e20, 5e19], [1e19, 2e19, 3e19]],
+                         ids=["variance-inf", "huge-spread", "mean-and-variance", "mean-2e19"])
+def test_layer_norm_whose_float32_variance_overflows(values):
+    """Where PyTorch's CPU kernel gives a number (0 when the variance is inf), minigrad gives
+    the same; where it gives NaN (it loses the mean past about 1.8e19), minigrad's result is
+    0 where the variance overflows, else the float64 layer norm rounded."""
+    a = np.array(values, dtype=np.float32)
+    ours = F.layer_norm(mg.tensor(a), (len(values),)).numpy()
+    theirs = torch.nn.functional.layer_norm(torch.tensor(a), (len(values),)).numpy()
+    wide = a.astype(np.float64)
+    var = wide.var()
+    exact = np.zeros_like(a) if var > np.finfo(np.float32).max else \
+        ((wide - wide.mean()) / np.sqrt(var + 1e-5)).astype(np.float32)
+    if np.isfinite(theirs).all():
+        np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_allclose(ours, exact, rtol=1e-6, atol=1e-6)
