@@ -40,3 +40,44 @@ def test_the_size_of_the_backward_pass_files():
     code = sum(code_lines(p)[1] for p in BACKWARD_FILES)
     stated = [int(g.replace(",", "")) for g in m.groups()]
     assert stated == [total, code], f"the README says {stated}, the files have {[total, code]}"
+
+
+def _layout():
+    m = re.search(r"^## Layout\n\n```\n(.*?)^```", README, re.M | re.S)
+    assert m, "the README has no Layout block"
+    return m.group(1)
+
+
+def test_the_layout_names_every_module_of_the_engine_and_every_program():
+    layout = _layout()
+    words = set(re.findall(r"[\w.]+", layout)) | {w.rstrip("/") for w in layout.split()}
+    engine = sorted(p.name for p in (ROOT / "minigrad").iterdir()
+                    if (p.suffix == ".py" and p.name != "__init__.py") or
+                    (p.is_dir() and (p / "__init__.py").exists()))
+    missing = [name for name in engine if name not in words and name + "/" not in layout]
+    assert not missing, f"the Layout block does not name {missing}"
+    programs = sorted(p.stem for p in (ROOT / "demos").glob("*.py")
+                      if "def main(" in p.read_text(encoding="utf-8"))
+    named = set(re.findall(r"\w+", layout[layout.index("demos/"):]))
+    missing = [p for p in programs if p not in named and not p.startswith("viz_")]
+    assert not missing, f"the Layout block does not name the programs {missing}"
+    autograd = sorted(p.name for p in (ROOT / "minigrad" / "autograd").glob("*.py")
+                      if p.name != "__init__.py")
+    assert [a for a in autograd if a not in layout] == []
+
+
+NUMBERS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten "
+                                      "eleven twelve thirteen fourteen fifteen".split())}
+
+
+def test_the_tour_notebook_and_the_guide_have_the_questions_the_readme_counts():
+    import json
+    m = re.search(r"(\w+) of the tour's (\w+) questions", README)
+    assert m, "the README no longer counts the tour's questions"
+    in_notebook, in_guide = (NUMBERS[w] for w in m.groups())
+    guide = (ROOT / "docs" / "autograd_tour.md").read_text(encoding="utf-8")
+    assert len(re.findall(r"^## ", guide, re.M)) == in_guide
+    cells = json.loads((ROOT / "notebooks" / "01_autograd_tour.ipynb").read_text("utf-8"))
+    titles = [c["source"][0] for c in cells["cells"] if c["cell_type"] == "markdown"
+              and c["source"] and re.match(r"## \d+\.", c["source"][0])]
+    assert len(titles) == in_notebook
