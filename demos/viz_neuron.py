@@ -22,7 +22,8 @@ n = 0.8814 and o = tanh(n) = 0.7071). Three pictures:
   do/do = 1; do/dn = 1 - o^2 = 0.5; an ``add`` passes its gradient unchanged to both
   inputs (0.5 everywhere up to the products); a ``mul`` sends each input the *other*
   input times the gradient, so dw1 = x1 * 0.5 = 1 and dx1 = w1 * 0.5 = -1.5. w2's gradient
-  is exactly 0 (x2 is 0), which the colour scale marks dark blue: no signal reaches it.
+  is exactly 0 (x2 is 0), which the picture fills light grey ("zero" in the legend): no
+  signal reaches it.
 """
 
 import minigrad as mg

@@ -10,9 +10,10 @@ module it fits on a page.
   (TransformerEncoder)``, ``generator (Linear)``, ...); everything deeper is folded into
   amber 3-D boxes that give the parameter count and output shape. The two encoder layers
   are one box, ``encoder.layers.[0-1] ×2``: identical blocks are drawn once, with one
-  gradient line per block ([0], [1]). Every box and parameter is filled by the rms of its
-  gradient (legend on top): all light green here, a healthy step; a vanishing layer
-  would be blue, an exploding one orange, a NaN red. Below the model: the loss, as
+  gradient line per block ([0], [1]). Every box and parameter is filled by the norm of its
+  gradient, the figure its label prints, on a log scale from this graph's smallest (light
+  yellow) to its largest (dark violet): the darker, the larger (legend on top); an exact
+  zero is light grey, a NaN red. Below the model: the loss, as
   cross-entropy builds it (``log_softmax``, pick the targets, mask the padding, mean).
 - ``transformer_step_depth2.svg``: ``depth=2``: the layers open up into their sublayers
   (``self_attn``, ``norm1``, ``ffn``, ``cross_attn``, ...) with the residual ``add`` s

@@ -1,6 +1,7 @@
 """minigrad.viz: DOT structure of known graphs, module clusters, depth and "×N", the backward
 graph against the engine's real execution order and saved arrays, explain_backward, and
 rendering with (and without) Graphviz's dot program."""
+import math
 import re
 import shutil
 import xml.etree.ElementTree as ET
@@ -204,7 +205,39 @@ def test_gradients_colour_nodes_and_nan_is_red(device):
     assert f'fillcolor="{high}"' in label_of(dot, "<B>big</B>")    # and its largest
     bad_label = label_of(dot, "<B>bad</B>")
     assert f'fillcolor="{viz.dot.NONFINITE}"' in bad_label and "1 NaN/inf" in bad_label
-    assert "gradient rms (log scale" in dot                          # the colour legend
+    assert "grad norm (log scale" in dot                             # the colour legend
+
+
+def test_the_fill_darkens_with_the_grad_norm_the_label_prints(device):
+    """One measure: the labels print each gradient's norm, the legend names the norm, and
+    a larger norm is a darker fill, whatever the tensors' sizes (a big tensor with small
+    entries can have the larger norm but the smaller rms)."""
+    many = mg.ones(400, device=device, requires_grad=True)  # norm 0.38, rms 0.019
+    few = mg.ones(9, device=device, requires_grad=True)     # norm 0.72, rms 0.24
+    mid = mg.ones(9, device=device, requires_grad=True)     # norm 0.09, rms 0.03
+    loss = (many * 0.019).sum() + (few * 0.24).sum() + (mid * 0.03).sum()
+    loss.backward()
+    dot = viz.to_dot({"many": many, "few": few, "mid": mid, "loss": loss}, show_grad=True)
+    fills, norms = {}, {}
+    for name, t in (("mid", mid), ("many", many), ("few", few)):
+        label = label_of(dot, f"<B>{name}</B>")
+        norms[name] = float(re.search(r"grad norm ([\d.e+-]+)", label).group(1))
+        assert math.isclose(norms[name], np.linalg.norm(t.grad.numpy()), rel_tol=1e-2)
+        fills[name] = re.search(r'fillcolor="(#\w+)"', label).group(1)
+    assert norms["mid"] < norms["many"] < norms["few"]
+    lum = [viz.colours.luminance(fills[n]) for n in ("mid", "many", "few")]
+    assert lum[0] > lum[1] > lum[2], fills
+    assert "grad norm (log scale" in dot and "rms" not in dot
+
+
+def test_a_small_gradient_shows_its_values_and_norm(device):
+    x = mg.tensor([3.0, 4.0], device=device, requires_grad=True)
+    s = mg.tensor(2.0, device=device, requires_grad=True)
+    ((x * 1.0).sum() * s).backward()
+    dot = viz.to_dot({"x": x, "s": s}, show_grad=True)
+    assert "grad = [2, 2] · norm 2.83" in label_of(dot, "<B>x</B>")
+    label = label_of(dot, "<B>s</B>")
+    assert "grad = 7" in label and "norm" not in label  # a scalar's value is its size
 
 
 def test_large_gradients_show_norm_and_max_abs(device):

@@ -110,7 +110,20 @@ def test_ticks_and_legend():
                        legend)
     assert cells[:5] == [(c, colours.ink(c), f"{v:.2g}") for v, c in ticks]
     assert cells[5] == (colours.ZERO, "black", "zero") and legend.count("time:") == 1
-    assert colours.ink(colours.PALETTE[0]) == "white" and colours.ink("#ffffff") == "black"
+    assert colours.ink(colours.PALETTE[-1]) == "white" and colours.ink("#ffffff") == "black"
+
+
+def test_the_palette_darkens_monotonely_and_its_ink_reads_at_aa():
+    """A larger value is a darker fill all along the scale, and the text on any fill
+    (black or white, ``ink``) has at least WCAG AA's 4.5:1 contrast."""
+    scale = colours.LogScale.fit([1e-3, 10.0])
+    fills = [scale.colour(v) for v in np.geomspace(1e-3, 10.0, 200)]
+    lum = [colours.luminance(f) for f in fills]
+    assert all(a >= b for a, b in zip(lum, lum[1:])) and lum[0] > 0.7 and lum[-1] < 0.05
+    for fill in fills + [colours.ZERO, colours.NONFINITE]:
+        text = "#ffffff" if colours.ink(fill) == "white" else "#000000"
+        assert colours.contrast(fill, text) >= 4.5, fill
+    assert math.isclose(colours.contrast("#000000", "#ffffff"), 21)
     with pytest.raises(ValueError, match="at least 2"):
         scale.ticks(1)
 
@@ -119,15 +132,15 @@ def test_a_transformer_spreads_over_the_palette(device):
     model, loss = seq2seq_loss(device)
     loss.backward()
     dot = viz.to_dot(loss, model=model, depth=2, show_grad=True)
-    rms = {name: np.sqrt(np.mean(p.grad.numpy() ** 2)) for name, p in model.named_parameters()
-           if name in ("src_embed.weight", "generator.weight", "generator.bias")}
+    norm = {name: np.linalg.norm(p.grad.numpy()) for name, p in model.named_parameters()
+            if name in ("src_embed.weight", "generator.weight", "generator.bias")}
     fills = {name: re.search(r'fillcolor="(#\w+)"', label_of(dot, f"<B>{name}</B>")).group(1)
-             for name in rms}
+             for name in norm}
     assert len(set(fills.values())) == 3  # three sizes, three colours
-    smallest, largest = min(rms, key=rms.get), max(rms, key=rms.get)
+    smallest, largest = min(norm, key=norm.get), max(norm, key=norm.get)
     assert fills[largest] == colours.PALETTE[-1]
     assert fills[smallest] != colours.PALETTE[-1]
-    assert "gradient rms (log scale, this graph&#x27;s range)" in dot
+    assert "grad norm (log scale, this graph&#x27;s range)" in dot
 
 
 def test_zero_gradient_says_zero(device):
@@ -307,3 +320,21 @@ def test_explain_backward_wraps_long_rules(device):
                               if ln.startswith(" " * 12) and "rule:" not in ln]
     assert all(len(line) <= 92 for line in block)
     assert " ".join(" ".join(block).split()[1:]) == " ".join(steps[-1].rule.split())
+
+
+@needs_dot
+def test_the_small_print_keeps_clear_of_the_bold_name_above_it():
+    """In the rendered SVG the line under a node's bold name starts at least 11 px lower:
+    the name's underscores and descenders (out_proj) keep clear of the shape below."""
+    attn = nn.MultiheadAttention(8, num_heads=2)
+    x = mg.randn(1, 3, 8)
+    loss = attn(x, x, x)[0].sum()
+    svg = viz.draw(loss, model=attn, backward=True).pipe(format="svg").decode()
+    texts = [(float(y), float(size), text) for y, size, text in re.findall(
+        r'<text [^>]*y="([-\d.]+)"[^>]*font-size="([\d.]+)"[^>]*>([^<]*)</text>', svg)]
+    gaps = []
+    for i, (y, _, text) in enumerate(texts):
+        if "_proj." in text:  # a parameter's name; the next line drawn is its shape
+            below = next(t for t in texts[i + 1:] if t[1] > 2 and t[2].strip())
+            gaps.append(below[0] - y)
+    assert len(gaps) >= 4 and min(gaps) >= 11, gaps

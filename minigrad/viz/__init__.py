@@ -40,10 +40,11 @@ def draw(roots, *, model=None, show_values=False, show_grad=False, backward=Fals
         show_values: print the values of tensors with at most 8 elements on their nodes
             (tensor nodes only: name an intermediate in ``roots``, or call its
             ``retain_grad()``, to give it a node).
-        show_grad: after ``backward()``, put each tensor's gradient (values when tiny, else
-            norm and max-abs, and any NaN/inf count) on its node and colour nodes by its
-            rms on a log scale fitted to this graph's range (blue the smallest, orange the
-            largest; legend underneath), light grey for an exact zero, red for NaN/inf.
+        show_grad: after ``backward()``, put each tensor's gradient (values and norm when
+            tiny, else norm and max-abs, and any NaN/inf count) on its node and colour nodes
+            by its norm on a log scale fitted to this graph's range (light yellow the
+            smallest, dark violet the largest: the larger, the darker; legend underneath),
+            light grey for an exact zero, red for NaN/inf.
         backward: draw the backward graph: the nodes the backward pass runs, numbered in
             execution order, each with its derivative rule and the tensors it keeps saved
             (shape and bytes), and the total memory they hold (``graph_memory`` gives the

@@ -6,11 +6,15 @@ whatever their absolute size: in a graph whose gradients run from 1e-4 to 1e-1 t
 spread over the whole palette instead of sharing one colour. The legend gives the values
 at evenly spaced points of the scale, so the colours can be read back as numbers.
 
-    scale = LogScale.fit([g.rms for g in stats])    # None when there is no positive value
+    scale = LogScale.fit([g.norm for g in stats])   # None when there is no positive value
     fill = scale.colour(0.02)                       # "#rrggbb"
     text = ink(fill)                                # "white" on dark fills, else "black"
     scale.ticks(5)                                  # [(value, colour), ...], low to high
-    scale.legend_html("gradient rms")               # a Graphviz HTML-like legend row
+    scale.legend_html("gradient norm")              # a Graphviz HTML-like legend row
+
+The palette is monotone: each colour is darker than the one before (viridis, from light
+yellow to dark violet), so a larger value is always a darker fill, and the colours read in
+grey too.
 
 Zero and non-finite values are not on a log scale: callers paint them apart (``ZERO``,
 ``NONFINITE``) and say so in words. ``colour`` clips values outside the fitted range to
@@ -20,8 +24,8 @@ import html
 import math
 from dataclasses import dataclass
 
-# low -> high: dark blue, light blue, light green, light orange, dark orange
-PALETTE = ("#2c5aa0", "#7fa7d9", "#d9f0d3", "#fdd08a", "#b5541a")
+# low -> high, lightest to darkest: viridis' yellow, green, teal, blue, violet
+PALETTE = ("#fde725", "#5ec962", "#21918c", "#3b528b", "#440154")
 ZERO = "#e8e8e8"       # an exact zero: no size to place on a log scale
 NONFINITE = "#e31a1c"  # NaN or inf
 
@@ -87,10 +91,22 @@ def legend_row(title, cells):
 
 
 def ink(fill):
-    """The text colour readable on ``fill`` ("#rrggbb"): white on dark fills, else black
-    (by the fill's relative luminance, WCAG's formula)."""
-    r, g, b = (_linear(c / 255) for c in _rgb(fill))
-    return "white" if 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.3 else "black"
+    """The text colour readable on ``fill`` ("#rrggbb"): white or black, whichever has the
+    higher contrast with it (WCAG's contrast ratio; at least 4.58:1 either way)."""
+    return "white" if contrast(fill, "#ffffff") > contrast(fill, "#000000") else "black"
+
+
+def luminance(colour):
+    """The relative luminance of ``colour`` ("#rrggbb"), WCAG's formula: 0 black, 1 white."""
+    r, g, b = (_linear(c / 255) for c in _rgb(colour))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a, b):
+    """WCAG's contrast ratio of two colours ("#rrggbb"), from 1 to 21 (AA asks 4.5 of
+    text)."""
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
 
 
 def _linear(c):

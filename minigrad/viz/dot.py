@@ -6,8 +6,9 @@ boxes, and a module drawn as one node an amber 3-D box. Values (``show_values``)
 written on tensor nodes only: an op node says what it computes, the tensor it made carries
 the numbers (name an intermediate among the roots, or call ``retain_grad()``, to see it).
 With ``show_grad`` the tensors (and collapsed modules) are filled by the size of their
-gradient on a log scale fitted to the picture's own range (``colours.LogScale``, legend
-underneath), an exact zero gradient in light grey ("zero"), NaN/inf in red. With a
+gradient's norm (the figure their labels print) on a log scale fitted to the picture's own
+range (``colours.LogScale``: the larger, the darker; legend underneath), an exact zero
+gradient in light grey ("zero"), NaN/inf in red. With a
 ``profile`` the ops (and collapsed modules) are filled instead by what they cost, time or
 bytes, on the same kind of scale, each with its figure.
 """
@@ -17,7 +18,7 @@ import textwrap
 import numpy as np
 
 from .. import dtypes
-from .colours import NONFINITE, ZERO, LogScale, ink, legend_row
+from .colours import NONFINITE, ZERO, LogScale, contrast, ink, legend_row
 from .graph import (SMALL, GradStats, device_name, doc_rule, drawn_constant, grad_rule,
                     grad_stats, held_bytes, nbytes_text, op_call, saved_records, shape_text,
                     values_text)
@@ -66,7 +67,7 @@ def to_digraph(view, show_values=False, show_grad=False, backward=False, rankdir
         ctx["cost_scale"] = LogScale.fit(ctx["costs"].values())
     if show_grad:
         ctx["grads"] = {key: _grads(d, ctx) for key, d in view.nodes.items()}
-        ctx["scale"] = LogScale.fit(s.rms for stats in ctx["grads"].values()
+        ctx["scale"] = LogScale.fit(s.norm for stats in ctx["grads"].values()
                                     for s in stats if s is not None and not s.nonfinite)
     by_cluster = {}
     for key, d in view.nodes.items():
@@ -111,24 +112,19 @@ def _node_attrs(d, ctx):
     attrs = dict(_KIND_STYLE[d.kind])
     lines = (_op_lines if d.kind == "op" else
              _module_lines if d.kind == "module" else _tensor_lines)(d, ctx)
-    attrs["label"] = "<" + '<BR ALIGN="CENTER"/>'.join(lines) + ">"
+    attrs["label"] = _label(lines)
     if d.kind == "op":
         attrs["tooltip"] = doc_rule(d.items[0].node)
     if ctx["costs"] is not None and d.key in ctx["costs"]:
         value, scale = ctx["costs"][d.key], ctx["cost_scale"]
         lines.append(_html(_cost_text(value, ctx["cost"]), bold=True))
-        attrs["label"] = "<" + '<BR ALIGN="CENTER"/>'.join(lines) + ">"
+        attrs["label"] = _label(lines)
         if scale is not None and value > 0:
-            attrs["fillcolor"] = scale.colour(value)
-            attrs["fontcolor"] = ink(attrs["fillcolor"])
-            if attrs["fontcolor"] == "white":
-                attrs["label"] = attrs["label"].replace(_GREY, "#eeeeee")
+            _fill(attrs, scale.colour(value))
     if ctx["show_grad"]:
         colour = _worst_colour(ctx["grads"][d.key], ctx["scale"])
         if colour is not None:
-            attrs["fillcolor"], attrs["fontcolor"] = colour
-            if colour[1] == "white":  # the grey small print would vanish on a dark fill
-                attrs["label"] = attrs["label"].replace(_GREY, "#eeeeee")
+            _fill(attrs, colour[0])
             attrs["style"] = attrs["style"].replace("dashed,", "")
             if colour[0] == NONFINITE:
                 attrs.update(color="#7a0000", penwidth="3")
@@ -141,6 +137,24 @@ def _node_attrs(d, ctx):
         elif nodes and nodes <= done:
             attrs.update(_DONE)
     return attrs
+
+
+def _label(lines):
+    """An HTML-like label of ``lines``, centred. The first line (the bold name) is followed
+    by a thin blank line: Graphviz spaces a line by its own font size, and the smaller
+    print below would otherwise touch the name's underscores and descenders."""
+    gap = '<BR ALIGN="CENTER"/><FONT POINT-SIZE="2"> </FONT><BR ALIGN="CENTER"/>'
+    rest = '<BR ALIGN="CENTER"/>'.join(lines[1:])
+    return "<" + lines[0] + (gap + rest if rest else "") + ">"
+
+
+def _fill(attrs, fill):
+    """Fill a node with ``fill`` and write its text in the ink readable on it; the grey
+    small print too, where grey would fall below WCAG's 4.5:1 contrast there."""
+    attrs["fillcolor"], attrs["fontcolor"] = fill, ink(fill)
+    if contrast(fill, _GREY) < 4.5:
+        small = "#eeeeee" if attrs["fontcolor"] == "white" else "#000000"
+        attrs["label"] = attrs["label"].replace(_GREY, small)
 
 
 def _op_lines(d, ctx):
@@ -274,8 +288,10 @@ def _grad_lines(stats, per_block=False):
         if s is None:
             lines.append(_small(prefix + "grad: none"))
             continue
-        if s.values is not None:
+        if s.values is not None:  # the norm too: the fill's measure (a scalar's is |value|)
             text = "grad = " + values_text(s.values)
+            if s.size > 1:
+                text += f" · norm {s.norm:.3g}"
         elif s.norm == 0 and not s.nonfinite:
             text = f"grad: zero (all {s.size:,} elements)"
         else:
@@ -293,10 +309,10 @@ def grad_colour(s, scale):
         return None
     if s.nonfinite:
         fill = NONFINITE
-    elif s.rms == 0 or scale is None:
+    elif s.norm == 0 or scale is None:
         fill = ZERO
     else:
-        fill = scale.colour(s.rms)
+        fill = scale.colour(s.norm)
     return fill, ink(fill)
 
 
@@ -306,10 +322,10 @@ def _worst_colour(stats, scale):
     present = [s for s in stats if s is not None]
     if not present:
         return None
-    bad = [s for s in present if s.nonfinite] or [s for s in present if s.rms == 0]
+    bad = [s for s in present if s.nonfinite] or [s for s in present if s.norm == 0]
     if bad or scale is None:
         return grad_colour((bad or present)[0], scale)
-    return grad_colour(max(present, key=lambda s: abs(scale.position(s.rms) - 0.5)), scale)
+    return grad_colour(max(present, key=lambda s: abs(scale.position(s.norm) - 0.5)), scale)
 
 
 def _costs(view, profile, cost):
@@ -382,12 +398,12 @@ def _caption(view, ctx):
 
 
 def grad_legend(scale):
-    """The legend of the gradient colours: the picture's log scale of gradient rms (lowest
-    to highest in this graph), then zero and NaN/inf."""
+    """The legend of the gradient colours: the picture's log scale of gradient norms (lowest
+    to highest in this graph: the larger, the darker), then zero and NaN/inf."""
     special = [("zero", ZERO), ("NaN/inf", NONFINITE)]
     if scale is None:
-        return legend_row("gradient rms", special)
-    return scale.legend_html("gradient rms (log scale, this graph's range)", extra=special)
+        return legend_row("grad norm", special)
+    return scale.legend_html("grad norm (log scale, this graph's range)", extra=special)
 
 
 def _html(text, bold=False, name_only=False):

@@ -59,7 +59,7 @@ def test_pictures_show_what_the_docstrings_promise(tmp_path, capsys):
     assert "saved for backward" in svg_text(tmp_path / "a" / "attention_backward.svg")
     viz_transformer_step.main(["--out", str(tmp_path / "t")])
     depth1 = svg_text(tmp_path / "t" / "transformer_step_depth1.svg")
-    assert "encoder.layers.[0-1] ×2" in depth1 and "gradient rms" in depth1
+    assert "encoder.layers.[0-1] ×2" in depth1 and "grad norm (log scale" in depth1
     assert "after one Adam step" in capsys.readouterr().out
 
 
