@@ -230,16 +230,6 @@ def test_the_fill_darkens_with_the_grad_norm_the_label_prints(device):
     assert "grad norm (log scale" in dot and "rms" not in dot
 
 
-def test_a_small_gradient_shows_its_values_and_norm(device):
-    x = mg.tensor([3.0, 4.0], device=device, requires_grad=True)
-    s = mg.tensor(2.0, device=device, requires_grad=True)
-    ((x * 1.0).sum() * s).backward()
-    dot = viz.to_dot({"x": x, "s": s}, show_grad=True)
-    assert "grad = [2, 2] · norm 2.83" in label_of(dot, "<B>x</B>")
-    label = label_of(dot, "<B>s</B>")
-    assert "grad = 7" in label and "norm" not in label  # a scalar's value is its size
-
-
 def test_large_gradients_show_norm_and_max_abs(device):
     model, loss = mlp(device)
     loss.backward()

@@ -40,8 +40,8 @@ def draw(roots, *, model=None, show_values=False, show_grad=False, backward=Fals
         show_values: print the values of tensors with at most 8 elements on their nodes
             (tensor nodes only: name an intermediate in ``roots``, or call its
             ``retain_grad()``, to give it a node).
-        show_grad: after ``backward()``, put each tensor's gradient (values and norm when
-            tiny, else norm and max-abs, and any NaN/inf count) on its node and colour nodes
+        show_grad: after ``backward()``, put each tensor's gradient (values when tiny,
+            else norm and max-abs, and any NaN/inf count) on its node and colour nodes
             by its norm on a log scale fitted to this graph's range (light yellow the
             smallest, dark violet the largest: the larger, the darker; legend underneath),
             light grey for an exact zero, red for NaN/inf.

@@ -288,10 +288,8 @@ def _grad_lines(stats, per_block=False):
         if s is None:
             lines.append(_small(prefix + "grad: none"))
             continue
-        if s.values is not None:  # the norm too: the fill's measure (a scalar's is |value|)
+        if s.values is not None:
             text = "grad = " + values_text(s.values)
-            if s.size > 1:
-                text += f" · norm {s.norm:.3g}"
         elif s.norm == 0 and not s.nonfinite:
             text = f"grad: zero (all {s.size:,} elements)"
         else:
