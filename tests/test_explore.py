@@ -326,3 +326,68 @@ def test_browser_source_line_search_and_profile(browser, tmp_path, device):
     el = element_of(browser, k)
     assert js(browser, f"return document.querySelector('#{el} rect').style.fill") != ""
     assert js(browser, "return document.querySelector('.k-param rect').style.fill") == ""
+
+
+# --- readable at first sight ------------------------------------------------------------------
+
+def _demo_page():
+    """The page the explore demo writes by default (the seq2seq step, depth 1)."""
+    from minigrad.demos import explore as demo
+
+    model, loss = demo.seq2seq_step(demo.parse_args([]))
+    return mg.viz.explore(loss, model=model, depth=1)
+
+
+def _node_texts(browser):
+    """[(text, its size on screen in px, its colour, its node's fill)] of every node label:
+    the fill of the node's front box (a module's 3-D back box is drawn first)."""
+    return js(browser, """return [...document.querySelectorAll('.node')].flatMap((n) => {
+        const boxes = n.querySelectorAll('rect'), box = boxes[boxes.length - 1];
+        return [...n.querySelectorAll('text')].filter((t) => t.textContent.trim()).map((t) =>
+            [t.textContent, parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a,
+             getComputedStyle(t).fill, getComputedStyle(box).fill, t.classList.contains('sub')]);
+    });""")
+
+
+def _hex(rgb):
+    return "#" + "".join(f"{int(float(v)):02x}" for v in re.findall(r"[\d.]+", rgb)[:3])
+
+
+def _assert_contrast(texts, least=4.5):
+    from minigrad.viz.colours import contrast
+
+    low = [(round(contrast(_hex(fill), _hex(ink)), 2), text, ink, fill)
+           for text, _, ink, fill, _ in texts if contrast(_hex(fill), _hex(ink)) < least]
+    assert low == [], low[:5]
+
+
+def test_browser_labels_are_readable_at_first_sight(browser, tmp_path):
+    """The demo's page in a 1400 x 900 window, as first shown: node labels at least 11 px
+    (their small print at least 10) and every label at WCAG AA contrast (4.5:1) with its
+    node's fill: as drawn, under the gradient overlay, and while stepping backward."""
+    size = browser.get_window_size()
+    browser.set_window_size(1400, 900)
+    try:
+        open_page(browser, _demo_page(), tmp_path)
+        texts = _node_texts(browser)
+        assert len(texts) > 20
+        names = [px for _, px, _, _, sub in texts if not sub]
+        small = [px for _, px, _, _, sub in texts if sub]
+        assert min(names) >= 11 - 1e-6 and min(small) >= 10 - 1e-6, (min(names), min(small))
+        _assert_contrast(texts)
+        assert "fit" in browser.find_element("id", "hint").text  # the rest is a drag away
+        js(browser, "const s = document.getElementById('overlay'); s.value = 'grad';"
+                    "s.dispatchEvent(new Event('change'));")
+        overlaid = _node_texts(browser)
+        assert len({fill for *_, fill, _ in overlaid}) > 3  # the overlay did fill the nodes
+        _assert_contrast(overlaid)
+        for _ in range(40):
+            browser.find_element("id", "btn-step").click()
+        stepped = _node_texts(browser)
+        assert js(browser, "return document.querySelectorAll('.node.done').length") > 0
+        _assert_contrast(stepped)
+        browser.find_element("id", "btn-fit").click()  # the whole graph, on request
+        assert js(browser, "return window.explorer.view.k") < 1
+        assert browser.find_element("id", "hint").text == ""
+    finally:
+        browser.set_window_size(size["width"], size["height"])
