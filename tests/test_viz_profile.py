@@ -9,6 +9,7 @@ import minigrad.nn.functional as F
 from minigrad import nn
 from minigrad.viz.colours import LogScale
 from minigrad.viz.dot import COSTS, _cost_text
+from minigrad.viz.graph import held_bytes, nbytes_text
 from minigrad.viz.view import make_view
 
 
@@ -82,3 +83,35 @@ def test_cost_figures_read_as_time_and_bytes():
     assert _cost_text(2.5e-5, "time") == "25 µs"
     assert _cost_text(1536, "bytes") == "1.5 KiB"
     assert _cost_text(76.4, "bytes") == "76 B"
+
+
+def test_the_caption_after_backward_says_what_the_step_saved(device):
+    """Drawn after backward() freed the graph, the caption gives the profile's peak of what
+    was saved during the step, not the 0 B the graph holds now; without a profile it says
+    that backward() freed it."""
+    mg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 4)).to(device)
+    x, y = mg.randn(32, 16, device=device), mg.randint(0, 4, (32,), device=device)
+    with mg.profiler.profile(model=model) as prof:
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+    peak = prof.peak_memory()[0]
+    assert peak > 0
+    caption = mg.viz.to_dot(loss, model=model, backward=True, profile=prof)
+    assert (f"saved for backward during the profiled step: {nbytes_text(peak)} at the peak, "
+            "since freed by backward()") in caption
+    assert "0 B in 0 buffers" not in caption
+    plain = mg.viz.to_dot(loss, model=model, backward=True)
+    assert "saved for backward: freed by backward()" in plain and "0 B in 0" not in plain
+
+
+def test_the_caption_before_backward_says_what_is_held_now(device):
+    model, loss, prof = profiled_step(device)  # backward(retain_graph=True): still held
+    total, buffers, _ = held_bytes(loss_ops(loss))
+    caption = mg.viz.to_dot(loss, model=model, backward=True, profile=prof)
+    assert (f"during the profiled step: {nbytes_text(prof.peak_memory()[0])} at the peak; "
+            f"held now: {nbytes_text(total)} in {buffers} buffers") in caption
+
+
+def loss_ops(loss):
+    return make_view(loss).graph.ops

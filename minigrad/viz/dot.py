@@ -60,7 +60,7 @@ def to_digraph(view, show_values=False, show_grad=False, backward=False, rankdir
     steps = {node: i + 1 for i, node in enumerate(view.graph.ops)}
     ids = {key: f"n{i}" for i, key in enumerate(view.nodes)}
     ctx = dict(view=view, steps=steps, show_values=show_values, show_grad=show_grad,
-               backward=backward, frame=frame, costs=None)
+               backward=backward, frame=frame, costs=None, profile=profile)
     if profile is not None:
         ctx["costs"] = _costs(view, profile, cost)
         ctx["cost"] = cost
@@ -373,12 +373,9 @@ def _caption(view, ctx):
     if ctx["frame"] is not None:
         lines.append(_html(ctx["frame"][2], bold=True))
     if ctx["backward"]:
-        total, buffers, leaf = held_bytes(view.graph.ops)
         lines.append(_html(f"Backward pass: {len(view.graph.ops)} nodes, numbered in the "
                            "order they run", bold=True))
-        lines.append(_html(f"saved for backward: {nbytes_text(total)} in {buffers} buffers"
-                           f" ({nbytes_text(leaf)} of it the leaves' own data: parameters"
-                           " and inputs that require grad)"))
+        lines.append(_html(_saved_text(view.graph.ops, ctx["profile"])))
     legends = []
     if ctx["costs"] is not None:
         title, cost = COSTS[ctx["cost"]][1], ctx["cost"]
@@ -393,6 +390,25 @@ def _caption(view, ctx):
     rows = [f'<TR><TD ALIGN="LEFT" BALIGN="LEFT">{line}</TD></TR>' for line in lines]
     rows += [f'<TR><TD ALIGN="LEFT">{legend}</TD></TR>' for legend in legends]
     return '<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="0">' + "".join(rows) + "</TABLE>>"
+
+
+def _saved_text(ops, profile):
+    """What the graph holds for backward. Drawn after backward(), the graph holds nothing
+    any more: a profile of the step tells what it held (its peak); without one, say that
+    it was freed rather than print 0 B."""
+    total, buffers, leaf = held_bytes(ops)
+    now = (f"{nbytes_text(total)} in {buffers} buffers ({nbytes_text(leaf)} of it the "
+           "leaves' own data: parameters and inputs that require grad)")
+    peak = getattr(profile, "peak_memory", None)
+    freed = total == 0 and any(getattr(n, "released", False) for n in ops)
+    if peak is not None:
+        held = nbytes_text(peak()[0])
+        return (f"saved for backward during the profiled step: {held} at the peak"
+                + (", since freed by backward()" if freed else f"; held now: {now}"))
+    if freed:
+        return ("saved for backward: freed by backward() (draw the graph before backward(), "
+                "or pass profile=, to see how much it held)")
+    return f"saved for backward: {now}"
 
 
 def grad_legend(scale):
