@@ -143,7 +143,7 @@ def _label(lines):
     """An HTML-like label of ``lines``, centred. The first line (the bold name) is followed
     by a thin blank line: Graphviz spaces a line by its own font size, and the smaller
     print below would otherwise touch the name's underscores and descenders."""
-    gap = '<BR ALIGN="CENTER"/><FONT POINT-SIZE="2"> </FONT><BR ALIGN="CENTER"/>'
+    gap = '<BR ALIGN="CENTER"/><FONT POINT-SIZE="2"><BR ALIGN="CENTER"/></FONT>'
     rest = '<BR ALIGN="CENTER"/>'.join(lines[1:])
     return "<" + lines[0] + (gap + rest if rest else "") + ">"
 
