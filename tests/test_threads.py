@@ -100,3 +100,18 @@ def test_which_environments_set_the_threads(environ, sets, limits):
 def test_split_threads(monkeypatch, blas, cores, split):
     monkeypatch.setattr(threads, "_cores", cores)
     assert threads.split_threads(blas) == split
+
+
+def test_set_num_threads_sets_run_splits_threads(monkeypatch):
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+    from minigrad.backend import run_split, get_num_threads, set_num_threads
+    monkeypatch.setattr(threads, "_cores", threads._cores)  # restored afterwards
+    with threadpool_limits(1, user_api="blas"):
+        for n, ranges in ((1, [(0, 6)]), (2, [(0, 3), (3, 6)]), (3, [(0, 2), (2, 4), (4, 6)])):
+            set_num_threads(n)
+            seen = []
+            run_split(lambda i0, i1: seen.append((i0, i1)), 6, np)
+            assert get_num_threads() == n and sorted(seen) == ranges
+    with pytest.raises(ValueError, match="positive"):
+        set_num_threads(0)

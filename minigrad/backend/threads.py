@@ -17,6 +17,7 @@ threads sleep rather than spin while they wait.
 An explicit setting wins: where the environment sets any of ``THREAD_VARIABLES`` (such as
 ``OPENBLAS_NUM_THREADS=1``), BLAS keeps the threads it was given, and run_split uses as
 many. ``MINIGRAD_ONE_BLAS_THREAD=0`` (or false, no, off) keeps BLAS's own default.
+``set_num_threads(n)`` changes run_split's number later (``n=1``: one thread for all).
 """
 import os
 
@@ -57,6 +58,21 @@ def one_blas_thread():
         lib.set_num_threads(1)
     _cores = cores
     return cores
+
+
+def set_num_threads(n):
+    """Share ``run_split``'s work among ``n`` threads (as torch.set_num_threads sets its
+    pool) while BLAS is on one thread; BLAS itself keeps the threads it has. ``n=1`` runs
+    all of minigrad on the calling thread."""
+    global _cores
+    if int(n) < 1:
+        raise ValueError(f"set_num_threads: expected a positive number of threads, got {n}")
+    _cores = int(n)
+
+
+def get_num_threads():
+    """How many threads ``run_split`` shares work among now."""
+    return split_threads(max([lib.num_threads for lib in blas_controllers()] or [1]))
 
 
 def split_threads(blas_threads):
