@@ -24,7 +24,8 @@ next one; meanwhile they hold cores that minigrad's threads (``kernels.run_split
 attention over groups of heads, Adam) and the next ops need. Spinning 2^20 cycles (about
 0.4 ms) still catches products that follow one another (a linear layer's two gradients,
 the next layer's). The environment's own setting wins, and where NumPy was imported before
-minigrad, OpenBLAS has read it already.
+minigrad, OpenBLAS has read it already. It matters where BLAS runs more than one thread:
+by default minigrad puts it on one (``threads.py``).
 """
 import ctypes
 import os

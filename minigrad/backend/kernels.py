@@ -290,8 +290,7 @@ class _Workers:
     thread pool for every call cost 200 us. ``lock`` lets one call at a time share them."""
 
     def __init__(self):
-        from threadpoolctl import ThreadpoolController
-        self.blas = ThreadpoolController().select(user_api="blas").lib_controllers
+        self.blas = threads.blas_controllers()
         self.lock = threading.Lock()
         self.jobs, self.done = [], queue.SimpleQueue()  # a queue per worker; their results
 
