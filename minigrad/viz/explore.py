@@ -8,7 +8,9 @@ start as one box each and open or close on a click, identical repeated blocks ar
 once, marked "×N". Clicking a node shows its op and derivative rule, input and output
 shapes and dtypes, statistics and a histogram of its value and of its gradient, what it
 saved for backward, and the line of code that created it. The step buttons walk the
-backward pass in the order the engine ran it.
+backward pass in the order the engine ran it. The page opens at the top of the graph with
+its labels at 11 px ("fit" shows the whole graph); the overlays (gradient norm, time,
+bytes) fill the nodes on a monotone scale, their text black or white for WCAG AA contrast.
 
 How it is built: ``view.make_view`` places every op, with repeated blocks merged, among the
 modules; each module's own contents (its ops, and its submodules as single boxes) are laid
