@@ -3,19 +3,40 @@ NaN/inf raises, naming the op and the line of user code that created it; so does
 whose backward would start from a gradient with NaN values given to ``backward`` (as
 PyTorch's check, NaN only: an infinite gradient given on purpose passes)."""
 import math
+import os
 import traceback
 
 from .. import backend
 from .grad_mode import PROCESS
 from .graph import AccumulateGrad
 
-_PACKAGE_DIR = __file__.rsplit("/autograd/", 1)[0]
 _NULL = backend._NULL_CONTEXT
 
 
 def user_frames():
-    """The creation stack, without minigrad's own frames (computed only in anomaly mode)."""
-    return [f for f in traceback.extract_stack()[:-2] if not f.filename.startswith(_PACKAGE_DIR)]
+    """The creation stack, without minigrad's own frames nor the interpreter's (runpy's, for
+    ``python -m``): computed only in anomaly mode. The demos are the user's code, wherever
+    they are installed."""
+    library, user = _library_dirs()
+    return [f for f in traceback.extract_stack()[:-2]
+            if not f.filename.startswith(library) or f.filename.startswith(user)
+            if not f.filename.startswith("<frozen ") and not f.filename.endswith("runpy.py")]
+
+
+_DIRS = []
+
+
+def _library_dirs():
+    """(the folders of minigrad's library code, the folder of its demos): nn and models
+    install under minigrad but sit beside it in a checkout."""
+    if not _DIRS:
+        import minigrad.demos
+        import minigrad.models
+        import minigrad.nn
+        library = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                        for m in (minigrad, minigrad.nn, minigrad.models))
+        _DIRS.extend([library, os.path.dirname(os.path.abspath(minigrad.demos.__file__)) + os.sep])
+    return _DIRS[0], _DIRS[1]
 
 
 def quiet_numpy():

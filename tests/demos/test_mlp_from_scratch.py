@@ -30,9 +30,6 @@ def installed_copy(site):
         shutil.copytree(root / package, site / "minigrad" / package, ignore=ignore)
 
 
-@pytest.mark.xfail(reason="the anomaly check's frame filter (minigrad/autograd/anomaly.py, "
-                   "user_frames) drops every frame under the installed package, the demos' "
-                   "own included, and reports runpy's frame instead", strict=False)
 def test_installed_the_anomaly_is_reported_at_the_demos_own_line(tmp_path):
     installed_copy(tmp_path / "site")
     done = subprocess.run([sys.executable, "-m", "minigrad.demos.mlp_from_scratch", "--steps",
