@@ -81,3 +81,36 @@ def test_the_tour_notebook_and_the_guide_have_the_questions_the_readme_counts():
     titles = [c["source"][0] for c in cells["cells"] if c["cell_type"] == "markdown"
               and c["source"] and re.match(r"## \d+\.", c["source"][0])]
     assert len(titles) == in_notebook
+
+
+def _explorer_rows():
+    """{(model, folded): (ops, nodes, drawn, modules, KiB)} as the explore demo makes them."""
+    import minigrad as mg
+    from minigrad.demos import explore
+    rows = {}
+    for model_name in ("seq2seq", "gpt"):
+        args = explore.parse_args(["--model", model_name, "--out", "unused"])
+        for folded in (True, False):  # (explore runs the backward pass: a graph each)
+            mg.manual_seed(args.seed)
+            build = explore.gpt_step if model_name == "gpt" else explore.seq2seq_step
+            model, loss = build(args)
+            c = mg.viz.explore(loss, None, model=model, depth=int(args.depth),
+                               title=f"{model_name} training step",
+                               collapse_repeats=folded).counts
+            rows[model_name, folded] = (c["ops"], c["items"], c["drawn"], c["groups"],
+                                        round(c["bytes"] / 1024))
+    return rows
+
+
+def test_the_explorer_table_counts_what_the_explore_demo_draws():
+    pytest = __import__("pytest")
+    pytest.importorskip("graphviz")
+    table = re.findall(r"^\| (seq2seq, 2\+2 layers|same, not folded.*?|GPT, 12 layers|same, "
+                       r"not folded) \| (\d+) \| (\d+) \| (\d+) in (\d+) modules \| (\d+) KiB",
+                       README, re.M)
+    assert len(table) == 4, "the README's explorer table has changed shape"
+    rows = _explorer_rows()
+    expected = [rows["seq2seq", True], rows["seq2seq", False], rows["gpt", True],
+                rows["gpt", False]]
+    stated = [tuple(int(v) for v in row[1:]) for row in table]
+    assert stated == expected
