@@ -81,7 +81,8 @@ def command(workload, steps, out):
 
 
 def run_once(setting, workload, steps, busy, busy_limit):
-    """(wall seconds, last line mentioning accuracy or None) of one run in a new process."""
+    """(seconds, the demo's last line on its accuracy or None) of one run in a new process:
+    the wall time of the demo, or the steps' own time."""
     neighbour = None
     if busy:
         neighbour = subprocess.Popen([sys.executable, "-c", _BUSY, str(busy_limit)])
@@ -98,7 +99,7 @@ def run_once(setting, workload, steps, busy, busy_limit):
             neighbour.wait()
     lines = done.stdout.splitlines()
     seconds = [float(line.split()[1]) for line in lines if line.startswith("seconds ")]
-    accuracy = [line.strip() for line in lines if "accuracy" in line.lower()]
+    accuracy = [line.strip() for line in lines if "exact match" in line]  # the demo's summary
     return (seconds[-1] if seconds else wall), (accuracy[-1] if accuracy else None)
 
 
@@ -108,12 +109,13 @@ def measure(workload, steps, repeats, conditions, busy_limit):
     for round_ in range(repeats):
         for condition in conditions:
             for setting in SETTINGS:
+                load = os.getloadavg()[0]  # others' work on the machine shows here
                 seconds, accuracy = run_once(setting, workload, steps, condition == "busy",
                                              busy_limit)
                 times.setdefault((condition, setting), []).append(seconds)
                 notes[condition, setting] = accuracy
-                print(f"  round {round_ + 1}: {condition:4} {setting:13} {seconds:8.2f} s",
-                      flush=True)
+                print(f"  round {round_ + 1}: {condition:4} {setting:13} {seconds:8.2f} s "
+                      f"(load average before: {load:.2f})", flush=True)
     return times, notes
 
 

@@ -115,3 +115,21 @@ def test_set_num_threads_sets_run_splits_threads(monkeypatch):
             assert get_num_threads() == n and sorted(seen) == ranges
     with pytest.raises(ValueError, match="positive"):
         set_num_threads(0)
+
+
+def test_the_benchmark_runs_each_setting_in_its_own_environment(monkeypatch):
+    from benchmarks import threads as bench
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    envs = {name: bench.environment(name) for name in bench.SETTINGS}
+    assert all(env["OPENBLAS_CORETYPE"] == "Haswell" and "OMP_NUM_THREADS" not in env
+               for env in envs.values())
+    assert envs["old default"]["MINIGRAD_ONE_BLAS_THREAD"] == "0"
+    assert not threads.user_sets_threads(envs["new default"])
+    assert threads.limits_by_default(envs["new default"])
+    assert envs["single thread"]["OPENBLAS_NUM_THREADS"] == "1"
+    rows = bench.table({("busy", "old default"): [6.0, 8.0], ("busy", "new default"): [2.2],
+                        ("busy", "single thread"): [2.0, 2.0, 3.0]}, ["busy"])
+    assert [(r["setting"], r["ratio"]) for r in rows] == [
+        ("old default", 3.5), ("new default", 1.1), ("single thread", 1.0)]
