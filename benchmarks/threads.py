@@ -2,6 +2,7 @@
 
     python -m benchmarks.threads [--workload demo|tiny|small|medium] [--steps 200]
                                  [--repeats 2] [--only idle,busy] [--json results.json]
+                                 [--settings "old default,new default,single thread"]
 
 Times a whole run, each in a fresh process (the threads of NumPy's BLAS are set per
 process, on import), under three settings:
@@ -103,12 +104,12 @@ def run_once(setting, workload, steps, busy, busy_limit):
     return (seconds[-1] if seconds else wall), (accuracy[-1] if accuracy else None)
 
 
-def measure(workload, steps, repeats, conditions, busy_limit):
+def measure(workload, steps, repeats, conditions, busy_limit, settings=tuple(SETTINGS)):
     """{(condition, setting): [seconds of each round]}, the settings in turn each round."""
     times, notes = {}, {}
     for round_ in range(repeats):
         for condition in conditions:
-            for setting in SETTINGS:
+            for setting in settings:
                 load = os.getloadavg()[0]  # others' work on the machine shows here
                 seconds, accuracy = run_once(setting, workload, steps, condition == "busy",
                                              busy_limit)
@@ -119,11 +120,11 @@ def measure(workload, steps, repeats, conditions, busy_limit):
     return times, notes
 
 
-def table(times, conditions):
+def table(times, conditions, settings=tuple(SETTINGS)):
     rows = []
     for condition in conditions:
         base = statistics.median(times[condition, BASELINE])
-        for setting in SETTINGS:
+        for setting in settings:
             runs = times[condition, setting]
             median = statistics.median(runs)
             rows.append(dict(condition=condition, setting=setting, median_s=median,
@@ -141,16 +142,21 @@ def main(argv=None):
     parser.add_argument("--busy-limit", type=float, default=900.0,
                         help="seconds after which the busy neighbour stops by itself")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--settings", default=",".join(SETTINGS),
+                        help=f"which settings to run (the ratio needs {BASELINE!r})")
     args = parser.parse_args(argv)
     conditions = [c for c in args.only.split(",") if c]
+    settings = [s.strip() for s in args.settings.split(",") if s.strip()]
+    if BASELINE not in settings or any(s not in SETTINGS for s in settings):
+        parser.error(f"--settings: choose among {', '.join(SETTINGS)}, {BASELINE!r} included")
     what = ("python -m minigrad.demos.seq2seq --task reverse --steps " + str(args.steps)
             if args.workload == "demo" else f"{args.steps} {args.workload} training steps")
     print(machine_line())
     print(f"workload: {what}; {args.repeats} rounds; load average before: "
           f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     times, notes = measure(args.workload, args.steps, args.repeats, conditions,
-                           args.busy_limit)
-    rows = table(times, conditions)
+                           args.busy_limit, settings)
+    rows = table(times, conditions, settings)
     print(f"\n{'condition':9}  {'setting':13}  {'median s':>9}  {'min..max s':>15}  "
           f"{'/ single':>8}")
     for r in rows:

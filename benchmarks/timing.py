@@ -66,17 +66,22 @@ def interleaved_all(calls, repeats, block=5, warmup=2, settle=0):
 
 def set_threads(n):
     """Use ``n`` threads in both libraries (None: PyTorch's default, the number of cores);
-    returns the number in use."""
+    returns the number in use. minigrad's are the threads its own split of large work runs
+    on (backend.set_num_threads); BLAS stays on the one thread minigrad gives it by default,
+    as users run it, unless the environment keeps BLAS's threads: then BLAS gets ``n``."""
     if torch is not None:
         if n:
             torch.set_num_threads(n)
         n = torch.get_num_threads()
     n = n or os.cpu_count()
-    try:
-        from threadpoolctl import threadpool_limits
-        threadpool_limits(n)
-    except ImportError:  # then NumPy's BLAS keeps what OPENBLAS_NUM_THREADS said
-        pass
+    from minigrad.backend import set_num_threads, threads
+    set_num_threads(n)
+    if not threads.limits_by_default():
+        try:
+            from threadpoolctl import threadpool_limits
+            threadpool_limits(n)
+        except ImportError:  # then NumPy's BLAS keeps what OPENBLAS_NUM_THREADS said
+            pass
     return n
 
 

@@ -133,3 +133,23 @@ def test_the_benchmark_runs_each_setting_in_its_own_environment(monkeypatch):
                         ("busy", "single thread"): [2.0, 2.0, 3.0]}, ["busy"])
     assert [(r["setting"], r["ratio"]) for r in rows] == [
         ("old default", 3.5), ("new default", 1.1), ("single thread", 1.0)]
+
+
+_BENCHMARK_THREADS = """
+import json
+from threadpoolctl import threadpool_info
+from benchmarks.timing import set_threads
+from minigrad.backend import get_num_threads
+set_threads(2)
+print(json.dumps(dict(split=get_num_threads(),
+                      blas=[i["num_threads"] for i in threadpool_info()
+                            if i["user_api"] == "blas" and "numpy" in i["filepath"]])))
+"""
+
+
+@pytest.mark.parametrize("variables, blas", [({}, 1), ({"MINIGRAD_ONE_BLAS_THREAD": "0"}, 2)])
+def test_the_benchmarks_threads_are_minigrads_split_and_blas_as_users_get_it(variables, blas):
+    got = _run(_BENCHMARK_THREADS, _env(**variables))
+    if not got["blas"] or (max(_numpy_alone()) < 2 and blas == 2):
+        pytest.skip("NumPy's BLAS is not a library of its own here, or runs one thread")
+    assert got["split"] == 2 and set(got["blas"]) == {blas}
