@@ -391,3 +391,86 @@ rand_like, randn_like = _like(rand), _like(randn)
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device,
                 requires_grad=requires_grad)
+
+
+# --- legacy constructors: mg.FloatTensor(...), mg.LongTensor(...), ... -------------------------
+class _LegacyTensorType(type):
+    """The type of ``mg.FloatTensor`` and its kin, PyTorch's legacy constructors. Each is a
+    dtype on the CPU, not a subclass of Tensor: ``isinstance(t, mg.FloatTensor)`` asks
+    whether ``t`` is a float32 tensor on the CPU, as in PyTorch (``isinstance(t, mg.Tensor)``
+    is untouched by it)."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.data.dtype == cls.dtype and not obj.is_cuda
+
+    def __repr__(cls):
+        return f"<class 'minigrad.{cls.__name__}'>"
+
+    def __call__(cls, *args, device=None):
+        """``T()`` (empty), ``T(2, 3)`` (a size: zeros, where PyTorch leaves the memory
+        uninitialised), ``T([[1, 2]])`` (data, converted to the dtype), ``T(tensor)`` (the
+        same memory, which must have the dtype already)."""
+        if device is not None and backend.Device(device).type != "cpu":
+            raise RuntimeError(f"legacy constructor expects device type: cpu but device type: "
+                               f"{backend.Device(device).type} was passed")
+        if len(args) == 1 and not _legacy_size(args[0]):
+            return _legacy_data(cls, args[0])
+        for i, n in enumerate(args):
+            if not _legacy_size(n):
+                raise TypeError(f"new(): argument 'size' failed to unpack the object at pos "
+                                f"{i + 1} with error \"type must be tuple of ints,but got "
+                                f"{type(n).__name__}\"")
+        return zeros(_new_shape("new", args or (0,)), dtype=cls.dtype)
+
+
+def _legacy_size(n):
+    return isinstance(n, (builtins.int, np.integer)) and not isinstance(n, builtins.bool)
+
+
+def _legacy_data(cls, data):
+    if isinstance(data, Tensor):
+        if data.dtype != cls.dtype:
+            raise TypeError(f"expected TensorOptions(dtype={dtypes.torch_name(cls.dtype)}) "
+                            f"(got TensorOptions(dtype={dtypes.torch_name(data.dtype)}))")
+        return data.view(data.shape)  # an alias, as PyTorch's
+    if not isinstance(data, (list, tuple, np.ndarray)):
+        raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
+    _check_no_strings(data, cls.dtype)
+    return tensor(data, dtype=cls.dtype)
+
+
+def _check_no_strings(data, dtype):
+    """PyTorch's errors for a string among the numbers: found while it reads the shape
+    (along the first items) a ValueError, found later a TypeError."""
+    first = data
+    while isinstance(first, (list, tuple)) and len(first):
+        first = first[0]
+        if isinstance(first, str):
+            raise ValueError("too many dimensions 'str'")
+
+    def strings(items):
+        return builtins.any(isinstance(i, str) or isinstance(i, (list, tuple)) and strings(i)
+                            for i in items)
+    if isinstance(data, (list, tuple)) and strings(data):
+        if dtype.kind == "f":
+            raise TypeError("must be real number, not str")
+        raise TypeError("'str' object cannot be interpreted as an integer")
+
+
+def _legacy_type(name, dtype):
+    return _LegacyTensorType(name, (), {"dtype": dtype, "is_cuda": False,
+                                        "__module__": "minigrad"})
+
+
+FloatTensor = _legacy_type("FloatTensor", dtypes.float32)
+DoubleTensor = _legacy_type("DoubleTensor", dtypes.float64)
+HalfTensor = _legacy_type("HalfTensor", dtypes.float16)
+LongTensor = _legacy_type("LongTensor", dtypes.int64)
+IntTensor = _legacy_type("IntTensor", dtypes.int32)
+ShortTensor = _legacy_type("ShortTensor", dtypes.int16)
+CharTensor = _legacy_type("CharTensor", dtypes.int8)
+ByteTensor = _legacy_type("ByteTensor", dtypes.uint8)
+BoolTensor = _legacy_type("BoolTensor", dtypes.bool)
+LEGACY_TYPES = {t.__name__: t for t in (FloatTensor, DoubleTensor, HalfTensor, LongTensor,
+                                        IntTensor, ShortTensor, CharTensor, ByteTensor,
+                                        BoolTensor)}

@@ -313,8 +313,20 @@ class Tensor(TensorBase):
     def cuda(self, device=None):
         return self.to("cuda" if device is None else f"cuda:{device}")
 
-    def type(self, dtype):
-        return self.to(dtype)
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        """With no argument, the name of this tensor's type in PyTorch's spelling,
+        ``'torch.FloatTensor'`` (``'torch.cuda.FloatTensor'`` on a GPU), so that programs
+        that compare it with PyTorch's strings work unchanged. Given a dtype, a legacy type
+        (``mg.LongTensor``) or a name (``'torch.LongTensor'``, ``'minigrad.cuda.LongTensor'``),
+        this tensor converted to it: itself where it has that type already."""
+        if kwargs:  # (PyTorch's obsolete ``async`` spelling of non_blocking)
+            _no_keywords("type", {k: v for k, v in kwargs.items() if k != "async"})
+        if dtype is None:
+            cuda = ".cuda" if self.is_cuda else ""
+            return f"torch{cuda}.{dtypes.torch_name(self.dtype)}Tensor"
+        if isinstance(dtype, str):
+            return self.to(*_legacy_type_name(dtype))
+        return self.to(getattr(dtype, "dtype", dtype))
 
     float = lambda self: self.to(dtypes.float32)  # noqa: E731
     double = lambda self: self.to(dtypes.float64)  # noqa: E731
@@ -1846,6 +1858,17 @@ def _alpha_sum(op, x, other, alpha, reflected=False):
         on_arrays(backend.add_scaled, out.data, raw[0], raw[1],
                   alpha if op == "add" else -alpha)
     return out
+
+
+def _legacy_type_name(name):
+    """(device, dtype) of a legacy type's name: 'torch.LongTensor', 'minigrad.cuda.LongTensor'."""
+    from .creation import LEGACY_TYPES
+    parts = name.split(".")
+    kind = LEGACY_TYPES.get(parts[-1])
+    if kind is None or parts[0] not in ("torch", "minigrad") or \
+            parts[1:-1] not in ([], ["cuda"]):
+        raise ValueError(f"invalid type: {name!r}")
+    return ("cuda" if len(parts) == 3 else "cpu"), kind.dtype
 
 
 def _number_first(name):
