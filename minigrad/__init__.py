@@ -49,8 +49,8 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     flatten expand split chunk masked_fill isnan isinf isfinite logical_and logical_or
     logical_not clone detach all any norm tril triu mm bmm gather index_select unbind isclose
     allclose equal flip roll cumsum sort argsort topk multinomial nonzero prod cumprod
-    masked_select tile repeat_interleave scatter scatter_add index_add logical_xor swapaxes
-    swapdims movedim moveaxis narrow unflatten numel""".split()
+    masked_select tile repeat_interleave scatter scatter_add index_add index_fill logical_xor
+    swapaxes swapdims movedim moveaxis narrow unflatten numel""".split()
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name

@@ -1291,6 +1291,39 @@ class Tensor(TensorBase):
                                   index=places)
         return out.reshape(()) if self.ndim == 0 else out
 
+    def index_fill(self, dim, index, value):
+        """A copy with ``value`` (a number or a 0-d tensor) in the entries ``index`` (an
+        int64 vector, negative counting from the end) along ``dim``: ``masked_fill`` with
+        those entries as the mask, and so its gradients (self's is 0 there; a tensor value's
+        is the sum of the gradient over the entries filled, each counted once)."""
+        if not isinstance(index, Tensor):
+            raise TypeError(f"index_fill(): argument 'index' (position 2) must be Tensor, not "
+                            f"{type(index).__name__}")
+        if isinstance(value, Tensor) and value.ndim != 0:
+            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but "
+                               f"got tensor with {value.ndim} dimension(s).")
+        d = _dim(self, dim)
+        if index.dtype != dtypes.int64:
+            raise IndexError("index_fill_(): Expected dtype int64 for index.")
+        if index.ndim > 1:
+            raise RuntimeError("Index has to be a vector/scalar")
+        backend.check_same_device("index_fill_", [self.data, index.data] +
+                                  ([value.data] if isinstance(value, Tensor) else []))
+        if not isinstance(value, Tensor) and self.data.dtype.kind in "iuf":
+            value = _fitting(_py_scalar(value), self.data.dtype, "index_fill_")
+        x = self.reshape(1) if self.ndim == 0 else self
+        n = x.shape[d]
+        if index.numel():
+            low, high = builtins.int(index.data.min()), builtins.int(index.data.max())
+            if low < -n or high >= n:
+                raise IndexError(f"index {low if low < -n else high} is out of bounds for "
+                                 f"dimension {d} with size {n}")
+        mask = backend.xp_of(x.data).zeros(n, dtype=dtypes.bool)
+        mask[index.data.reshape(-1)] = True
+        mask = Tensor._make(mask.reshape((n,) + (1,) * (x.ndim - d - 1)))
+        out = x.masked_fill(mask, value)
+        return out.reshape(()) if self.ndim == 0 else out
+
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         """Elementwise ``|self - other| <= atol + rtol * |other|`` (bool), as PyTorch:
         ``other`` is a tensor of this tensor's dtype."""
@@ -1453,6 +1486,9 @@ class Tensor(TensorBase):
     def index_add_(self, dim, index, source, *, alpha=1):
         return self._update("index_add_", lambda t: t.index_add(dim, index, source, alpha=alpha),
                             source)
+
+    def index_fill_(self, dim, index, value):
+        return self._update("index_fill_", lambda t: t.index_fill(dim, index, value), value)
 
     def copy_(self, src):
         """Write ``src`` (broadcast to this shape, cast to this dtype) into this tensor."""
