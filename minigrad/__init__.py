@@ -78,3 +78,4 @@ if os.path.isfile(os.path.join(_CHECKOUT, "setup.cfg")) and \
 from . import nn  # noqa: E402,F401
 from . import func  # noqa: E402,F401  (function transforms: mg.func.jacfwd, ...)
 from .compile import compile  # noqa: E402,F401,A001  (mg.compile: capture and replay a step)
+from . import cuda  # noqa: E402,F401  (mg.cuda: torch.cuda's queries through CuPy)
