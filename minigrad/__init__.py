@@ -21,7 +21,7 @@ from .autograd import (detect_anomaly, enable_grad, grad, inference_mode,  # noq
 from .backend import (Device, DeviceError, cuda_is_available, get_rng_state,  # noqa: F401
                       manual_seed, set_rng_state)
 from .autograd.function import ShapeError  # noqa: F401
-from .creation import (arange, empty, empty_like, eye, from_numpy, full, full_like,  # noqa
+from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,  # noqa
                        linspace, ones, ones_like, rand, rand_like, randint, randint_like, randn,
                        randn_like, randperm, tensor, zeros, zeros_like)
 from .creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa
@@ -50,7 +50,8 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     logical_not clone detach all any norm tril triu mm bmm gather index_select unbind isclose
     allclose equal flip roll cumsum sort argsort topk multinomial nonzero prod cumprod
     masked_select tile repeat_interleave scatter scatter_add index_add index_fill logical_xor
-    swapaxes swapdims movedim moveaxis narrow unflatten numel""".split()
+    swapaxes swapdims movedim moveaxis narrow unflatten numel eq ne lt gt le ge t addmm baddbmm
+    outer dot mv clamp_min clamp_max broadcast_to is_floating_point""".split()
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name

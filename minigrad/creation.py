@@ -474,3 +474,16 @@ BoolTensor = _legacy_type("BoolTensor", dtypes.bool)
 LEGACY_TYPES = {t.__name__: t for t in (FloatTensor, DoubleTensor, HalfTensor, LongTensor,
                                         IntTensor, ShortTensor, CharTensor, ByteTensor,
                                         BoolTensor)}
+
+
+def as_tensor(data, dtype=None, device=None):
+    """``data`` as a tensor, sharing its memory where it can: a tensor of that dtype and
+    device is returned itself, a NumPy array of that dtype on the CPU is shared (as
+    ``from_numpy``); anything else is copied (as ``tensor``)."""
+    dtype = dtypes.as_dtype(dtype)
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or dtype == data.dtype) and \
+            (device is None or backend.Device(device).type == "cpu"):
+        return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)

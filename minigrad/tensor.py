@@ -193,6 +193,13 @@ class Tensor(TensorBase):
 
     nelement = numel
 
+    def data_ptr(self):
+        """The address of this tensor's first element (an int, as PyTorch's)."""
+        return self.data.data.ptr if self.is_cuda else self.data.ctypes.data
+
+    nbytes = property(lambda self: self.data.nbytes)
+    itemsize = property(lambda self: self.data.itemsize)
+
     def ndimension(self):
         return self.data.ndim
 
@@ -700,6 +707,15 @@ class Tensor(TensorBase):
 
     clip = clamp
 
+    def clamp_min(self, min):
+        return self.clamp(min=min)
+
+    def clamp_max(self, max):
+        return self.clamp(max=max)
+
+    def broadcast_to(self, size):
+        return self.expand(size)
+
     def where(self, condition, other):
         """``self`` where ``condition`` holds, else ``other`` (PyTorch's Tensor.where)."""
         from .combine import where
@@ -1144,6 +1160,40 @@ class Tensor(TensorBase):
             return self.matmul(mat2)  # (refused there)
         return Bmm.apply(self, mat2)
 
+    def mv(self, vec):
+        """Matrix-vector product of an (n, m) matrix and an m-vector."""
+        if self.ndim != 2 or vec.ndim != 1:
+            raise RuntimeError(f"vector + matrix @ vector expected, got {self.ndim}, "
+                               f"{vec.ndim}, {vec.ndim}")
+        return self.matmul(vec)
+
+    def dot(self, tensor):
+        """The inner product of two vectors of the same length and dtype."""
+        if self.ndim != 1 or tensor.ndim != 1:
+            raise RuntimeError(f"1D tensors expected, but got {self.ndim}D and {tensor.ndim}D "
+                               f"tensors")
+        if self.dtype != tensor.dtype:
+            raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                               f"{dtypes.torch_name(self.dtype)} and "
+                               f"{dtypes.torch_name(tensor.dtype)}")
+        return self.matmul(tensor)
+
+    def outer(self, vec2):
+        """``out[i][j] = self[i] * vec2[j]`` of two vectors."""
+        if self.ndim != 1 or vec2.ndim != 1:
+            raise RuntimeError(f"outer: expected 1D tensors, got {self.ndim}D and "
+                               f"{vec2.ndim}D")
+        return self.unsqueeze(1) * vec2.unsqueeze(0)
+
+    def addmm(self, mat1, mat2, *, beta=1, alpha=1):
+        """``beta * self + alpha * (mat1 @ mat2)``, self broadcast to the product's shape;
+        with ``beta == 0`` self is not read (NaN in it does not spread), as in PyTorch."""
+        return _scaled_sum(self, mat1.mm(mat2), beta, alpha)
+
+    def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        """``beta * self + alpha * (batch1 @ batch2)`` of batched matrices (as ``addmm``)."""
+        return _scaled_sum(self, batch1.bmm(batch2), beta, alpha)
+
     def gather(self, dim, index):
         """``out[i][j] = self[index[i][j]][j]`` for dim 0 (likewise for any dim), as PyTorch:
         ``index`` has self's number of dims and is no larger on the others; the gradient is
@@ -1582,6 +1632,55 @@ class Tensor(TensorBase):
     def tanh_(self): return self._update("tanh_", Tensor.tanh)
     def sigmoid_(self): return self._update("sigmoid_", Tensor.sigmoid)
 
+    def clamp_min_(self, min): return self._update("clamp_min_", lambda t: t.clamp(min=min), min)
+    def clamp_max_(self, max): return self._update("clamp_max_", lambda t: t.clamp(max=max), max)
+    def tril_(self, diagonal=0): return self._update("tril_", lambda t: t.tril(diagonal))
+    def triu_(self, diagonal=0): return self._update("triu_", lambda t: t.triu(diagonal))
+
+    def fill_diagonal_(self, fill_value, wrap=False):
+        """Write ``fill_value`` on the main diagonal (all dims of equal length, or a matrix;
+        a tall matrix with ``wrap`` starts again every ``cols + 1`` rows, as PyTorch)."""
+        if self.ndim < 2:
+            raise RuntimeError("dimensions must larger than 1")
+        if self.ndim > 2 and len(set(self.shape)) != 1:
+            raise RuntimeError("all dimensions of input must be of equal length")
+        xp = backend.xp_of(self.data)
+        step = builtins.sum(math.prod(self.shape[k + 1:]) for k in range(self.ndim))
+        count = builtins.min(self.shape)
+        if self.ndim == 2 and wrap and self.shape[0] > self.shape[1]:
+            count = -(-self.numel() // step)
+        mask = xp.zeros(self.numel(), dtype=dtypes.bool)
+        mask[:count * step:step] = True
+        mask = Tensor._make(mask.reshape(self.shape))
+        return self._update("fill_diagonal_", lambda t: t.masked_fill(mask, fill_value))
+
+    # In-place changes of shape: the tensor takes the view's array and history. What it was
+    # becomes the source of that view, so a later write through it still reaches its base.
+    def squeeze_(self, dim=None):
+        return self._reshape_("squeeze_", lambda t: t.squeeze(dim))
+
+    def unsqueeze_(self, dim):
+        return self._reshape_("unsqueeze_", lambda t: t.unsqueeze(dim))
+
+    def t_(self):
+        return self._reshape_("t_", Tensor.t)
+
+    def transpose_(self, dim0, dim1):
+        return self._reshape_("transpose_", lambda t: t.transpose(dim0, dim1))
+
+    def _reshape_(self, op, view):
+        if _recording(self):
+            _check_not_leaf(self, op)
+        was = _new(Tensor)
+        was.__dict__.update(self.__dict__)
+        out = view(was)
+        self.data = out.data
+        if out._view_of is not None:
+            self._vc, self._view_of, self._view_version = out._vc, out._view_of, out._view_version
+        if out.grad_fn is not None:
+            _new_history(self, out.grad_fn, out._out_idx)
+        return self
+
     def _update(self, op, compute, *others, cast=False, written=None):
         """Write ``compute(self)`` into this tensor's memory (see the section's comment);
         ``others`` are the other tensors it reads. Arithmetic results must be castable to
@@ -1894,6 +1993,18 @@ def _alpha_sum(op, x, other, alpha, reflected=False):
         on_arrays(backend.add_scaled, out.data, raw[0], raw[1],
                   alpha if op == "add" else -alpha)
     return out
+
+
+def _scaled_sum(x, product, beta, alpha):
+    """``beta * x + alpha * product`` of addmm and baddbmm (``x`` unread where beta is 0)."""
+    if not (type(alpha) in (builtins.int, builtins.bool) and alpha == 1):
+        product = product * alpha
+    if beta == 0:
+        _broadcast_shape("addmm", x, product)  # (self must still fit the product's shape)
+        return product
+    if not (type(beta) in (builtins.int, builtins.bool) and beta == 1):
+        x = x * beta
+    return x + product
 
 
 def _legacy_type_name(name):
