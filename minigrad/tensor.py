@@ -333,7 +333,9 @@ class Tensor(TensorBase):
             return f"torch{cuda}.{dtypes.torch_name(self.dtype)}Tensor"
         if isinstance(dtype, str):
             return self.to(*_legacy_type_name(dtype))
-        return self.to(getattr(dtype, "dtype", dtype))
+        if isinstance(dtype, type) and hasattr(dtype, "is_cuda"):  # (mg.LongTensor: the CPU)
+            return self.to("cuda" if dtype.is_cuda else "cpu", dtype.dtype)
+        return self.to(dtype)
 
     float = lambda self: self.to(dtypes.float32)  # noqa: E731
     double = lambda self: self.to(dtypes.float64)  # noqa: E731
