@@ -80,3 +80,4 @@ from . import nn  # noqa: E402,F401
 from . import func  # noqa: E402,F401  (function transforms: mg.func.jacfwd, ...)
 from .compile import compile  # noqa: E402,F401,A001  (mg.compile: capture and replay a step)
 from . import cuda  # noqa: E402,F401  (mg.cuda: torch.cuda's queries through CuPy)
+from . import utils  # noqa: E402,F401  (mg.utils.data: datasets and loaders)

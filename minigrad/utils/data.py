@@ -1,0 +1,502 @@
+"""``minigrad.utils.data``: PyTorch's ``torch.utils.data`` (datasets, samplers, loaders).
+
+A map-style ``Dataset`` gives the sample at an index; a sampler gives the indices (in order,
+or shuffled), ``BatchSampler`` groups them, and ``DataLoader`` fetches each batch's samples
+and joins them with ``collate_fn`` (``default_collate`` stacks tensors, makes tensors of
+numbers and recurses into tuples, lists and dicts, as PyTorch's does). An
+``IterableDataset`` gives its samples as a stream instead.
+
+Batches are made in the calling process: ``num_workers`` must be 0 (a larger number is
+refused rather than silently run in one process).
+
+Random order comes from minigrad's one generator (``backend.generator()``, seeded by
+``manual_seed``) unless ``generator`` is given: a NumPy ``Generator`` (or anything with its
+``permutation`` and ``integers`` methods). The draws are NumPy's, so a shuffled order or a
+``random_split`` is reproducible from the seed but is not the permutation PyTorch draws
+from the same seed.
+"""
+import bisect
+import collections.abc
+import copy
+import math
+import re
+import warnings
+
+import numpy as np
+
+import minigrad as mg
+from minigrad import backend
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
+           "ChainDataset", "Sampler", "SequentialSampler", "RandomSampler",
+           "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler", "DataLoader",
+           "default_collate", "default_convert", "random_split", "get_worker_info"]
+
+
+def _numpy_generator(generator):
+    """The NumPy generator that random order is drawn from: minigrad's one generator when
+    ``generator`` is None."""
+    if generator is None:
+        return backend.generator()
+    if hasattr(generator, "permutation") and hasattr(generator, "integers"):
+        return generator
+    raise TypeError(f"generator must be a NumPy Generator (or None for minigrad's own), "
+                    f"got {type(generator).__name__}")
+
+
+# --- datasets --------------------------------------------------------------------------------
+
+class Dataset:
+    """A map-style dataset: subclass it and write ``__getitem__`` (and ``__len__``)."""
+
+    def __getitem__(self, index):
+        raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
+
+    def __add__(self, other):
+        return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """A dataset that is a stream of samples: subclass it and write ``__iter__``."""
+
+    def __iter__(self):
+        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+
+    def __add__(self, other):
+        return ChainDataset([self, other])
+
+
+class TensorDataset(Dataset):
+    """Samples are the rows of tensors that share their first dimension: sample ``i`` is
+    ``tuple(t[i] for t in tensors)``."""
+
+    def __init__(self, *tensors):
+        assert all(tensors[0].shape[0] == t.shape[0] for t in tensors), \
+            "Size mismatch between tensors"
+        self.tensors = tensors
+
+    def __getitem__(self, index):
+        return tuple(t[index] for t in self.tensors)
+
+    def __len__(self):
+        return self.tensors[0].shape[0]
+
+
+class Subset(Dataset):
+    """The samples of ``dataset`` at ``indices``, in that order."""
+
+    def __init__(self, dataset, indices):
+        self.dataset, self.indices = dataset, indices
+
+    def __getitem__(self, idx):
+        if isinstance(idx, list):
+            return self.dataset[[self.indices[i] for i in idx]]
+        return self.dataset[self.indices[idx]]
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class ConcatDataset(Dataset):
+    """The samples of several map-style datasets, one after another."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        assert len(self.datasets) > 0, "datasets should not be an empty iterable"
+        for d in self.datasets:
+            assert not isinstance(d, IterableDataset), \
+                "ConcatDataset does not support IterableDataset"
+        self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]).tolist())
+
+    def __len__(self):
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, idx):
+        if idx < 0:
+            if -idx > len(self):
+                raise ValueError("absolute value of index should not exceed dataset length")
+            idx = len(self) + idx
+        which = bisect.bisect_right(self.cumulative_sizes, idx)
+        start = self.cumulative_sizes[which - 1] if which > 0 else 0
+        return self.datasets[which][idx - start]
+
+
+class ChainDataset(IterableDataset):
+    """The samples of several iterable datasets, one stream after another."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            assert isinstance(d, IterableDataset), \
+                "ChainDataset only supports IterableDataset"
+            yield from d
+
+    def __len__(self):
+        return sum(len(d) for d in self.datasets)
+
+
+def random_split(dataset, lengths, generator=None):
+    """``Subset``s of ``dataset`` with the given lengths (or fractions summing to 1: each
+    gets ``floor(frac * len(dataset))`` and the remainder goes one by one to the first
+    splits, as in PyTorch), disjoint, from one random permutation. The permutation is
+    NumPy's draw from minigrad's generator (or ``generator``), not PyTorch's."""
+    lengths = list(lengths)
+    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        sizes = []
+        for i, frac in enumerate(lengths):
+            if frac < 0 or frac > 1:
+                raise ValueError(f"Fraction at index {i} is not between 0 and 1")
+            sizes.append(math.floor(len(dataset) * frac))
+        for i in range(len(dataset) - sum(sizes)):
+            sizes[i % len(sizes)] += 1
+        lengths = sizes
+        for i, length in enumerate(lengths):
+            if length == 0:
+                warnings.warn(f"Length of split at index {i} is 0. "
+                              f"This might result in an empty dataset.", stacklevel=2)
+    if sum(lengths) != len(dataset):
+        raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
+    indices = _numpy_generator(generator).permutation(sum(lengths)).tolist()
+    ends = np.cumsum(lengths).tolist()
+    return [Subset(dataset, indices[end - length:end]) for end, length in zip(ends, lengths)]
+
+
+# --- samplers --------------------------------------------------------------------------------
+
+class Sampler:
+    """Base class of the samplers: an iterable of indices (or of lists of indices)."""
+
+    def __init__(self, data_source=None):
+        pass
+
+    def __iter__(self):
+        raise NotImplementedError
+
+
+class SequentialSampler(Sampler):
+    """The indices 0, 1, ..., len(data_source) - 1."""
+
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self):
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """The indices in a new random order each pass (each of them once, or ``num_samples``
+    drawn with ``replacement``)."""
+
+    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        self.data_source, self.replacement = data_source, replacement
+        self._num_samples, self.generator = num_samples, generator
+        if not isinstance(replacement, bool):
+            raise TypeError(f"replacement should be a boolean value, but got "
+                            f"replacement={replacement}")
+        if not isinstance(self.num_samples, int) or self.num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got "
+                             f"num_samples={self.num_samples}")
+
+    @property
+    def num_samples(self):
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self):
+        n, rng = len(self.data_source), _numpy_generator(self.generator)
+        if self.replacement:
+            yield from rng.integers(0, n, self.num_samples).tolist()
+            return
+        for _ in range(self.num_samples // n):
+            yield from rng.permutation(n).tolist()
+        yield from rng.permutation(n).tolist()[:self.num_samples % n]
+
+    def __len__(self):
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices, in a new random order each pass."""
+
+    def __init__(self, indices, generator=None):
+        self.indices, self.generator = indices, generator
+
+    def __iter__(self):
+        for i in _numpy_generator(self.generator).permutation(len(self.indices)).tolist():
+            yield self.indices[i]
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices drawn with probabilities proportional to ``weights``."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) \
+                or num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got "
+                             f"num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got "
+                             f"replacement={replacement}")
+        weights = np.asarray(weights.numpy() if isinstance(weights, mg.Tensor) else weights,
+                             dtype=np.float64)
+        if weights.ndim != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape "
+                             f"{tuple(weights.shape)}")
+        self.weights = mg.tensor(weights)
+        self.num_samples, self.replacement, self.generator = num_samples, replacement, generator
+
+    def __iter__(self):
+        p = self.weights.numpy()
+        choice = _numpy_generator(self.generator).choice
+        yield from choice(len(p), self.num_samples, replace=self.replacement,
+                          p=p / p.sum()).tolist()
+
+    def __len__(self):
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    """Lists of ``batch_size`` indices from ``sampler`` (the last one shorter unless
+    ``drop_last``)."""
+
+    def __init__(self, sampler, batch_size, drop_last):
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
+            raise ValueError(f"batch_size should be a positive integer value, but got "
+                             f"batch_size={batch_size}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean value, but got "
+                             f"drop_last={drop_last}")
+        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
+
+    def __iter__(self):
+        batch = []
+        for idx in self.sampler:
+            batch.append(idx)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self):
+        if self.drop_last:
+            return len(self.sampler) // self.batch_size
+        return (len(self.sampler) + self.batch_size - 1) // self.batch_size
+
+
+# --- collating -------------------------------------------------------------------------------
+
+_COLLATE_ERROR = ("default_collate: batch must contain tensors, numpy arrays, numbers, "
+                  "dicts or lists; found {}")
+_STRINGS_OR_OBJECTS = re.compile(r"[SaUO]")  # NumPy dtypes that make no tensor
+
+
+def default_collate(batch):
+    """One batch from a list of samples: tensors stacked on a new first dim, NumPy arrays
+    and numbers made tensors (float -> float64, int -> int64, bool -> bool), str and bytes
+    kept as a list, and dicts, namedtuples, tuples and lists collated per entry (a tuple
+    gives a list, as in PyTorch)."""
+    elem = batch[0]
+    if isinstance(elem, mg.Tensor):
+        return mg.stack(list(batch), 0)
+    if isinstance(elem, np.ndarray):
+        if _STRINGS_OR_OBJECTS.search(elem.dtype.str) is not None:
+            raise TypeError(_COLLATE_ERROR.format(elem.dtype))
+        return default_collate([mg.tensor(b) for b in batch])
+    if isinstance(elem, (np.bool_, np.number)):
+        return mg.tensor(np.asarray(batch))
+    if isinstance(elem, float):
+        return mg.tensor(batch, dtype=mg.float64)
+    if isinstance(elem, int):
+        return mg.tensor(batch)
+    if isinstance(elem, (str, bytes)):
+        return batch
+    if isinstance(elem, collections.abc.Mapping):
+        collated = {key: default_collate([d[key] for d in batch]) for key in elem}
+        return _same_kind(elem, collated, collections.abc.MutableMapping)
+    if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # a namedtuple
+        return type(elem)(*(default_collate(s) for s in zip(*batch)))
+    if isinstance(elem, collections.abc.Sequence):
+        size = len(elem)
+        if not all(len(e) == size for e in batch):
+            raise RuntimeError("each element in list of batch should be of equal size")
+        collated = [default_collate(s) for s in zip(*batch)]  # (str entries stay tuples)
+        if isinstance(elem, tuple):
+            return collated
+        return _same_kind(elem, collated, collections.abc.MutableSequence)
+    raise TypeError(_COLLATE_ERROR.format(type(elem)))
+
+
+def _same_kind(elem, collated, mutable):
+    """``collated`` (a dict or list) as ``elem``'s type where that type can hold it."""
+    try:
+        if isinstance(elem, mutable):
+            clone = copy.copy(elem)
+            if isinstance(collated, dict):
+                clone.update(collated)
+            else:
+                clone[:] = collated
+            return clone
+        return type(elem)(collated)
+    except TypeError:  # a type that cannot be made from its entries
+        return collated
+
+
+def default_convert(data):
+    """``data`` with its NumPy arrays and NumPy scalars made tensors (through dicts,
+    namedtuples, tuples and lists): what ``DataLoader`` gives with ``batch_size=None``."""
+    if isinstance(data, mg.Tensor):
+        return data
+    if isinstance(data, np.ndarray):
+        if _STRINGS_OR_OBJECTS.search(data.dtype.str) is not None:
+            return data
+        return mg.tensor(data)
+    if isinstance(data, (np.bool_, np.number)):
+        return mg.tensor(np.asarray(data))
+    if isinstance(data, (str, bytes)):
+        return data
+    if isinstance(data, collections.abc.Mapping):
+        return _same_kind(data, {k: default_convert(v) for k, v in data.items()},
+                          collections.abc.MutableMapping)
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(default_convert(d) for d in data))
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]
+    if isinstance(data, collections.abc.Sequence):
+        return _same_kind(data, [default_convert(d) for d in data],
+                          collections.abc.MutableSequence)
+    return data
+
+
+def get_worker_info():
+    """None: every batch is made in the calling process."""
+    return None
+
+
+# --- the loader ------------------------------------------------------------------------------
+
+class DataLoader:
+    """Batches of ``dataset``'s samples, made in the calling process.
+
+    Args:
+        dataset: a map-style ``Dataset`` (any object with ``__getitem__`` and ``__len__``)
+            or an ``IterableDataset``.
+        batch_size (int or None): samples per batch; None gives single samples. Default: 1.
+        shuffle (bool): a new random order every pass (map-style datasets only).
+        sampler, batch_sampler: where the indices (or the lists of indices) come from.
+        num_workers (int): must be 0.
+        collate_fn: joins a list of samples into a batch. Default: ``default_collate``.
+        drop_last (bool): leave out the last batch when it is short.
+        generator: draws the shuffled order (see the module docstring).
+        pin_memory, timeout, worker_init_fn, multiprocessing_context, prefetch_factor,
+            persistent_workers, pin_memory_device, in_order: PyTorch's, checked as PyTorch
+            checks them; without workers they change nothing.
+    """
+
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 in_order=True):
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; "
+                             "use num_workers=0 to disable multiprocessing.")
+        if num_workers > 0:
+            raise ValueError(f"DataLoader: num_workers={num_workers} is not supported: "
+                             "minigrad makes batches in the calling process; use num_workers=0")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in "
+                             "multiprocessing.let num_workers > 0 to enable multiprocessing, "
+                             "otherwise set prefetch_factor to None.")
+        if persistent_workers:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        if multiprocessing_context is not None:
+            raise ValueError("multiprocessing_context can only be used with multi-process "
+                             f"loading (num_workers > 0), but got num_workers={num_workers}")
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            if shuffle not in {False, None}:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified "
+                                 f"shuffle option, but got shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified "
+                                 f"sampler option, but got sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified "
+                                 f"batch_sampler option, but got batch_sampler={batch_sampler}")
+        shuffle = bool(shuffle)
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
+                                 "shuffle, sampler, and drop_last")
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually "
+                             "exclusive with drop_last")
+        if sampler is None and not self._iterable:
+            sampler = (RandomSampler(dataset, generator=generator) if shuffle
+                       else SequentialSampler(dataset))
+        if batch_size is not None and batch_sampler is None and not self._iterable:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
+        self.sampler, self.batch_sampler, self.generator = sampler, batch_sampler, generator
+        self.num_workers, self.pin_memory, self.timeout = num_workers, pin_memory, timeout
+        self.worker_init_fn, self.prefetch_factor = worker_init_fn, prefetch_factor
+        self.persistent_workers, self.pin_memory_device = persistent_workers, pin_memory_device
+        self.in_order = in_order
+        batching = batch_size is not None or batch_sampler is not None
+        self.collate_fn = collate_fn or (default_collate if batching else default_convert)
+        self._initialized = True
+
+    def __setattr__(self, attr, val):
+        if getattr(self, "_initialized", False) and attr in (
+                "batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
+                "persistent_workers"):
+            raise ValueError(f"{attr} attribute should not be set after "
+                             f"{type(self).__name__} is initialized")
+        super().__setattr__(attr, val)
+
+    def __iter__(self):
+        if self._iterable:
+            return self._iter_stream()
+        if self.batch_sampler is not None:
+            return (self.collate_fn([self.dataset[i] for i in indices])
+                    for indices in self.batch_sampler)
+        return (self.collate_fn(self.dataset[i]) for i in self.sampler)
+
+    def _iter_stream(self):
+        if self.batch_size is None:
+            for sample in self.dataset:
+                yield self.collate_fn(sample)
+            return
+        batch = []
+        for sample in self.dataset:
+            batch.append(sample)
+            if len(batch) == self.batch_size:
+                yield self.collate_fn(batch)
+                batch = []
+        if batch and not self.drop_last:
+            yield self.collate_fn(batch)
+
+    def __len__(self):
+        if self._iterable:
+            length = len(self.dataset)
+            if self.batch_size is None:
+                return length
+            if self.drop_last:
+                return length // self.batch_size
+            return math.ceil(length / self.batch_size)
+        if self.batch_sampler is not None:
+            return len(self.batch_sampler)
+        return len(self.sampler)
