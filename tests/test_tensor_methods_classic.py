@@ -1,0 +1,221 @@
+"""Tensor methods of classic teaching programs (the Annotated Transformer, nanoGPT,
+makemore, ...): index_fill, addmm, baddbmm, mv, dot, outer, clamp_min/max, the in-place
+tril_, triu_, fill_diagonal_ and shape changes, data_ptr/nbytes/itemsize, mg.as_tensor and
+the comparison functions; gradcheck in float64 and forward and backward against PyTorch."""
+import numpy as np
+import pytest
+
+import minigrad as mg
+from tests.test_ops_elementwise import DTYPES, assert_gradcheck, assert_parity, lib, sample
+from tests.torch_ref import On, needs_torch, torch
+
+IDX = np.array([0, 2, 0], np.int64)
+
+
+def _unleafed(t):
+    return t * 1  # (a non-leaf, so that an in-place op on it is recorded)
+
+
+def _in_place(name, *args):
+    def fn(t):
+        out = _unleafed(t)
+        getattr(out, name)(*args)
+        return out * out
+    return fn
+
+
+# (id, input shapes (or int64 arrays), function of the inputs)
+CASES = [
+    ("index_fill_dim1", [(3, 4), IDX], lambda x, i: x.index_fill(1, i, -1.5)),
+    ("index_fill_dim_neg", [(3, 4), IDX[:2]], lambda x, i: x.index_fill(-2, i, 2.0)),
+    ("index_fill_value_tensor", [(3, 4), IDX, ()], lambda x, i, v: x.index_fill(1, i, v)),
+    ("index_fill_3d", [(2, 3, 4), np.array([1, -1])], lambda x, i: x.index_fill(2, i, 0.5)),
+    ("index_fill_0d", [(), np.array([0])], lambda x, i: x.index_fill(0, i, 3.0)),
+    ("index_fill_empty", [(3, 4), np.zeros(0, np.int64)], lambda x, i: x.index_fill(0, i, 1.0)),
+    ("index_fill_scalar_index", [(3, 4), np.array(1)], lambda x, i: x.index_fill(0, i, 1.0)),
+    ("index_fill_fn", [(3, 4), IDX], lambda x, i: lib(x).index_fill(x, 1, i, 1.0)),
+    ("index_fill_", [(3, 4), IDX, ()],
+     lambda x, i, v: _unleafed(x).index_fill_(1, i, v) * x),
+    ("addmm", [(4,), (3, 2), (2, 4)], lambda x, a, b: x.addmm(a, b)),
+    ("addmm_scaled", [(3, 1), (3, 2), (2, 4)], lambda x, a, b: x.addmm(a, b, beta=0.5, alpha=2)),
+    ("addmm_fn", [(3, 4), (3, 2), (2, 4)], lambda x, a, b: lib(x).addmm(x, a, b, alpha=-1)),
+    ("baddbmm", [(2, 3, 4), (2, 3, 5), (2, 5, 4)], lambda x, a, b: x.baddbmm(a, b)),
+    ("baddbmm_scaled", [(1, 4), (2, 3, 5), (2, 5, 4)],
+     lambda x, a, b: lib(x).baddbmm(x, a, b, beta=2, alpha=0.25)),
+    ("mv", [(3, 4), (4,)], lambda x, v: x.mv(v)),
+    ("dot", [(5,), (5,)], lambda x, y: x.dot(y)),
+    ("outer", [(3,), (4,)], lambda x, y: lib(x).outer(x, y)),
+    ("clamp_min", [(3, 4)], lambda x: x.clamp_min(0.3)),
+    ("clamp_max", [(3, 4)], lambda x: lib(x).clamp_max(x, -0.3)),
+    ("clamp_min_", [(3, 4)], _in_place("clamp_min_", 0.3)),
+    ("clamp_max_", [(3, 4)], _in_place("clamp_max_", -0.3)),
+    ("broadcast_to", [(3, 1)], lambda x: x.broadcast_to((2, 3, 4))),
+    ("tril_", [(4, 4)], _in_place("tril_")),
+    ("triu_", [(2, 3, 4)], _in_place("triu_", 1)),
+    ("fill_diagonal_", [(3, 4)], _in_place("fill_diagonal_", 2.0)),
+    ("fill_diagonal_wrap", [(7, 2)], _in_place("fill_diagonal_", 2.0, True)),
+    ("fill_diagonal_cube", [(3, 3, 3)], _in_place("fill_diagonal_", -1.0)),
+    ("squeeze_", [(3, 1, 4)], _in_place("squeeze_")),
+    ("squeeze_dim", [(3, 1, 4)], _in_place("squeeze_", 1)),
+    ("unsqueeze_", [(3, 4)], _in_place("unsqueeze_", -1)),
+    ("t_", [(3, 4)], _in_place("t_")),
+    ("transpose_", [(2, 3, 4)], _in_place("transpose_", 0, 2)),
+]
+
+
+def _inputs(shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [s if isinstance(s, np.ndarray) else sample(rng, s, "nonzero") for s in shapes]
+
+
+@pytest.mark.parametrize("shapes, fn", [pytest.param(*row[1:], id=row[0]) for row in CASES])
+def test_gradcheck(device, shapes, fn):
+    assert_gradcheck(fn, _inputs(shapes), device)
+
+
+@needs_torch
+@DTYPES
+@pytest.mark.parametrize("shapes, fn", [pytest.param(*row[1:], id=row[0]) for row in CASES])
+def test_matches_torch(device, shapes, fn, dtype):
+    arrays = [a if a.dtype.kind != "f" else a.astype(dtype) for a in _inputs(shapes)]
+    assert_parity(fn, arrays, device)
+
+
+# --- index_fill: dtypes and errors ----------------------------------------------------------------
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float16", "int64", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("value", [2, 1.5, True, "tensor"])
+def test_index_fill_dtypes(device, dtype, value):
+    def program(M):
+        x = M.arange(12).reshape(3, 4).to(getattr(M, dtype))
+        v = M.tensor(2.5) if value == "tensor" else value
+        return x.index_fill(1, M.tensor([0, 3]), v)
+    ref, ours = program(torch), program(On(mg, device))
+    assert ours.dtype == ref.numpy().dtype
+    np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+
+
+def test_index_fill_value_of_another_dtype_gets_its_own_gradient(device):
+    v = mg.tensor(2.0, dtype=mg.float64, device=device, requires_grad=True)
+    x = mg.ones(3, 4, device=device, requires_grad=True)
+    out = x.index_fill(1, mg.tensor([0, 0, 2], device=device), v)
+    assert out.dtype == mg.float32
+    (out * mg.arange(12.0, device=device).reshape(3, 4)).sum().backward()
+    assert v.grad.dtype == mg.float64 and v.grad.item() == 30.0  # (columns 0 and 2, once each)
+
+
+INDEX_FILL_ERRORS = [
+    (lambda M, x: x.index_fill(1, M.tensor([0, 2]).int(), 1.0), IndexError),
+    (lambda M, x: x.index_fill(1, M.tensor([0, 2]).float(), 1.0), IndexError),
+    (lambda M, x: x.index_fill(1, M.tensor([[0], [2]]), 1.0), RuntimeError),
+    (lambda M, x: x.index_fill(1, M.tensor([4]), 1.0), IndexError),
+    (lambda M, x: x.index_fill(1, M.tensor([-5]), 1.0), IndexError),
+    (lambda M, x: x.index_fill(2, M.tensor([0]), 1.0), IndexError),
+    (lambda M, x: x.index_fill(1, M.tensor([0]), M.tensor([1.0])), RuntimeError),
+    (lambda M, x: x.index_fill(1, [0], 1.0), TypeError),
+    (lambda M, x: x.to(M.uint8).index_fill(1, M.tensor([0]), 300), RuntimeError),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("program, error", INDEX_FILL_ERRORS)
+def test_index_fill_errors(device, program, error):
+    with pytest.raises(error):
+        program(torch, torch.zeros(3, 4))
+    M = On(mg, device)
+    with pytest.raises(error):
+        program(M, M.zeros(3, 4))
+
+
+def test_index_fill_in_place_writes_through_a_view(device):
+    base = mg.zeros(3, 4, device=device)
+    base[1:].index_fill_(1, mg.tensor([1], device=device), 5.0)
+    assert base.tolist() == [[0, 0, 0, 0], [0, 5, 0, 0], [0, 5, 0, 0]]
+
+
+# --- in-place shape changes -------------------------------------------------------------------
+@needs_torch
+@pytest.mark.parametrize("name, args, shape", [("squeeze_", (), (1, 3, 1)),
+                                               ("squeeze_", (0,), (1, 3, 1)),
+                                               ("unsqueeze_", (1,), (2, 3)),
+                                               ("t_", (), (2, 3)), ("t_", (), (3,)),
+                                               ("transpose_", (-1, 0), (2, 3, 4))])
+def test_shape_changes_in_place_keep_the_object(device, name, args, shape):
+    ours, ref = mg.zeros(*shape, device=device), torch.zeros(*shape)
+    assert getattr(ours, name)(*args) is ours and getattr(ref, name)(*args) is ref
+    assert ours.shape == tuple(ref.shape) and ours.stride() == ref.stride()
+
+
+def test_shape_change_in_place_of_a_view_writes_to_its_base(device):
+    base = mg.zeros(2, 3, device=device)
+    v = base[0]
+    v.unsqueeze_(0)
+    v.mul_(0).add_(7)
+    assert v.shape == (1, 3) and base.tolist() == [[7, 7, 7], [0, 0, 0]]
+
+
+def test_shape_change_in_place_of_a_leaf_that_requires_grad_is_refused():
+    x = mg.zeros(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        x.unsqueeze_(0)
+    with mg.no_grad():
+        x.unsqueeze_(0)
+    assert x.shape == (1, 2) and x.requires_grad
+
+
+@needs_torch
+@pytest.mark.parametrize("shape", [(3,), (2, 3, 2)])
+def test_fill_diagonal_refuses_as_torch(shape):
+    with pytest.raises(RuntimeError):
+        torch.zeros(shape).fill_diagonal_(1)
+    with pytest.raises(RuntimeError):
+        mg.zeros(shape).fill_diagonal_(1)
+
+
+# --- attributes, conversions, functions -----------------------------------------------------
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "uint8", "bool"])
+@pytest.mark.parametrize("shape", [(), (0,), (2, 3)])
+def test_sizes_in_bytes(device, dtype, shape):
+    ours, ref = mg.zeros(shape, dtype=getattr(mg, dtype), device=device), \
+        torch.zeros(shape, dtype=getattr(torch, dtype))
+    assert (ours.nbytes, ours.itemsize, ours.element_size()) == \
+        (ref.nbytes, ref.itemsize, ref.element_size())
+
+
+def test_data_ptr_is_shared_by_views():
+    x = mg.zeros(2, 3)
+    assert isinstance(x.data_ptr(), int) and x.data_ptr() != 0
+    assert x[0].data_ptr() == x.data_ptr() and x.t().data_ptr() == x.data_ptr()
+    assert x[1].data_ptr() == x.data_ptr() + 3 * x.itemsize
+    assert x.clone().data_ptr() != x.data_ptr()
+
+
+def test_as_tensor_shares_what_it_can(device):
+    a = np.arange(3, dtype=np.float32)
+    t = mg.as_tensor(a)
+    a[0] = 9
+    assert t.tolist() == [9, 1, 2] and mg.as_tensor(t) is t
+    assert mg.as_tensor(a, dtype=mg.float64).dtype == mg.float64
+    assert mg.as_tensor([1, 2]).dtype == mg.int64
+    moved = mg.as_tensor(t, device=device)
+    assert moved.device == mg.Device(device) and (moved is t) == (device == "cpu")
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["eq", "ne", "lt", "gt", "le", "ge"])
+def test_comparison_functions(device, name):
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    ours = getattr(mg, name)(mg.tensor(x, device=device), 2)
+    np.testing.assert_array_equal(ours.numpy(), getattr(torch, name)(torch.tensor(x), 2).numpy())
+
+
+@needs_torch
+def test_dot_refuses_as_torch():
+    for a, b in [((2, 2), (2,)), ((3,), (2,))]:
+        with pytest.raises(RuntimeError):
+            torch.ones(a).dot(torch.ones(b))
+        with pytest.raises(RuntimeError):
+            mg.ones(a).dot(mg.ones(b))
+    with pytest.raises(RuntimeError):
+        mg.ones(2).dot(mg.ones(2, dtype=mg.float64))
