@@ -51,7 +51,9 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     allclose equal flip roll cumsum sort argsort topk multinomial nonzero prod cumprod
     masked_select tile repeat_interleave scatter scatter_add index_add index_fill logical_xor
     swapaxes swapdims movedim moveaxis narrow unflatten numel eq ne lt gt le ge t addmm baddbmm
-    outer dot mv clamp_min clamp_max broadcast_to is_floating_point""".split()
+    outer dot mv clamp_min clamp_max broadcast_to is_floating_point absolute negative multiply
+    divide subtract true_divide addcmul addcdiv lerp select diagonal trace count_nonzero
+    take_along_dim""".split()
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name

@@ -413,30 +413,35 @@ class _LegacyTensorType(type):
         if device is not None and backend.Device(device).type != "cpu":
             raise RuntimeError(f"legacy constructor expects device type: cpu but device type: "
                                f"{backend.Device(device).type} was passed")
-        if len(args) == 1 and not _legacy_size(args[0]):
-            return _legacy_data(cls, args[0])
-        for i, n in enumerate(args):
-            if not _legacy_size(n):
-                raise TypeError(f"new(): argument 'size' failed to unpack the object at pos "
-                                f"{i + 1} with error \"type must be tuple of ints,but got "
-                                f"{type(n).__name__}\"")
-        return zeros(_new_shape("new", args or (0,)), dtype=cls.dtype)
+        return legacy_new(cls.dtype, None, args)
+
+
+def legacy_new(dtype, device, args):
+    """A legacy constructor's tensor of ``dtype`` on ``device`` (also ``Tensor.new``'s)."""
+    if len(args) == 1 and not _legacy_size(args[0]):
+        return _legacy_data(dtype, device, args[0])
+    for i, n in enumerate(args):
+        if not _legacy_size(n):
+            raise TypeError(f"new(): argument 'size' failed to unpack the object at pos "
+                            f"{i + 1} with error \"type must be tuple of ints,but got "
+                            f"{type(n).__name__}\"")
+    return zeros(_new_shape("new", args or (0,)), dtype=dtype, device=device)
 
 
 def _legacy_size(n):
     return isinstance(n, (builtins.int, np.integer)) and not isinstance(n, builtins.bool)
 
 
-def _legacy_data(cls, data):
+def _legacy_data(dtype, device, data):
     if isinstance(data, Tensor):
-        if data.dtype != cls.dtype:
-            raise TypeError(f"expected TensorOptions(dtype={dtypes.torch_name(cls.dtype)}) "
+        if data.dtype != dtype:
+            raise TypeError(f"expected TensorOptions(dtype={dtypes.torch_name(dtype)}) "
                             f"(got TensorOptions(dtype={dtypes.torch_name(data.dtype)}))")
         return data.view(data.shape)  # an alias, as PyTorch's
     if not isinstance(data, (list, tuple, np.ndarray)):
         raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
-    _check_no_strings(data, cls.dtype)
-    return tensor(data, dtype=cls.dtype)
+    _check_no_strings(data, dtype)
+    return tensor(data, dtype=dtype, device=device)
 
 
 def _check_no_strings(data, dtype):

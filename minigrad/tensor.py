@@ -550,6 +550,110 @@ class Tensor(TensorBase):
     mul = __mul__
     pow = __pow__
     neg = __neg__
+    multiply, negative, subtract, divide = mul, neg, sub, div  # (NumPy's names, as PyTorch)
+
+    def true_divide(self, other):
+        return self.div(other)
+
+    def absolute(self):
+        return self.abs()
+
+    def addcmul(self, tensor1, tensor2, *, value=1):
+        """``self + value * tensor1 * tensor2`` (multiplied in that order, as PyTorch)."""
+        return self + _times(value, tensor1) * tensor2
+
+    def addcdiv(self, tensor1, tensor2, *, value=1):
+        """``self + value * tensor1 / tensor2`` (true division; integers are refused)."""
+        if all(t.data.dtype.kind in "biu" for t in (tensor1, tensor2)):
+            raise RuntimeError("Integer division with addcdiv is no longer supported; use "
+                               "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype)")
+        return self + _times(value, tensor1) / tensor2
+
+    def lerp(self, end, weight):
+        """``self + weight * (end - self)``, computed as PyTorch does for accuracy near
+        ``weight == 1``: ``end - (end - self) * (1 - weight)`` where weight >= 0.5."""
+        if self.data.dtype.kind != "f":
+            raise NotImplementedError(f"lerp: not implemented for "
+                                      f"'{dtypes.torch_name(self.dtype)}'")
+        diff = end - self
+        if not isinstance(weight, Tensor):
+            return self + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
+        return (self + weight * diff).where(weight.abs() < 0.5, end - diff * (1 - weight))
+
+    def addcmul_(self, tensor1, tensor2, *, value=1):
+        return self._update("addcmul_", lambda t: t.addcmul(tensor1, tensor2, value=value),
+                            tensor1, tensor2)
+
+    def addcdiv_(self, tensor1, tensor2, *, value=1):
+        return self._update("addcdiv_", lambda t: t.addcdiv(tensor1, tensor2, value=value),
+                            tensor1, tensor2)
+
+    def lerp_(self, end, weight):
+        return self._update("lerp_", lambda t: t.lerp(end, weight), end, weight)
+
+    def select(self, dim, index):
+        """The slice at ``index`` along ``dim`` (a view without that dim)."""
+        d = _dim(self, dim)
+        n = self.shape[d]
+        if not -n <= index < n:
+            raise IndexError(f"select(): index {index} out of range for tensor of size "
+                             f"{list(self.shape)} at dimension {d}")
+        return self[(slice(None),) * d + (index,)]
+
+    def diagonal(self, offset=0, dim1=0, dim2=1):
+        """The entries ``[i, i + offset]`` of dims ``dim1`` and ``dim2``, as the last dim
+        (a copy, where PyTorch's is a view)."""
+        d1, d2 = _dim(self, dim1), _dim(self, dim2)
+        if d1 == d2:
+            raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        x = self.movedim((d1, d2), (-2, -1))
+        rows, cols = x.shape[-2:]
+        n = builtins.max(0, builtins.min(rows + builtins.min(offset, 0),
+                                         cols - builtins.max(offset, 0)))
+        steps = backend.xp_of(self.data).arange(n)
+        return x[..., Tensor._make(steps - builtins.min(offset, 0)),
+                 Tensor._make(steps + builtins.max(offset, 0))]
+
+    def count_nonzero(self, dim=None):
+        """The number of nonzero elements (over ``dim``, an int or a tuple), as int64."""
+        return (self != 0).sum(dim)
+
+    def take_along_dim(self, indices, dim=None):
+        """``gather`` with ``indices`` broadcast against this tensor (but along ``dim``);
+        without ``dim``, of both flattened."""
+        if dim is None:
+            return self.reshape(-1).gather(0, indices.reshape(-1))
+        d = _dim(self, dim)
+        if indices.ndim != self.ndim:
+            raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same "
+                               f"number of dimensions, but got {self.ndim} dimensions for input,"
+                               f" and {indices.ndim} dimensions for indices")
+        outer = [1 if k == d else n for k, n in enumerate(self.shape)]
+        outer = list(np.broadcast_shapes(tuple(outer), tuple(
+            1 if k == d else n for k, n in enumerate(indices.shape))))
+        x = self.expand(*(outer[:d] + [self.shape[d]] + outer[d + 1:]))
+        return x.gather(d, indices.expand(*(outer[:d] + [indices.shape[d]] + outer[d + 1:])))
+
+    def trace(self):
+        """The sum of a matrix's main diagonal."""
+        if self.ndim != 2:
+            raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {self.ndim}")
+        return self.diagonal().sum()
+
+    def new(self, *args):
+        """PyTorch's legacy ``x.new(...)``: as ``mg.FloatTensor(...)`` (a size gives zeros),
+        in this tensor's dtype and on its device."""
+        from .creation import legacy_new
+        return legacy_new(self.dtype, self.device, args)
+
+    def pin_memory(self):
+        return self  # (host memory needs no pinning here)
+
+    def is_pinned(self):
+        return False
+
+    def share_memory_(self):
+        return self
 
     def matmul(self, other):
         """Matrix product with PyTorch's rules for 1-D operands and broadcast batch dims."""
@@ -1995,6 +2099,11 @@ def _alpha_sum(op, x, other, alpha, reflected=False):
         on_arrays(backend.add_scaled, out.data, raw[0], raw[1],
                   alpha if op == "add" else -alpha)
     return out
+
+
+def _times(value, t):
+    """``value * t``, with ``t`` itself where value is the int 1."""
+    return t if type(value) in (builtins.int, builtins.bool) and value == 1 else value * t
 
 
 def _scaled_sum(x, product, beta, alpha):
