@@ -21,9 +21,9 @@ from .autograd import (detect_anomaly, enable_grad, grad, inference_mode,  # noq
 from .backend import (Device, DeviceError, cuda_is_available, get_rng_state,  # noqa: F401
                       manual_seed, set_rng_state)
 from .autograd.function import ShapeError  # noqa: F401
-from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,  # noqa
-                       linspace, ones, ones_like, rand, rand_like, randint, randint_like, randn,
-                       randn_like, randperm, tensor, zeros, zeros_like)
+from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,  # noqa
+                       full_like, linspace, ones, ones_like, rand, rand_like, randint,
+                       randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from .creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa
                        HalfTensor, IntTensor, LongTensor, ShortTensor)
 from .dtypes import (bool, double, float, float16, float32, float64, get_default_dtype,  # noqa
@@ -83,3 +83,4 @@ from . import func  # noqa: E402,F401  (function transforms: mg.func.jacfwd, ...
 from .compile import compile  # noqa: E402,F401,A001  (mg.compile: capture and replay a step)
 from . import cuda  # noqa: E402,F401  (mg.cuda: torch.cuda's queries through CuPy)
 from . import utils  # noqa: E402,F401  (mg.utils.data: datasets and loaders)
+from .serialization import load, save  # noqa: E402,F401  (torch.save/torch.load)

@@ -10,8 +10,8 @@ pytestmark = needs_torch
 
 NAMES = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
          "CharTensor", "ByteTensor", "BoolTensor"]
-DATA = [[1.7, 2.2, 0.0], [-1, 3], [-1.5, 0.25], [[1, 2], [3, 4]], (2, 3), [], [[True, False]], np.array([1, 2]),
-        [[0.5], [7.0]], ()]
+DATA = [[1.7, 2.2, 0.0], [-1, 3], [-1.5, 0.25], [[1, 2], [3, 4]], (2, 3), [], [[True, False]],
+        np.array([1, 2]), [[0.5], [7.0]], ()]
 
 
 def _same(ours, ref):

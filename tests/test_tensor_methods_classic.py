@@ -60,6 +60,37 @@ CASES = [
     ("unsqueeze_", [(3, 4)], _in_place("unsqueeze_", -1)),
     ("t_", [(3, 4)], _in_place("t_")),
     ("transpose_", [(2, 3, 4)], _in_place("transpose_", 0, 2)),
+    ("addcmul", [(3, 4), (3, 1), (4,)], lambda x, a, b: x.addcmul(a, b)),
+    ("addcmul_value", [(3, 4), (3, 4), (3, 4)],
+     lambda x, a, b: lib(x).addcmul(x, a, b, value=-0.5)),
+    ("addcdiv", [(3, 4), (3, 4), (1, 4)], lambda x, a, b: x.addcdiv(a, b, value=2)),
+    ("addcmul_", [(3, 4), (3, 4), (3, 4)],
+     lambda x, a, b: _unleafed(x).addcmul_(a, b, value=0.25) * x),
+    ("addcdiv_", [(3, 4), (3, 4), (3, 4)], lambda x, a, b: _unleafed(x).addcdiv_(a, b) * x),
+    ("lerp_small", [(3, 4), (3, 4)], lambda x, y: x.lerp(y, 0.3)),
+    ("lerp_large", [(3, 4), (4,)], lambda x, y: lib(x).lerp(x, y, 0.7)),
+    ("lerp_tensor", [(2, 4), (2, 4), np.array([[0.1, 0.7, -0.3, 0.6]])],
+     lambda x, y, w: x.lerp(y, w)),
+    ("lerp_", [(3, 4), (3, 4)], lambda x, y: _unleafed(x).lerp_(y, 0.9) * x),
+    ("select", [(3, 4)], lambda x: x.select(1, 2)),
+    ("select_neg", [(2, 3, 4)], lambda x: lib(x).select(x, -3, -1)),
+    ("diagonal", [(3, 4)], lambda x: x.diagonal()),
+    ("diagonal_offset", [(3, 4)], lambda x: x.diagonal(1)),
+    ("diagonal_neg_offset", [(4, 3)], lambda x: lib(x).diagonal(x, -2)),
+    ("diagonal_dims", [(2, 3, 4)], lambda x: x.diagonal(0, 2, 0)),
+    ("diagonal_empty", [(3, 4)], lambda x: x.diagonal(5)),
+    ("trace", [(3, 4)], lambda x: x.trace()),
+    ("take_along_dim", [(3, 4), np.array([[0, 3], [2, 2], [1, 0]])],
+     lambda x, i: x.take_along_dim(i, 1)),
+    ("take_along_dim_broadcast", [(3, 4), np.array([[2], [0]]).reshape(1, 2)],
+     lambda x, i: lib(x).take_along_dim(x, i.reshape(2, 1), 0)),
+    ("take_along_dim_flat", [(3, 4), np.array([5, 0, 11])], lambda x, i: x.take_along_dim(i)),
+    ("multiply", [(3, 4), (4,)], lambda x, y: lib(x).multiply(x, y)),
+    ("divide", [(3, 4), (4,)], lambda x, y: x.divide(y)),
+    ("true_divide", [(3, 4), (4,)], lambda x, y: x.true_divide(y)),
+    ("subtract", [(3, 4), (4,)], lambda x, y: lib(x).subtract(x, y, alpha=2)),
+    ("negative", [(3, 4)], lambda x: x.negative()),
+    ("absolute", [(3, 4)], lambda x: lib(x).absolute(x)),
 ]
 
 
@@ -219,3 +250,50 @@ def test_dot_refuses_as_torch():
             mg.ones(a).dot(mg.ones(b))
     with pytest.raises(RuntimeError):
         mg.ones(2).dot(mg.ones(2, dtype=mg.float64))
+
+
+@needs_torch
+@pytest.mark.parametrize("dim", [None, 0, -1, (0, 1)])
+def test_count_nonzero(device, dim):
+    x = np.array([[0.0, 1.5, 0.0], [2.0, -1.0, 0.0]], np.float32)
+    ours = mg.tensor(x, device=device, requires_grad=True).count_nonzero(dim)
+    ref = torch.tensor(x, requires_grad=True).count_nonzero(dim)
+    assert ours.dtype == mg.int64 and not ours.requires_grad
+    np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+
+
+@needs_torch
+@pytest.mark.parametrize("program, error", [
+    (lambda M: M.zeros(3, 4).select(0, 3), IndexError),
+    (lambda M: M.zeros(3, 4).select(2, 0), IndexError),
+    (lambda M: M.zeros(3, 4).diagonal(0, 1, 1), RuntimeError),
+    (lambda M: M.zeros(3).trace(), RuntimeError),
+    (lambda M: M.zeros(3).diagonal(), IndexError),
+    (lambda M: M.zeros(3, dtype=M.int64).lerp(M.zeros(3, dtype=M.int64), 0.5),
+     NotImplementedError),
+    (lambda M: M.zeros(3, dtype=M.int64).addcdiv(M.ones(3, dtype=M.int64),
+                                                 M.ones(3, dtype=M.int64)), RuntimeError),
+    (lambda M: M.zeros(3, 4).take_along_dim(M.zeros(3, dtype=M.int64), 1), RuntimeError),
+])
+def test_conveniences_refuse_as_torch(device, program, error):
+    with pytest.raises(error):
+        program(torch)
+    with pytest.raises(error):
+        program(On(mg, device))
+
+
+@needs_torch
+@pytest.mark.parametrize("args", [(2, 3), ([1, 2],), (), ("tensor",)])
+def test_new_is_the_legacy_constructor_of_the_dtype(device, args):
+    def program(M):
+        x = M.zeros(2, dtype=M.int32)
+        return x.new(*(x if a == "tensor" else a for a in args))
+    ours, ref = program(On(mg, device)), program(torch)
+    assert ours.dtype == ref.numpy().dtype and ours.device == mg.Device(device)
+    np.testing.assert_array_equal(ours.numpy(), np.zeros_like(ref.numpy()) if args == (2, 3)
+                                  else ref.numpy())
+
+
+def test_memory_conveniences_return_the_tensor(device):
+    t = mg.zeros(2, device=device)
+    assert t.pin_memory() is t and t.share_memory_() is t and t.is_pinned() is False
