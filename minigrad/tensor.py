@@ -2101,6 +2101,115 @@ def _alpha_sum(op, x, other, alpha, reflected=False):
     return out
 
 
+def einsum(equation, *operands):
+    """Sums of products over the subscripts of ``equation`` ("ij,jk->ik", "...ij,...jk",
+    "ii->i"), as PyTorch's: a subscript repeated in one operand takes its diagonal, one that
+    is in no other operand nor in the output is summed first, and each pair of operands is
+    contracted by one ``matmul`` (batch subscripts, kept ones, summed ones). Operands of
+    different dtypes are promoted (PyTorch refuses that where it contracts them)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    terms, out = _einsum_terms(equation.replace(" ", ""), operands)
+    dtype = operands[0].dtype
+    for t in operands[1:]:
+        dtype = dtypes.promote_types(dtype, t.dtype)
+    pending = []
+    for x, term in zip(operands, terms):
+        x = x.to(dtype)
+        for letter in dict.fromkeys(term):  # (a repeated subscript: the diagonal)
+            while term.count(letter) > 1:
+                p = term.index(letter)
+                q = term.index(letter, p + 1)
+                x = x.diagonal(0, p, q)
+                term = term[:p] + term[p + 1:q] + term[q + 1:] + letter
+        pending.append((x, term))
+    x, tx = pending[0]
+    for k in range(1, len(pending) + 1):
+        later = out + "".join(t for _, t in pending[k + 1:])
+        y, ty = pending[k] if k < len(pending) else (None, "")
+        x, tx = _einsum_sum(x, tx, later + ty)
+        if y is None:
+            break
+        y, ty = _einsum_sum(y, ty, later + tx)
+        x, tx = _einsum_pair(x, tx, y, ty, later)
+    return x.permute(*[tx.index(c) for c in out]) if tx != out else x
+
+
+def _einsum_terms(equation, operands):
+    """The subscripts of each operand and of the output, with ``...`` written out as
+    letters of its own (counted from the right, so that its dims broadcast)."""
+    inputs, arrow, out = equation.partition("->")
+    inputs = inputs.split(",")
+    if len(inputs) != len(operands):
+        raise RuntimeError(f"einsum(): {'more' if len(operands) > len(inputs) else 'fewer'} "
+                           f"operands were provided than specified in the equation")
+    dots = 0
+    terms = []
+    for term, x in zip(inputs, operands):
+        letters = term.replace("...", "")
+        n = x.ndim - len(letters)
+        if n < 0 or (n and "..." not in term):
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation "
+                               f"({len(letters)}) does not match the number of dimensions "
+                               f"({x.ndim}) for operand {len(terms)}"
+                               f"{'' if '...' in term else ' and no ellipsis was given'}")
+        dots = builtins.max(dots, n)
+        terms.append(term.replace("...", "".join(chr(0x100 + i) for i in range(n, 0, -1))))
+    ellipsis = "".join(chr(0x100 + i) for i in range(dots, 0, -1))
+    if not arrow:
+        counts = "".join(terms)
+        out = ellipsis + "".join(sorted(c for c in set(counts) if c.isalpha() and
+                                        counts.count(c) == 1 and ord(c) < 0x100))
+    else:
+        out = out.replace("...", ellipsis)
+        for c in out:
+            if out.count(c) > 1:
+                raise RuntimeError(f"einsum(): output subscript {c} appears more than once in "
+                                   f"the output")
+            if not builtins.any(c in t for t in terms):
+                raise RuntimeError(f"einsum(): output subscript {c} does not appear in the "
+                                   f"equation for any input operand")
+    sizes = {}
+    for i, (term, x) in enumerate(zip(terms, operands)):
+        for c, n in zip(term, x.shape):
+            if sizes.get(c, 1) != n and n != 1:
+                if c in sizes and sizes[c] != 1:
+                    raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {i} "
+                                       f"which does not broadcast with previously seen size "
+                                       f"{sizes[c]}")
+            sizes[c] = builtins.max(sizes.get(c, 1), n)
+    return terms, out
+
+
+def _einsum_sum(x, term, kept):
+    """``x`` summed over its subscripts that are not in ``kept``."""
+    gone = [i for i, c in enumerate(term) if c not in kept]
+    if not gone:
+        return x, term
+    return x.sum(tuple(gone)), "".join(c for c in term if c in kept)
+
+
+def _einsum_pair(x, tx, y, ty, kept):
+    """The contraction of two operands by one matmul: (batch, left, summed) @
+    (batch, summed, right), where batch subscripts are in both and kept."""
+    batch = [c for c in tx if c in ty and c in kept]
+    summed = [c for c in tx if c in ty and c not in kept]
+    left = [c for c in tx if c not in ty]
+    right = [c for c in ty if c not in tx]
+    size = {c: builtins.max(x.shape[tx.index(c)], y.shape[ty.index(c)]) for c in summed}
+    x = x.permute(*[tx.index(c) for c in batch + left + summed])
+    y = y.permute(*[ty.index(c) for c in batch + summed + right])
+    x = x.expand(*x.shape[:len(batch) + len(left)], *[size[c] for c in summed])
+    y = y.expand(*y.shape[:len(batch)], *[size[c] for c in summed], *y.shape[-len(right):]
+                 if right else ())
+    nb = len(batch)
+    left_shape, right_shape = x.shape[nb:nb + len(left)], y.shape[nb + len(summed):]
+    c = math.prod(size[c] for c in summed)
+    out = x.reshape(*x.shape[:nb], math.prod(left_shape), c).matmul(
+        y.reshape(*y.shape[:nb], c, math.prod(right_shape)))
+    return out.reshape(*out.shape[:nb], *left_shape, *right_shape), "".join(batch + left + right)
+
+
 def _times(value, t):
     """``value * t``, with ``t`` itself where value is the int 1."""
     return t if type(value) in (builtins.int, builtins.bool) and value == 1 else value * t

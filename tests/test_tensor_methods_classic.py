@@ -94,6 +94,21 @@ CASES = [
 ]
 
 
+def _einsum(equation):
+    return lambda *xs: lib(xs[0]).einsum(equation, *xs)
+
+
+EINSUMS = [("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]), ("ii", [(3, 3)]),
+           ("ii->i", [(3, 3)]), ("ij->ji", [(2, 3)]), ("...j,jk->...k", [(5, 2, 3), (3, 4)]),
+           ("bi,bj->bij", [(1, 3), (4, 2)]), ("i,j->ij", [(3,), (4,)]),
+           ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]), ("i,i->", [(3,), (3,)]),
+           ("ij->", [(2, 3)]), ("ijk,ikl,lm->jm", [(2, 3, 4), (2, 4, 5), (5, 6)]),
+           ("bij,bjk->bik", [(2, 3, 4), (1, 4, 5)]), ("ij,j->i", [(3, 1), (4,)]),
+           ("...ii->...i", [(2, 3, 3)]), ("i...,i...->...", [(3, 2), (3, 2)]),
+           ("ab,ab,ab->a", [(2, 3), (2, 3), (2, 3)]), ("b i d, b j d -> b i j", [(2, 3, 4)] * 2)]
+CASES += [("einsum " + eq, shapes, _einsum(eq)) for eq, shapes in EINSUMS]
+
+
 def _inputs(shapes, seed=0):
     rng = np.random.default_rng(seed)
     return [s if isinstance(s, np.ndarray) else sample(rng, s, "nonzero") for s in shapes]
@@ -297,3 +312,24 @@ def test_new_is_the_legacy_constructor_of_the_dtype(device, args):
 def test_memory_conveniences_return_the_tensor(device):
     t = mg.zeros(2, device=device)
     assert t.pin_memory() is t and t.share_memory_() is t and t.is_pinned() is False
+
+
+@needs_torch
+@pytest.mark.parametrize("equation, shapes", [("ij,jk->ik", [(2, 3), (2, 4)]),
+                                              ("ij->k", [(2, 3)]), ("ij,jk->ii", [(2, 3), (3, 4)]),
+                                              ("ij", [(2, 3), (3, 4)]), ("ijk", [(2, 3)]),
+                                              ("ij,jk->ik", [(2, 3)])])
+def test_einsum_refuses_as_torch(device, equation, shapes):
+    with pytest.raises(RuntimeError):
+        torch.einsum(equation, *[torch.zeros(s) for s in shapes])
+    with pytest.raises(RuntimeError):
+        mg.einsum(equation, *[mg.zeros(s, device=device) for s in shapes])
+
+
+@needs_torch
+def test_einsum_takes_a_list(device):
+    a, b = np.ones((2, 3)), np.ones((3, 4))
+    ours = mg.einsum("ij,jk", [mg.tensor(a, device=device), mg.tensor(b, device=device)])
+    ref = torch.einsum("ij,jk", [torch.tensor(a), torch.tensor(b)])
+    assert ours.dtype == ref.numpy().dtype
+    np.testing.assert_array_equal(ours.numpy(), ref.numpy())
