@@ -180,7 +180,8 @@ def test_datasets_match_torch():
 @needs_torch
 @pytest.mark.parametrize("n, lengths", [(10, [3, 7]), (10, [0.3, 0.3, 0.4]),
                                         (11, [0.5, 0.5]), (7, [0.1, 0.2, 0.7]),
-                                        (5, [5, 0]), (3, [0.1, 0.9]), (30, [0.25, 0.25, 0.25, 0.25])])
+                                        (5, [5, 0]), (3, [0.1, 0.9]),
+                                        (30, [0.25, 0.25, 0.25, 0.25])])
 def test_random_split_sizes_match_torch_and_the_splits_are_disjoint(n, lengths):
     sizes = _torch_sizes(n, lengths)
     with warnings.catch_warnings(record=True) as caught:
