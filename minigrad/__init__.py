@@ -29,7 +29,7 @@ from .creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTe
 from .dtypes import (bool, double, float, float16, float32, float64, get_default_dtype,  # noqa
                      half, int, int8, int16, int32, int64, long, set_default_dtype, short,
                      uint8)
-from .tensor import Tensor, ValuesIndices, einsum  # noqa: F401
+from .tensor import Tensor, ValuesIndices, einsum, set_printoptions  # noqa: F401
 from .combine import cat, stack, where  # noqa: F401
 from . import optim  # noqa: F401  (after Tensor: optimisers update tensors)
 from . import viz  # noqa: F401

@@ -6,6 +6,7 @@ Every differentiable method is either one ``Primitive`` from ``minigrad.ops`` (o
 """
 import builtins
 import math
+import sys
 import warnings
 import weakref
 from collections import namedtuple
@@ -280,8 +281,15 @@ class Tensor(TensorBase):
         values = self.numpy()
         finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
         fixed = values.dtype.kind == "f" and not np.array_equal(finite, np.round(finite))
-        body = np.array2string(values, separator=", ", prefix="tensor(", precision=4,
-                               floatmode="fixed" if fixed else "maxprec")
+        options = {k: v for k, v in _PRINT_OPTIONS.items() if v is not None}
+        if options.pop("sci_mode", None) and values.dtype.kind == "f":
+            digits = options.get("precision", 4)
+            options["formatter"] = {"float_kind": lambda v: f"{v:.{digits}e}"}
+        options.setdefault("precision", 4)
+        if "linewidth" in options:
+            options["max_line_width"] = options.pop("linewidth")
+        body = np.array2string(values, separator=", ", prefix="tensor(",
+                               floatmode="fixed" if fixed else "maxprec", **options)
         extras = []
         if self.is_cuda:
             extras.append(f"device='{self.device}'")
@@ -2099,6 +2107,30 @@ def _alpha_sum(op, x, other, alpha, reflected=False):
         on_arrays(backend.add_scaled, out.data, raw[0], raw[1],
                   alpha if op == "add" else -alpha)
     return out
+
+
+# set by set_printoptions; None keeps the printing default
+_PRINT_OPTIONS = dict(precision=None, threshold=None, edgeitems=None, linewidth=None,
+                      sci_mode=None)
+_PRINT_PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
+                   "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+                   "full": dict(precision=4, threshold=sys.maxsize, edgeitems=3, linewidth=80)}
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
+                     profile=None, sci_mode=None):
+    """How tensors print, as PyTorch's: digits after the point, the element count above
+    which a tensor is summarised by its ``edgeitems`` first and last items per dim, the
+    line width, scientific notation (True, False, or None: chosen by the values); a
+    ``profile`` ("default", "short", "full") sets the first four at once."""
+    if profile is not None:
+        _PRINT_OPTIONS.update(_PRINT_PROFILES[profile])
+    given = dict(precision=precision, threshold=threshold, edgeitems=edgeitems,
+                 linewidth=linewidth)
+    _PRINT_OPTIONS.update({k: v for k, v in given.items() if v is not None})
+    if threshold is not None and threshold == math.inf:
+        _PRINT_OPTIONS["threshold"] = sys.maxsize
+    _PRINT_OPTIONS["sci_mode"] = sci_mode
 
 
 def einsum(equation, *operands):

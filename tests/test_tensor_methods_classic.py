@@ -333,3 +333,32 @@ def test_einsum_takes_a_list(device):
     ref = torch.einsum("ij,jk", [torch.tensor(a), torch.tensor(b)])
     assert ours.dtype == ref.numpy().dtype
     np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+
+
+# --- set_printoptions -------------------------------------------------------------------------
+@pytest.fixture
+def printing():
+    from minigrad.tensor import _PRINT_OPTIONS
+    saved = dict(_PRINT_OPTIONS)
+    yield
+    _PRINT_OPTIONS.update(saved)
+    if torch is not None:
+        torch.set_printoptions(profile="default", sci_mode=None)
+
+
+@needs_torch
+@pytest.mark.parametrize("options", [dict(precision=2), dict(precision=6), dict(profile="short"),
+                                     dict(profile="full"), dict(sci_mode=True, precision=3),
+                                     dict(precision=1, profile="default")], ids=repr)
+def test_set_printoptions_as_torch(printing, options):
+    x = [[1.23456789, 2.5], [3.0, 100.125]]
+    mg.set_printoptions(**options)
+    torch.set_printoptions(**options)
+    assert repr(mg.tensor(x)) == repr(torch.tensor(x))
+
+
+def test_set_printoptions_summarises_above_the_threshold(printing):
+    mg.set_printoptions(threshold=5, edgeitems=2)
+    assert repr(mg.arange(10.0)) == "tensor([0., 1., ..., 8., 9.])"
+    mg.set_printoptions(threshold=float("inf"))
+    assert "..." not in repr(mg.arange(2000))
