@@ -221,14 +221,16 @@ def _parse(raw, name):
     """The arrays of safetensors bytes ``raw`` and the index in its metadata; a
     CheckpointError naming the file otherwise. A safetensors file without the index (one
     written by ``nn.save`` or another tool) loads as its flat dict of name -> tensor."""
-    if raw[:4] == b"PK\x03\x04" or raw[:1] == b"\x80":
-        raise CheckpointError(f"{name}: not a minigrad checkpoint: it looks like a PyTorch "
-                              "(pickle) file, which minigrad never unpickles; in PyTorch, "
-                              "save the state dict with safetensors.torch.save_file instead")
     try:
         arrays = _serial()._safetensors_numpy().load(raw)
         header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
     except Exception as e:  # SafetensorError: truncated, not safetensors, a bad header
+        # (only now: a safetensors file's first bytes, its header's length, can be anything)
+        if raw[:4] == b"PK\x03\x04" or raw[:1] == b"\x80":  # a zip (torch.save) or a pickle
+            raise CheckpointError(
+                f"{name}: not a minigrad checkpoint: it looks like a PyTorch (pickle) file, "
+                "which minigrad never unpickles; in PyTorch, save the state dict with "
+                "safetensors.torch.save_file instead") from None
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise CheckpointError(f"{name}: not a valid minigrad checkpoint ({message})") from None
     metadata = header.pop("__metadata__", None) or {}
