@@ -44,7 +44,7 @@ def _cupy(fn, error=CudaNotAvailableError):
         raise error(f"minigrad.cuda.{fn}(): {e}") from None
 
 
-def _index(fn, device):
+def _index(device):
     """The GPU index that ``device`` names (None, an int, "cuda", "cuda:N" or a Device);
     None means the current device."""
     if device is None:
@@ -82,7 +82,7 @@ def current_device():
 def set_device(device):
     """Make ``device`` (an int, "cuda:N" or a Device) CuPy's current GPU; a negative index
     does nothing, as in PyTorch."""
-    index = _index("set_device", device)
+    index = _index(device)
     if index is not None and index < 0:
         return
     cp = _cupy("set_device", _CudaNotAvailableAttributeError)
@@ -91,13 +91,13 @@ def set_device(device):
 
 def synchronize(device=None):
     """Wait until the GPU (default: the current one) has run everything queued on it."""
-    index = _index("synchronize", device)
+    index = _index(device)
     _device(_cupy("synchronize"), index).synchronize()
 
 
 def get_device_name(device=None):
     """The GPU's name, e.g. ``"NVIDIA H100 80GB HBM3"``."""
-    index = _index("get_device_name", device)
+    index = _index(device)
     cp = _cupy("get_device_name")
     index = _device(cp, index).id
     name = cp.cuda.runtime.getDeviceProperties(index)["name"]
@@ -121,7 +121,7 @@ _counting = [None]  # the allocator that counts, once set
 def _pool_bytes(device, what):
     """The default memory pool's ``used_bytes`` or ``total_bytes`` on ``device``, or None
     without CuPy (no GPU: PyTorch's CPU build answers 0)."""
-    index = _index(what, device)
+    index = _index(device)
     if not is_available():
         return None
     cp = backend.cupy()

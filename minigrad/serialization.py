@@ -126,14 +126,15 @@ class _Writer:
         """Fill ``entries`` and ``arrays``: a tensor's own bytes, or where two or more
         tensors are views of one CPU array, that array once and each of them as a view."""
         from . import nn
-        roots = [_root(t.data) for t in self._tensors]
+        raws = [_raw(t) for t in self._tensors]
+        roots = [_root(a) for a in raws]
         viewers, viewed = {}, {}  # id(root) -> how many tensors view it, their elements
-        for t, root in zip(self._tensors, roots):
+        for a, root in zip(raws, roots):
             if root is not None:
                 viewers[id(root)] = viewers.get(id(root), 0) + 1
-                viewed[id(root)] = viewed.get(id(root), 0) + t.data.size
+                viewed[id(root)] = viewed.get(id(root), 0) + a.size
         root_names = {}
-        for t, where, root in zip(self._tensors, self._wheres, roots):
+        for t, a, where, root in zip(self._tensors, raws, self._wheres, roots):
             entry = {"requires_grad": bool(t.requires_grad), "device": str(t.device)}
             if isinstance(t, nn.Parameter):
                 entry["parameter"] = True
@@ -145,9 +146,9 @@ class _Writer:
                     self.arrays[root_names[id(root)]] = \
                         root if root.flags.c_contiguous else np.ravel(root, order="K")
                 itemsize = root.itemsize
-                entry.update(storage=root_names[id(root)], shape=list(t.data.shape),
-                             offset=(t.data.ctypes.data - root.ctypes.data) // itemsize,
-                             strides=[s // itemsize for s in t.data.strides])
+                entry.update(storage=root_names[id(root)], shape=list(a.shape),
+                             offset=(a.ctypes.data - root.ctypes.data) // itemsize,
+                             strides=[s // itemsize for s in a.strides])
             else:
                 # safetensors copies raw memory, so a strided view must be made contiguous
                 # (np.ascontiguousarray would turn a 0-d array into a 1-d one)
@@ -164,6 +165,11 @@ class _Writer:
         while unique in self.arrays:
             unique, n = f"{name}#{n}", n + 1
         return unique
+
+
+def _raw(t):
+    """The backend array (NumPy or CuPy) that holds ``t``'s values."""
+    return t.data
 
 
 def _root(a):
@@ -325,7 +331,7 @@ def _placed(array, location, map_location):
     if callable(map_location):
         moved = map_location(Tensor._make(array), location)
         if moved is not None:
-            return moved.data if isinstance(moved, Tensor) else _to(array, Device(moved))
+            return _raw(moved) if isinstance(moved, Tensor) else _to(array, Device(moved))
         target = location
     elif isinstance(map_location, dict):
         target = map_location.get(location, location)
