@@ -25,7 +25,8 @@ from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, fu
                        full_like, linspace, ones, ones_like, rand, rand_like, randint,
                        randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from .creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa
-                       HalfTensor, IntTensor, LongTensor, ShortTensor)
+                       Generator, HalfTensor, IntTensor, LongTensor, ShortTensor,
+                       initial_seed, seed)
 from .dtypes import (bool, double, float, float16, float32, float64, get_default_dtype,  # noqa
                      half, int, int8, int16, int32, int64, long, set_default_dtype, short,
                      uint8)

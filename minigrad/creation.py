@@ -295,24 +295,25 @@ def _floating_draw(op, dtype):
     return dtype
 
 
-def rand(*shape, size=None, dtype=None, device=None, requires_grad=False):
+def rand(*shape, size=None, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1). Drawn on the host by minigrad's one generator and copied to
     ``device``, so a seed gives the same numbers on the CPU and the GPU."""
     dtype = _floating_draw("rand", dtype)
-    arr = backend.generator().random(_new_shape("rand", _size("rand", shape, size)),
-                                     dtype=_draw_dtype(dtype)).astype(dtype)
+    arr = host_generator(generator).random(_new_shape("rand", _size("rand", shape, size)),
+                                           dtype=_draw_dtype(dtype)).astype(dtype)
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
-def randn(*shape, size=None, dtype=None, device=None, requires_grad=False):
+def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal, drawn on the host as ``rand``'s."""
     dtype = _floating_draw("randn", dtype)
-    arr = backend.generator().standard_normal(_new_shape("randn", _size("randn", shape, size)),
-                                              dtype=_draw_dtype(dtype))
+    shape = _new_shape("randn", _size("randn", shape, size))
+    arr = host_generator(generator).standard_normal(shape, dtype=_draw_dtype(dtype))
     return Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad)
 
 
-def randint(low=None, high=None, size=(), dtype=None, device=None, requires_grad=False):
+def randint(low=None, high=None, size=(), *, generator=None, dtype=None, device=None,
+            requires_grad=False):
     """Integers uniform on [low, high) (``randint(high, size)`` also works, as in PyTorch),
     drawn on the host as ``rand``'s."""
     if isinstance(high, (tuple, list)):
@@ -324,7 +325,7 @@ def randint(low=None, high=None, size=(), dtype=None, device=None, requires_grad
     if high is None:
         raise TypeError("randint() missing required argument 'high'")
     return _randint("randint", low, high, size, dtypes.as_dtype(dtype) or dtypes.int64,
-                    device, requires_grad)
+                    device, requires_grad, generator)
 
 
 def randint_like(t, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
@@ -336,7 +337,7 @@ def randint_like(t, low=0, high=None, *, dtype=None, device=None, requires_grad=
                     device or t.device, requires_grad)
 
 
-def _randint(op, low, high, size, dtype, device, requires_grad):
+def _randint(op, low, high, size, dtype, device, requires_grad, generator=None):
     low, high = (v.item() if isinstance(v, Tensor) else v for v in (low, high))
     if not low < high:
         raise RuntimeError(f"{op}: random_ expects 'from' to be less than 'to', but got "
@@ -347,11 +348,11 @@ def _randint(op, low, high, size, dtype, device, requires_grad):
             if not info.min <= v <= info.max:
                 raise RuntimeError(f"{op}: {name} = {v} is out of bounds for {dtype} "
                                    f"([{info.min}, {info.max}])")
-    arr = backend.generator().integers(low, high, _new_shape(op, (size,)), dtype=np.int64)
+    arr = host_generator(generator).integers(low, high, _new_shape(op, (size,)), dtype=np.int64)
     return Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad)
 
 
-def randperm(n, *, dtype=None, device=None, requires_grad=False):
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """The integers 0, ..., n - 1 in a random order (int64 unless ``dtype``), drawn on the
     host as ``rand``'s."""
     if isinstance(n, Tensor):
@@ -367,8 +368,63 @@ def randperm(n, *, dtype=None, device=None, requires_grad=False):
     if n - 1 > largest:
         raise RuntimeError(f"randperm: n = {n} is too large for dtype {dtype} (its values "
                            f"reach n - 1, and {dtype} holds integers up to {largest} exactly)")
-    arr = backend.generator().permutation(n).astype(dtype)
+    arr = host_generator(generator).permutation(n).astype(dtype)
     return Tensor(arr, device=device, requires_grad=requires_grad)
+
+
+class Generator:
+    """A random number generator of its own, as ``torch.Generator``: ops given
+    ``generator=`` draw from it rather than from the global one. It is the same kind of
+    generator, so ``Generator().manual_seed(n)`` draws what ``mg.manual_seed(n)`` would.
+    Its draws are made on the host, whatever ``device``, as every other draw."""
+
+    def __init__(self, device="cpu"):
+        self.device = backend.Device(device)
+        self.manual_seed(backend.DEFAULT_SEED)
+
+    def manual_seed(self, seed):
+        self._seed = builtins.int(seed)
+        self.host = np.random.Generator(np.random.PCG64(self._seed))
+        return self
+
+    def seed(self):
+        """Seed from the operating system's entropy; returns the seed."""
+        self.manual_seed(np.random.SeedSequence().entropy % 2 ** 63)
+        return self._seed
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        """The state, as a dict (NumPy's ``bit_generator.state``; PyTorch's is a tensor)."""
+        return dict(self.host.bit_generator.state)
+
+    def set_state(self, state):
+        self.host.bit_generator.state = dict(state)
+        return self
+
+
+def initial_seed():
+    """The seed of the global generator (the last ``manual_seed``'s, or the default)."""
+    from .backend import random
+    return random.source().seed
+
+
+def seed():
+    """Seed the global generator from the operating system's entropy; returns the seed."""
+    chosen = np.random.SeedSequence().entropy % 2 ** 63
+    backend.manual_seed(chosen)
+    return chosen
+
+
+def host_generator(generator):
+    """Where a draw comes from: ``generator``'s own or, without one, the global generator."""
+    if generator is None:
+        return backend.generator()
+    if not isinstance(generator, Generator):
+        raise TypeError(f"generator must be a minigrad.Generator, not "
+                        f"{type(generator).__name__}")
+    return generator.host
 
 
 def _draw_dtype(dtype):

@@ -1564,7 +1564,7 @@ class Tensor(TensorBase):
             return tuple(Tensor._make(i.astype(np.int64, copy=False)) for i in indices)
         return Tensor._make(xp.argwhere(data).astype(np.int64, copy=False))
 
-    def multinomial(self, num_samples, replacement=False):
+    def multinomial(self, num_samples, replacement=False, *, generator=None):
         """Indices of categories (the last dim) drawn with probabilities proportional to
         their weights: this tensor's non-negative, finite values, a vector (one
         distribution) or a matrix (one per row), not necessarily summing to 1. Returns int64
@@ -1575,7 +1575,7 @@ class Tensor(TensorBase):
         read_on_host("Tensor.multinomial()")
         weights = _categorical_weights(self, num_samples, replacement)
         rows, n = weights.shape
-        draw = backend.generator()
+        draw = _host_generator(generator)
         if rows == 0:
             picks = np.zeros((0, num_samples), np.int64)
         elif replacement:  # inverse transform: uniform draws scaled to each row's total
@@ -1678,16 +1678,16 @@ class Tensor(TensorBase):
     def zero_(self):
         return self.fill_(0)
 
-    def uniform_(self, a=0.0, b=1.0):
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):
         """Fill with draws uniform on [a, b). Drawn on the host by minigrad's one generator
         and copied to the tensor's device, on purpose: a seed gives the same numbers on the
         CPU and the GPU."""
-        draw = backend.generator().random(self.shape) * (b - a) + a
+        draw = _host_generator(generator).random(self.shape) * (b - a) + a
         return self.copy_(draw.astype(self.dtype))
 
-    def normal_(self, mean=0.0, std=1.0):
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
         """Fill with normal draws of ``mean`` and ``std``, drawn on the host as ``uniform_``'s."""
-        draw = backend.generator().standard_normal(self.shape) * std + mean
+        draw = _host_generator(generator).standard_normal(self.shape) * std + mean
         return self.copy_(draw.astype(self.dtype))
 
     def __setitem__(self, index, value):
@@ -2240,6 +2240,11 @@ def _einsum_pair(x, tx, y, ty, kept):
     out = x.reshape(*x.shape[:nb], math.prod(left_shape), c).matmul(
         y.reshape(*y.shape[:nb], c, math.prod(right_shape)))
     return out.reshape(*out.shape[:nb], *left_shape, *right_shape), "".join(batch + left + right)
+
+
+def _host_generator(generator):
+    from .creation import host_generator
+    return host_generator(generator)
 
 
 def _times(value, t):

@@ -362,3 +362,67 @@ def test_set_printoptions_summarises_above_the_threshold(printing):
     assert repr(mg.arange(10.0)) == "tensor([0., 1., ..., 8., 9.])"
     mg.set_printoptions(threshold=float("inf"))
     assert "..." not in repr(mg.arange(2000))
+
+
+# --- Generator ----------------------------------------------------------------------------------
+DRAWS = [lambda M, g, d: M.randn(2, 3, generator=g, device=d),
+         lambda M, g, d: M.rand((4,), generator=g, device=d),
+         lambda M, g, d: M.randint(0, 10, (5,), generator=g, device=d),
+         lambda M, g, d: M.randperm(6, generator=g, device=d),
+         lambda M, g, d: M.multinomial(M.tensor([0.1, 0.5, 0.4], device=d), 4, True, generator=g),
+         lambda M, g, d: M.multinomial(M.tensor([0.1, 0.5, 0.4], device=d), 2, generator=g),
+         lambda M, g, d: M.zeros(3, device=d).uniform_(-1, 1, generator=g),
+         lambda M, g, d: M.zeros(3, device=d).normal_(2, 3, generator=g)]
+
+
+@pytest.mark.parametrize("draw", DRAWS)
+def test_generator_draws_what_the_global_seed_would(device, draw):
+    ours = draw(mg, mg.Generator().manual_seed(2147483647), device)
+    mg.manual_seed(2147483647)
+    np.testing.assert_array_equal(ours.numpy(), draw(mg, None, device).numpy())
+    assert ours.device == mg.Device(device)
+
+
+@pytest.mark.parametrize("draw", DRAWS)
+def test_generator_leaves_the_global_one_alone(device, draw):
+    mg.manual_seed(3)
+    expected = mg.rand(4)
+    mg.manual_seed(3)
+    draw(mg, mg.Generator().manual_seed(5), device)
+    np.testing.assert_array_equal(mg.rand(4).numpy(), expected.numpy())
+
+
+def test_generator_state_seed_and_errors():
+    g = mg.Generator()
+    assert g.initial_seed() == 67280421310721  # (PyTorch's default seed)
+    assert g.manual_seed(7) is g and g.initial_seed() == 7
+    state = g.get_state()
+    first = mg.rand(3, generator=g)
+    assert g.set_state(state) is g
+    np.testing.assert_array_equal(mg.rand(3, generator=g).numpy(), first.numpy())
+    chosen = g.seed()
+    assert isinstance(chosen, int) and g.initial_seed() == chosen
+    with pytest.raises(TypeError):
+        mg.rand(2, generator=np.random.default_rng(0))
+
+
+def test_global_seed():
+    mg.manual_seed(11)
+    assert mg.initial_seed() == 11
+    chosen = mg.seed()
+    assert mg.initial_seed() == chosen
+    expected = mg.rand(2)
+    mg.manual_seed(chosen)
+    np.testing.assert_array_equal(mg.rand(2).numpy(), expected.numpy())
+
+
+@needs_torch
+def test_generator_is_called_as_torch():
+    """makemore's first lines, in both libraries."""
+    for M in (torch, mg):
+        g = M.Generator().manual_seed(2147483647)
+        p = M.rand(27, generator=g)
+        p = p / p.sum()
+        ix = M.multinomial(p, num_samples=1, replacement=True, generator=g).item()
+        assert 0 <= ix < 27 and g.initial_seed() == 2147483647
+    assert mg.Generator().initial_seed() == torch.Generator().initial_seed()
