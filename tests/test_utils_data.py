@@ -139,6 +139,35 @@ def test_sampler_and_batch_sampler_give_torchs_batches():
     assert run(mg, data) == run(torch, torch.utils.data)
 
 
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_tensor_dataset_batches_gathered_at_once_equal_the_stacked_samples(drop_last):
+    x, y = mg.randn(23, 3, 2), mg.randint(0, 5, (23,))
+    for ds in (data.TensorDataset(x, y), data.random_split(data.TensorDataset(x, y),
+                                                           [0.6, 0.4])[0]):
+        sampler = list(data.RandomSampler(ds))
+        fast = data.DataLoader(ds, batch_size=4, sampler=sampler, drop_last=drop_last)
+        slow = data.DataLoader(ds, batch_size=4, sampler=sampler, drop_last=drop_last,
+                               collate_fn=lambda batch: data.default_collate(batch))
+        assert [plain(b) for b in fast] == [plain(b) for b in slow]
+
+
+@needs_torch
+def test_a_datasets_getitems_is_used_as_torch_uses_it():
+    def run(DL):
+        class Batched(DL.Dataset):
+            def __getitem__(self, i):
+                raise AssertionError("__getitems__ should be used")
+
+            def __getitems__(self, indices):
+                return [(i, float(i)) for i in indices]
+
+            def __len__(self):
+                return 5
+        return ([plain(b) for b in DL.DataLoader(Batched(), batch_size=2)],
+                [plain(b) for b in DL.DataLoader(DL.Subset(Batched(), [4, 1, 3]), 2)])
+    assert run(data) == run(torch.utils.data)
+
+
 class Stream:
     """An IterableDataset of ``n`` numbers (with a length, or without)."""
 

@@ -84,6 +84,12 @@ class Subset(Dataset):
             return self.dataset[[self.indices[i] for i in idx]]
         return self.dataset[self.indices[idx]]
 
+    def __getitems__(self, indices):
+        getitems = getattr(self.dataset, "__getitems__", None)
+        if callable(getitems):
+            return getitems([self.indices[i] for i in indices])
+        return [self.dataset[self.indices[i]] for i in indices]
+
     def __len__(self):
         return len(self.indices)
 
@@ -238,6 +244,19 @@ def default_convert(data):
     return data
 
 
+def _gathered(dataset, indices):
+    """``default_collate`` of the samples of a ``TensorDataset`` (or a ``Subset`` of one)
+    at ``indices``, each tensor's rows gathered by one indexing op rather than stacked one
+    by one (the same values, dtypes and shapes, several times faster); None for other
+    datasets."""
+    while type(dataset) is Subset:
+        indices = [int(dataset.indices[i]) for i in indices]
+        dataset = dataset.dataset
+    if type(dataset) is not TensorDataset:
+        return None
+    return [t[list(indices)] for t in dataset.tensors]
+
+
 def get_worker_info():
     """None: every batch is made in the calling process."""
     return None
@@ -334,9 +353,20 @@ class DataLoader:
         if self._iterable:
             return self._iter_stream()
         if self.batch_sampler is not None:
-            return (self.collate_fn([self.dataset[i] for i in indices])
-                    for indices in self.batch_sampler)
+            return (self._fetch(indices) for indices in self.batch_sampler)
         return (self.collate_fn(self.dataset[i]) for i in self.sampler)
+
+    def _fetch(self, indices):
+        """One batch: the samples at ``indices`` (through the dataset's ``__getitems__``
+        where it has one, as in PyTorch), collated."""
+        if self.collate_fn is default_collate:
+            batch = _gathered(self.dataset, indices)
+            if batch is not None:
+                return batch
+        getitems = getattr(self.dataset, "__getitems__", None)
+        if callable(getitems):
+            return self.collate_fn(getitems(list(indices)))
+        return self.collate_fn([self.dataset[i] for i in indices])
 
     def _iter_stream(self):
         if self.batch_size is None:
