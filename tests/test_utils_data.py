@@ -301,3 +301,17 @@ def test_a_classic_training_loop():
             loss.backward()
             opt.step()
     assert loss.item() < 1e-3 and math.isfinite(loss.item())
+
+
+def test_batches_stay_on_the_tested_device(device):
+    x = mg.arange(12.0, device=device).reshape(6, 2)
+    y = mg.arange(6, device=device)
+    ds = data.TensorDataset(x, y)
+    for loader in (data.DataLoader(ds, batch_size=4, shuffle=True),
+                   data.DataLoader(ds, batch_size=4, collate_fn=data.default_collate),
+                   data.DataLoader(data.Subset(ds, [5, 0, 3]), batch_size=2,
+                                   collate_fn=lambda batch: data.default_collate(batch))):
+        batches = list(loader)
+        assert all(b.device == mg.Device(device) for xy in batches for b in xy)
+        ys = [v for _, yb in batches for v in yb.tolist()]
+        assert ys == [v / 2 for xb, _ in batches for v in xb[:, 0].tolist()]
