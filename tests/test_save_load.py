@@ -195,6 +195,24 @@ def test_a_nanogpt_style_checkpoint(tmp_path):
     assert mg.equal(fresh(idx), model(idx))
 
 
+def test_schedulers_and_the_random_state_round_trip(tmp_path):
+    model = nn.Linear(2, 2)
+    opt = mg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = mg.optim.lr_scheduler.OneCycleLR(opt, 1.0, total_steps=10)
+    model(mg.ones(1, 2)).sum().backward()
+    opt.step()
+    sched.step()
+    mg.save({"opt": opt.state_dict(), "sched": sched.state_dict(),
+             "rng": mg.get_rng_state()}, tmp_path / "state.pt")
+    want = mg.rand(3)
+    back = mg.load(tmp_path / "state.pt")
+    assert back["sched"] == sched.state_dict()
+    sched.load_state_dict(back["sched"])
+    opt.load_state_dict(back["opt"])
+    mg.set_rng_state(back["rng"])
+    assert mg.equal(mg.rand(3), want)
+
+
 @pytest.mark.parametrize("map_location", [None, "cpu", mg.Device("cpu"), {"cpu": "cpu"},
                                           lambda tensor, location: None,
                                           lambda tensor, location: tensor])
