@@ -66,6 +66,9 @@ VALUES = [
     ("bool", lambda M: M.tensor([True, False])),
     ("transposed", lambda M: M.arange(12.0).reshape(3, 4).T),
     ("strided", lambda M: M.arange(12.0).reshape(3, 4)[:, 1::2]),
+    ("expanded", lambda M: M.arange(3.0).expand(4, 3)),
+    ("views", lambda M: (lambda x: [x, x[:, None], x[0].expand(2, 3), x[1, ::2]])(
+        M.arange(6.0).reshape(2, 3))),
     ("requires_grad", lambda M: M.ones(2, requires_grad=True)),
     ("non_leaf", lambda M: M.ones(2, requires_grad=True) * 3),
     ("parameter", lambda M: M.nn.Parameter(M.ones(2, 2))),
