@@ -4,7 +4,7 @@ With CuPy and a GPU, each function asks CuPy (``backend.cupy()``). Without them 
 as PyTorch's CPU-only build answers: ``is_available()`` is False, ``device_count()`` 0, the
 memory queries 0, ``empty_cache()`` and the seeding functions do nothing harmful, and the
 functions that need a device raise (``current_device``, ``synchronize``,
-``get_device_name``: an AssertionError there; ``set_device`` and
+``get_device_name``, ``get_device_capability``: an AssertionError there; ``set_device`` and
 ``reset_peak_memory_stats``: an AttributeError there), here as one error class,
 ``CudaNotAvailableError``, that is both those and minigrad's ``DeviceError``.
 
@@ -102,6 +102,19 @@ def get_device_name(device=None):
     index = _device(cp, index).id
     name = cp.cuda.runtime.getDeviceProperties(index)["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def get_device_capability(device=None):
+    """The GPU's compute capability as (major, minor), e.g. (9, 0) for an H100."""
+    index = _index(device)
+    cp = _cupy("get_device_capability")
+    props = cp.cuda.runtime.getDeviceProperties(_device(cp, index).id)
+    return int(props["major"]), int(props["minor"])
+
+
+def is_bf16_supported(including_emulation=True):
+    """False: minigrad has no bfloat16 dtype (NumPy has none), on any device."""
+    return False
 
 
 def manual_seed(seed):

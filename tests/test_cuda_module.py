@@ -19,10 +19,10 @@ torch_cpu_build = pytest.mark.skipif(torch is None or torch.cuda.is_available(),
 ANSWERS = [("is_available", ()), ("device_count", ()), ("memory_allocated", ()),
            ("memory_allocated", (0,)), ("max_memory_allocated", ()), ("memory_reserved", ()),
            ("empty_cache", ()), ("manual_seed", (3,)), ("manual_seed_all", (3,)),
-           ("set_device", (-1,))]
+           ("set_device", (-1,)), ("is_bf16_supported", ())]
 RAISES = [("current_device", ()), ("synchronize", ()), ("get_device_name", ()),
           ("get_device_name", (0,)), ("set_device", (0,)), ("set_device", ("cpu",)),
-          ("reset_peak_memory_stats", ())]
+          ("reset_peak_memory_stats", ()), ("get_device_capability", ())]
 
 
 @no_gpu
@@ -124,7 +124,8 @@ def fake_cupy(strict, monkeypatch):
     cuda.get_allocator = lambda: allocator[0]
     cuda.set_allocator = lambda fn: allocator.__setitem__(0, fn)
     cuda.runtime = types.SimpleNamespace(
-        getDeviceCount=lambda: 1, getDeviceProperties=lambda i: {"name": b"Fake GPU"})
+        getDeviceCount=lambda: 1,
+        getDeviceProperties=lambda i: {"name": b"Fake GPU", "major": 9, "minor": 0})
     fake = types.SimpleNamespace(cuda=cuda, get_default_memory_pool=lambda: pool)
     monkeypatch.setattr(devices, "_cupy", fake)
     monkeypatch.setattr(mg.cuda, "_peaks", {})
@@ -145,3 +146,4 @@ def test_memory_queries_read_cupys_pool_and_count_the_peak(fake_cupy):
     mg.cuda.empty_cache()
     assert mg.cuda.memory_reserved() == 100
     assert mg.cuda.get_device_name() == "Fake GPU" and mg.cuda.get_device_name(0) == "Fake GPU"
+    assert mg.cuda.get_device_capability() == (9, 0) and not mg.cuda.is_bf16_supported()
