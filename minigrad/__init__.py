@@ -26,11 +26,13 @@ from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, fu
                        randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from .creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa
                        Generator, HalfTensor, IntTensor, LongTensor, ShortTensor,
-                       initial_seed, seed)
+                       initial_seed, seed, tril_indices, triu_indices)
 from .dtypes import (bool, double, float, float16, float32, float64, get_default_dtype,  # noqa
                      half, int, int8, int16, int32, int64, long, set_default_dtype, short,
                      uint8)
-from .tensor import Tensor, ValuesIndices, einsum, set_printoptions  # noqa: F401
+from .dtypes import can_cast, finfo, iinfo, is_complex, promote_types  # noqa: F401
+from .tensor import (Tensor, ValuesIndices, broadcast_tensors, einsum, meshgrid,  # noqa: F401
+                     set_printoptions)
 from .combine import cat, stack, where  # noqa: F401
 from . import optim  # noqa: F401  (after Tensor: optimisers update tensors)
 from . import viz  # noqa: F401
@@ -54,7 +56,8 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     swapaxes swapdims movedim moveaxis narrow unflatten numel eq ne lt gt le ge t addmm baddbmm
     outer dot mv clamp_min clamp_max broadcast_to is_floating_point absolute negative multiply
     divide subtract true_divide addcmul addcdiv lerp select diagonal trace count_nonzero
-    take_along_dim""".split()
+    take_along_dim diag nan_to_num aminmax std_mean var_mean diff bernoulli is_nonzero remainder
+    floor_divide""".split()
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name

@@ -548,3 +548,22 @@ def as_tensor(data, dtype=None, device=None):
             (device is None or backend.Device(device).type == "cpu"):
         return from_numpy(data)
     return tensor(data, dtype=dtype, device=device)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None):
+    """The (row, column) indices of the lower triangle of a ``row`` x ``col`` matrix (below
+    diagonal ``offset``), as a (2, N) tensor in row-major order."""
+    return _triangle_indices(np.tril_indices(row, offset, col), dtype, device)
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None):
+    """As ``tril_indices``, of the upper triangle (above diagonal ``offset``)."""
+    return _triangle_indices(np.triu_indices(row, offset, col), dtype, device)
+
+
+def _triangle_indices(rows_cols, dtype, device):
+    dtype = dtypes.as_dtype(dtype) or dtypes.int64
+    if dtype.kind not in "iu":
+        raise RuntimeError(f"\"tril_indices\" not implemented for "
+                           f"'{dtypes.torch_name(dtype)}'")
+    return Tensor(np.stack(rows_cols).astype(dtype).reshape(2, -1), device=device)

@@ -1,4 +1,6 @@
 """dtypes: NumPy dtypes under PyTorch's names, the default float dtype, and type promotion."""
+import builtins
+
 import numpy as np
 
 float16 = half = np.dtype(np.float16)
@@ -82,3 +84,45 @@ def can_cast(src, dst):
     if src.kind in "fc" and dst.kind in "biu":
         return False
     return not (dst.kind == "b" and src.kind != "b")
+
+
+class finfo:
+    """The limits of a floating dtype (the default one if none), as ``torch.finfo``: bits,
+    eps, max, min, tiny (= smallest_normal) and resolution, as Python floats."""
+
+    def __init__(self, type=None):  # noqa: A002  (PyTorch's argument name)
+        dtype = get_default_dtype() if type is None else as_dtype(type)
+        if dtype.kind not in "fc":
+            raise TypeError(f"torch.finfo() requires a floating point input type. Use "
+                            f"torch.iinfo to handle '{type}'")
+        info = np.finfo(dtype)
+        self.bits, self.dtype = info.bits, info.dtype.name
+        self.eps, self.max, self.min = builtins.float(info.eps), builtins.float(info.max), \
+            builtins.float(info.min)
+        self.tiny = self.smallest_normal = builtins.float(info.tiny)
+        self.resolution = 10.0 ** -builtins.int(info.precision)
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.tiny:g}, tiny={self.tiny:g}, "
+                f"dtype={self.dtype})")
+
+
+class iinfo:
+    """The limits of an integer dtype, as ``torch.iinfo``: bits, max, min."""
+
+    def __init__(self, type):  # noqa: A002
+        dtype = as_dtype(type)
+        if dtype.kind not in "iu":
+            raise TypeError(f"torch.iinfo() requires an integer input type. Use torch.finfo "
+                            f"to handle '{type}'")
+        info = np.iinfo(dtype)
+        self.bits, self.dtype = info.bits, dtype.name
+        self.min, self.max = builtins.int(info.min), builtins.int(info.max)
+
+    def __repr__(self):
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"
+
+
+def is_complex(t):
+    return t.dtype.kind == "c"

@@ -49,6 +49,7 @@ _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
               "logical_xor": "logical_xor"}
 # what max(dim), min(dim), sort and topk return
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
+MinMax = namedtuple("aminmax", ["min", "max"])  # (what aminmax returns)
 _PY_SCALARS = (builtins.int, builtins.float, builtins.bool)
 _NON_LEAF_GRAD = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -621,6 +622,93 @@ class Tensor(TensorBase):
         steps = backend.xp_of(self.data).arange(n)
         return x[..., Tensor._make(steps - builtins.min(offset, 0)),
                  Tensor._make(steps + builtins.max(offset, 0))]
+
+    def diag(self, diagonal=0):
+        """A vector's square matrix with it on diagonal ``diagonal`` (0 elsewhere), or a
+        matrix's diagonal ``diagonal`` as a vector."""
+        if self.ndim == 2:
+            return self.diagonal(diagonal)
+        if self.ndim != 1:
+            raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {self.ndim}D")
+        n = self.shape[0]
+        m = n + abs(diagonal)
+        first = builtins.max(-diagonal, 0) * m + builtins.max(diagonal, 0)
+        places = backend.xp_of(self.data).arange(n) * (m + 1) + first
+        return self.new_zeros(m * m).scatter(0, Tensor._make(places), self).reshape(m, m)
+
+    def nan_to_num(self, nan=0.0, posinf=None, neginf=None):
+        """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by default 0 and
+        the dtype's largest and lowest values); the gradient is 0 where they were."""
+        if self.data.dtype.kind != "f":
+            return self.clone()
+        info = np.finfo(self.data.dtype)
+        out = self.masked_fill(self.isnan(), nan)
+        out = out.masked_fill(self == math.inf, info.max.item() if posinf is None else posinf)
+        return out.masked_fill(self == -math.inf, info.min.item() if neginf is None else neginf)
+
+    def nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
+        return self._update("nan_to_num_", lambda t: t.nan_to_num(nan, posinf, neginf))
+
+    def aminmax(self, *, dim=None, keepdim=False):
+        """``(min, max)`` over ``dim`` (every element without one), as ``amin`` and ``amax``."""
+        if dim is not None and self.ndim and self.shape[_dim(self, dim)] == 0:
+            raise IndexError(f"aminmax: Expected reduction dim {_dim(self, dim)} to have "
+                             f"non-zero size.")
+        if self.numel() == 0:
+            raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as "
+                               "the operation has no identity.")
+        if dim is None:
+            out = MinMax(self.amin(), self.amax())
+            return MinMax(*(t.reshape((1,) * self.ndim) for t in out)) if keepdim else out
+        return MinMax(self.amin(dim, keepdim), self.amax(dim, keepdim))
+
+    def std_mean(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        """``(std, mean)`` over ``dim``, as ``std`` and ``mean``."""
+        return (self.std(dim, unbiased, keepdim, correction=correction),
+                self.mean(dim, keepdim))
+
+    def var_mean(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        """``(var, mean)`` over ``dim``, as ``var`` and ``mean``."""
+        return (self.var(dim, unbiased, keepdim, correction=correction),
+                self.mean(dim, keepdim))
+
+    def diff(self, n=1, dim=-1, prepend=None, append=None):
+        """The ``n``-th forward difference along ``dim`` (``x[i + 1] - x[i]``; of bools,
+        whether they differ), after ``prepend`` and ``append`` join this tensor."""
+        from .combine import cat
+        if self.ndim == 0:
+            raise RuntimeError("diff expects input to be at least one-dimensional")
+        d = _dim(self, dim)
+        x = cat([t for t in (prepend, self, append) if t is not None], d)
+        for _ in range(n):
+            if x.shape[d] == 0:
+                break
+            later, earlier = x.narrow(d, 1, x.shape[d] - 1), x.narrow(d, 0, x.shape[d] - 1)
+            x = later != earlier if x.data.dtype.kind == "b" else later - earlier
+        return x
+
+    def bernoulli(self, *, generator=None):
+        """0 or 1 (in this dtype) per element, 1 with this element's probability."""
+        return self.new_zeros(self.shape).bernoulli_(self, generator=generator)
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        """Fill with 1 with probability ``p`` (a number or a tensor), else 0: uniform draws
+        made on the host, as ``uniform_``'s, compared with ``p`` on the device."""
+        if not isinstance(p, Tensor) and not 0 <= p <= 1:
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+        draw = Tensor(_host_generator(generator).random(self.shape), device=self.device)
+        return self.copy_(draw < p)
+
+    def is_nonzero(self):
+        """The one value of a one-element tensor, as a Python bool."""
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with "
+                               f"{'no values' if self.numel() == 0 else 'more than one value'}"
+                               f" is ambiguous")
+        return builtins.bool(self.item())
+
+    def is_complex(self):
+        return self.data.dtype.kind == "c"
 
     def count_nonzero(self, dim=None):
         """The number of nonzero elements (over ``dim``, an int or a tuple), as int64."""
@@ -2240,6 +2328,41 @@ def _einsum_pair(x, tx, y, ty, kept):
     out = x.reshape(*x.shape[:nb], math.prod(left_shape), c).matmul(
         y.reshape(*y.shape[:nb], c, math.prod(right_shape)))
     return out.reshape(*out.shape[:nb], *left_shape, *right_shape), "".join(batch + left + right)
+
+
+def meshgrid(*tensors, indexing=None):
+    """Grids from vectors: output i holds ``tensors[i]`` along dim i, repeated along the
+    others ("ij"); with "xy", the first two inputs take each other's dims (as NumPy's)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the "
+                      "indexing argument.", UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but "
+                           f"received: {indexing}")
+    for t in tensors:
+        if t.ndim > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list "
+                               f"but got: {t.ndim}D tensor")
+    swap = indexing == "xy" and len(tensors) >= 2
+    if swap:
+        tensors = (tensors[1], tensors[0]) + tuple(tensors[2:])
+    shape = tuple(t.numel() for t in tensors)
+    grids = [t.reshape(tuple(-1 if k == i else 1 for k in range(len(shape)))).expand(shape)
+             for i, t in enumerate(tensors)]
+    if swap:
+        grids = [grids[1], grids[0]] + grids[2:]
+    return tuple(grids)
+
+
+def broadcast_tensors(*tensors):
+    """The tensors expanded to their common broadcast shape (views)."""
+    shape = tensors[0].shape
+    for t in tensors[1:]:
+        shape = _broadcast_shape("broadcast_tensors", Tensor._make(np.empty(shape)), t)
+    return tuple(t.expand(shape) for t in tensors)
 
 
 def _host_generator(generator):

@@ -426,3 +426,151 @@ def test_generator_is_called_as_torch():
         ix = M.multinomial(p, num_samples=1, replacement=True, generator=g).item()
         assert 0 <= ix < 27 and g.initial_seed() == 2147483647
     assert mg.Generator().initial_seed() == torch.Generator().initial_seed()
+
+
+# --- more conveniences --------------------------------------------------------------------------
+MORE = [
+    ("diag_vector", [(3,)], lambda x: x.diag()),
+    ("diag_vector_above", [(3,)], lambda x: lib(x).diag(x, 1)),
+    ("diag_vector_below", [(3,)], lambda x: x.diag(-2)),
+    ("diag_matrix", [(3, 4)], lambda x: lib(x).diag(x, 1)),
+    ("nan_to_num", [np.array([np.nan, np.inf, -np.inf, 1.5, -0.5])], lambda x: x.nan_to_num()),
+    ("nan_to_num_given", [np.array([np.nan, np.inf, -np.inf, 1.5])],
+     lambda x: lib(x).nan_to_num(x, 1.0, posinf=2.0, neginf=-3.0)),
+    ("nan_to_num_", [np.array([np.nan, np.inf, 1.5])],
+     lambda x: _unleafed(x).nan_to_num_(nan=0.5) * x.nan_to_num()),
+    ("aminmax", [(3, 4)], lambda x: tuple(x.aminmax())),
+    ("aminmax_dim", [(3, 4)], lambda x: tuple(lib(x).aminmax(x, dim=1, keepdim=True))),
+    ("aminmax_keepdim", [(3, 4)], lambda x: tuple(x.aminmax(keepdim=True))),
+    ("std_mean", [(3, 4)], lambda x: lib(x).std_mean(x, 1)),
+    ("std_mean_all", [(3, 4)], lambda x: x.std_mean() if lib(x) is mg else torch.std_mean(x)),
+    ("var_mean", [(3, 4)], lambda x: lib(x).var_mean(x, 0, keepdim=True, correction=0)),
+    ("diff", [(3, 5)], lambda x: x.diff()),
+    ("diff_n2_dim0", [(4, 3)], lambda x: lib(x).diff(x, n=2, dim=0)),
+    ("diff_prepend", [(3, 4), (3, 1), (3, 2)], lambda x, a, b: x.diff(prepend=a, append=b)),
+    ("diff_too_many", [(3,)], lambda x: x.diff(n=4)),
+]
+MORE_CASES = [pytest.param(*row[1:], id=row[0]) for row in MORE]
+
+
+# (finite differences are not finite at inf: nan_to_num's gradcheck has finite inputs below)
+@pytest.mark.parametrize("shapes, fn", [pytest.param(*row[1:], id=row[0]) for row in MORE
+                                        if not row[0].startswith("nan_to_num")])
+def test_more_gradcheck(device, shapes, fn):
+    assert_gradcheck(fn, _inputs(shapes), device)
+
+
+@needs_torch
+@DTYPES
+@pytest.mark.parametrize("shapes, fn", MORE_CASES)
+def test_more_match_torch(device, shapes, fn, dtype):
+    arrays = [a if a.dtype.kind != "f" else a.astype(dtype) for a in _inputs(shapes)]
+    assert_parity(fn, arrays, device)
+
+
+def test_nan_to_num_gradcheck_on_finite_values(device):
+    assert_gradcheck(lambda x: x.nan_to_num(posinf=1.0), _inputs([(3, 4)]), device)
+
+
+@needs_torch
+@pytest.mark.parametrize("program", [
+    lambda M: M.diff(M.tensor([True, False, False, True])),
+    lambda M: M.diff(M.tensor([1, 4, 9, 16]), n=2),
+    lambda M: M.tensor([1, 2]).nan_to_num(),
+    lambda M: M.tensor([float("nan"), float("inf")], dtype=M.float16).nan_to_num(),
+    lambda M: M.tril_indices(3, 3), lambda M: M.triu_indices(3, 4, 1),
+    lambda M: M.tril_indices(4, 2, -1, dtype=M.int32), lambda M: M.triu_indices(0, 3),
+    lambda M: M.stack(M.meshgrid(M.arange(3), M.arange(2), indexing="ij")),
+    lambda M: M.stack(M.meshgrid(M.arange(3), M.arange(2), M.arange(4), indexing="xy")),
+    lambda M: M.stack(M.meshgrid([M.tensor(1.0), M.arange(2.0)], indexing="ij")),
+    lambda M: M.stack(M.broadcast_tensors(M.zeros(3, 1), M.arange(2.0), M.ones(()))),
+    lambda M: M.stack(M.aminmax(M.tensor([[1, 5], [3, 2]]))),
+    lambda M: M.tensor([M.tensor([[0.0]]).is_nonzero(), M.tensor([2]).is_nonzero()]),
+])
+def test_values_as_torch(device, program):
+    ref, ours = program(torch), program(On(mg, device))
+    assert ours.dtype == ref.numpy().dtype
+    np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+
+
+@needs_torch
+@pytest.mark.parametrize("program, error", [
+    (lambda M: M.zeros(2, 2, 2).diag(), RuntimeError),
+    (lambda M: M.zeros(()).diff(), RuntimeError),
+    (lambda M: M.zeros(0).aminmax(), RuntimeError),
+    (lambda M: M.zeros(2, 0).aminmax(dim=1), IndexError),
+    (lambda M: M.zeros(2).is_nonzero(), RuntimeError),
+    (lambda M: M.zeros(0).is_nonzero(), RuntimeError),
+    (lambda M: M.meshgrid(M.zeros(2, 2), indexing="ij"), RuntimeError),
+    (lambda M: M.meshgrid(M.zeros(2), indexing="yx"), RuntimeError),
+    (lambda M: M.broadcast_tensors(M.zeros(2), M.zeros(3)), RuntimeError),
+    (lambda M: M.tril_indices(3, 3, dtype=M.float32), RuntimeError),
+    (lambda M: M.zeros(2).bernoulli_(1.5), RuntimeError),
+])
+def test_more_refuse_as_torch(device, program, error):
+    with pytest.raises(error):
+        program(torch)
+    with pytest.raises(error):
+        program(On(mg, device))
+
+
+def test_meshgrid_without_indexing_warns_and_is_ij():
+    with pytest.warns(UserWarning, match="indexing"):
+        x, y = mg.meshgrid(mg.arange(3), mg.arange(2))
+    assert x.shape == (3, 2) and y.tolist() == [[0, 1]] * 3
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 0.3, "tensor"])
+def test_bernoulli(device, p):
+    x = mg.zeros(2000, device=device)
+    probs = mg.full((2000,), 0.3, device=device)
+    out = probs.bernoulli() if p == "tensor" else x.bernoulli_(p)
+    assert out.dtype == mg.float32 and out.device == mg.Device(device)
+    assert set(out.tolist()) <= {0.0, 1.0}
+    share = out.mean().item()
+    assert abs(share - (0.3 if p == "tensor" else p)) < 0.05
+    g = mg.Generator().manual_seed(4)
+    first = mg.bernoulli(probs, generator=g)
+    np.testing.assert_array_equal(first.numpy(),
+                                  probs.bernoulli(generator=g.manual_seed(4)).numpy())
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", None])
+def test_finfo_as_torch(dtype):
+    ours = mg.finfo() if dtype is None else mg.finfo(getattr(mg, dtype))
+    ref = torch.finfo() if dtype is None else torch.finfo(getattr(torch, dtype))
+    for name in "bits eps max min tiny smallest_normal resolution dtype".split():
+        assert getattr(ours, name) == getattr(ref, name), name
+    assert repr(ours) == repr(ref)
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "int8", "uint8"])
+def test_iinfo_as_torch(dtype):
+    ours, ref = mg.iinfo(getattr(mg, dtype)), torch.iinfo(getattr(torch, dtype))
+    assert (ours.bits, ours.max, ours.min, ours.dtype) == (ref.bits, ref.max, ref.min, ref.dtype)
+    assert repr(ours) == repr(ref)
+
+
+@needs_torch
+def test_info_refuses_as_torch():
+    for M in (torch, mg):
+        with pytest.raises(TypeError):
+            M.finfo(M.int64)
+        with pytest.raises(TypeError):
+            M.iinfo(M.float32)
+        with pytest.raises(TypeError):
+            M.iinfo(M.bool)
+
+
+@needs_torch
+@pytest.mark.parametrize("a", ["bool", "uint8", "int32", "int64", "float16", "float32", "float64"])
+@pytest.mark.parametrize("b", ["bool", "int8", "int64", "float16", "float64"])
+def test_promote_types_and_can_cast_as_torch(a, b):
+    ours = mg.promote_types(getattr(mg, a), getattr(mg, b))
+    assert ours == torch.empty((), dtype=torch.promote_types(getattr(torch, a),
+                                                             getattr(torch, b))).numpy().dtype
+    assert mg.can_cast(getattr(mg, a), getattr(mg, b)) == \
+        torch.can_cast(getattr(torch, a), getattr(torch, b))
+    assert mg.is_complex(mg.zeros(1, dtype=getattr(mg, a))) is False
