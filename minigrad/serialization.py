@@ -54,9 +54,10 @@ class CheckpointError(RuntimeError, ValueError):
 
 # --- save ------------------------------------------------------------------------------------
 
-def save(obj, f, pickle_module=None, pickle_protocol=None, **kwargs):
-    """Write ``obj`` to ``f`` (a path or a binary file object). ``pickle_module`` and
-    ``pickle_protocol`` are accepted for PyTorch's signature; nothing is pickled."""
+def save(obj, f, pickle_module=None, pickle_protocol=None,
+         _use_new_zipfile_serialization=True, _disable_byteorder_record=False):
+    """Write ``obj`` to ``f`` (a path or a binary file object). The other arguments are
+    accepted for PyTorch's signature and change nothing: nothing is pickled."""
     st_numpy = _serial()._safetensors_numpy()
     writer = _Writer()
     tree = writer.encode(obj, "")
@@ -196,7 +197,8 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
          **pickle_load_args):
     """The object saved in ``f`` (a path or a binary file object), its tensors placed as
     ``map_location`` says (see the module docstring). ``weights_only`` and ``mmap`` are
-    accepted for PyTorch's signature; nothing is ever unpickled."""
+    accepted for PyTorch's signature, as are ``pickle_load_args``; nothing is ever
+    unpickled."""
     if pickle_module is not None:
         raise TypeError("load: pickle_module is not supported: minigrad never unpickles")
     name = _file_name(f)
@@ -247,12 +249,15 @@ def _parse(raw, name):
         return arrays, {"tensors": tensors, "object": tree}
     try:
         index = json.loads(metadata[_INDEX_KEY])
-        assert index["format"] == FORMAT and isinstance(index["tensors"], list)
-    except Exception:
-        raise CheckpointError(f"{name}: damaged minigrad checkpoint index") from None
-    if index.get("version", VERSION) > VERSION:
+    except ValueError:
+        index = None
+    if not isinstance(index, dict) or index.get("format") != FORMAT \
+            or not isinstance(index.get("tensors"), list) or "object" not in index:
+        raise CheckpointError(f"{name}: damaged minigrad checkpoint index")
+    version = index.get("version", VERSION)
+    if not isinstance(version, int) or version > VERSION:
         raise CheckpointError(f"{name}: written by a newer minigrad (format version "
-                              f"{index['version']}; this one reads {VERSION})")
+                              f"{version!r}; this one reads {VERSION})")
     return arrays, index
 
 

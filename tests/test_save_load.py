@@ -277,15 +277,26 @@ def test_missing_files_and_folders_fail_as_torchs(tmp_path):
             call(mg)
 
 
+def _edited(raw, edit):
+    """``raw`` with its header's metadata changed by ``edit`` (metadata -> None)."""
+    import safetensors.numpy
+    metadata = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])["__metadata__"]
+    edit(metadata)
+    return safetensors.numpy.save(safetensors.numpy.load(raw), metadata=metadata)
+
+
+def _edit_index(edit):
+    """An edit of the metadata that changes the JSON index by ``edit`` (index -> None)."""
+    def edit_metadata(metadata):
+        index = json.loads(metadata["minigrad.index"])
+        edit(index)
+        metadata["minigrad.index"] = json.dumps(index)
+    return edit_metadata
+
+
 def _damaged_index(raw):
     """``raw`` with its index's second tensor, a view, moved past the end of its buffer."""
-    import safetensors.numpy
-    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
-    metadata = header["__metadata__"]
-    index = json.loads(metadata["minigrad.index"])
-    index["tensors"][1]["offset"] = 10 ** 6
-    metadata["minigrad.index"] = json.dumps(index)
-    return safetensors.numpy.save(safetensors.numpy.load(raw), metadata=metadata)
+    return _edited(raw, _edit_index(lambda index: index["tensors"][1].update(offset=10 ** 6)))
 
 
 def _saved(obj):
@@ -309,6 +320,13 @@ FOREIGN = [
     ("bad_view", lambda: _damaged_index(_saved({"a": (b := mg.arange(4.0)), "b": b[1:]})),
      "damaged minigrad checkpoint index"),
     ("pickle", lambda: b"\x80\x02}q\x00.", "PyTorch"),
+    ("index_not_json", lambda: _edited(GOOD, lambda m: m.update({"minigrad.index": "{"})),
+     "damaged minigrad checkpoint index"),
+    ("index_bad_node", lambda: _edited(GOOD, _edit_index(
+        lambda index: index.update(object={"dict": [["x", {"tensor": 7}]]}))),
+     "damaged minigrad checkpoint index"),
+    ("newer", lambda: _edited(GOOD, _edit_index(lambda index: index.update(version=99))),
+     "newer minigrad"),
 ]
 
 
