@@ -218,7 +218,9 @@ def test_schedulers_and_the_random_state_round_trip(tmp_path):
 
 @pytest.mark.parametrize("map_location", [None, "cpu", mg.Device("cpu"), {"cpu": "cpu"},
                                           lambda tensor, location: None,
-                                          lambda tensor, location: tensor])
+                                          lambda tensor, location: tensor],
+                         ids=["none", "cpu", "device", "dict", "callable_none",
+                              "callable_tensor"])
 def test_map_location_kinds(map_location):
     obj = {"w": nn.Parameter(mg.ones(2)), "n": 3}
     back = round_trip(mg, obj, map_location=map_location)
@@ -353,7 +355,8 @@ def test_a_pytorch_file_is_refused_without_unpickling(tmp_path):
 @pytest.mark.parametrize("obj, where", [({"m": nn.Linear(2, 2)}, "/m"),
                                         ([1, lambda: 0], "/1"),
                                         ({"a": {"b": np.ones(2)}}, "/a/b"),
-                                        ({object(): 1}, "top")])
+                                        ({object(): 1}, "top")],
+                         ids=["module", "function", "ndarray", "object_key"])
 def test_unsupported_values_are_refused_naming_where(obj, where):
     with pytest.raises(TypeError, match=where):
         mg.save(obj, io.BytesIO())
