@@ -229,6 +229,19 @@ def _torch_sizes(n, lengths):
         return [len(s) for s in torch.utils.data.random_split(list(range(n)), lengths)]
 
 
+@needs_torch
+def test_a_generator_drives_shuffling_and_splits_as_in_torch():
+    def run(M, DL):
+        splits = DL.random_split(range(10), [3, 7], generator=M.Generator().manual_seed(42))
+        again = DL.random_split(range(10), [3, 7], generator=M.Generator().manual_seed(42))
+        loader = DL.DataLoader(range(6), batch_size=4, shuffle=True,
+                               generator=M.Generator().manual_seed(1))
+        batches = [b.tolist() for b in loader]
+        return ([len(s) for s in splits], list(splits[0]) == list(again[0]),
+                sorted(sum(batches, [])), [len(b) for b in batches])
+    assert run(mg, data) == run(torch, torch.utils.data)
+
+
 def test_random_split_follows_the_generator():
     a = data.random_split(range(20), [0.5, 0.5], generator=np.random.default_rng(1))
     b = data.random_split(range(20), [0.5, 0.5], generator=np.random.default_rng(1))
@@ -283,6 +296,8 @@ def test_errors_as_torch(name, call):
 
 
 def test_workers_are_refused_in_one_line():
+    with pytest.raises(TypeError, match="minigrad.Generator or a NumPy Generator"):
+        list(data.RandomSampler(range(3), generator=object()))
     with pytest.raises(ValueError, match=r"num_workers=2 is not supported.*num_workers=0"):
         data.DataLoader(range(3), num_workers=2)
     assert data.get_worker_info() is None

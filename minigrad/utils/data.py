@@ -10,11 +10,10 @@ numbers and recurses into tuples, lists and dicts, as PyTorch's does). An
 Batches are made in the calling process: ``num_workers`` must be 0 (a larger number is
 refused rather than silently run in one process).
 
-Random order comes from minigrad's one generator (``backend.generator()``, seeded by
-``manual_seed``) unless ``generator`` is given: a NumPy ``Generator`` (or anything with its
-``permutation`` and ``integers`` methods). The draws are NumPy's, so a shuffled order or a
-``random_split`` is reproducible from the seed but is not the permutation PyTorch draws
-from the same seed.
+Random order comes from minigrad's global generator (seeded by ``manual_seed``) unless
+``generator`` is given: a ``minigrad.Generator`` (as ``torch.Generator``) or a NumPy
+``Generator``. The draws are NumPy's, so a shuffled order or a ``random_split`` is
+reproducible from the seed but is not the permutation PyTorch draws from the same seed.
 """
 import bisect
 import collections.abc
@@ -138,7 +137,7 @@ def random_split(dataset, lengths, generator=None):
     """``Subset``s of ``dataset`` with the given lengths (or fractions summing to 1: each
     gets ``floor(frac * len(dataset))`` and the remainder goes one by one to the first
     splits, as in PyTorch), disjoint, from one random permutation. The permutation is
-    NumPy's draw from minigrad's generator (or ``generator``), not PyTorch's."""
+    NumPy's draw from minigrad's global generator (or ``generator``), not PyTorch's."""
     lengths = list(lengths)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
         sizes = []

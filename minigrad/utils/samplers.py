@@ -1,10 +1,10 @@
 """The samplers of ``minigrad.utils.data``: where a ``DataLoader``'s indices come from (in
 order, shuffled, weighted) and how they are grouped into batches (``BatchSampler``).
 
-Random order comes from minigrad's one generator (``backend.generator()``, seeded by
-``manual_seed``) unless ``generator`` is given: a NumPy ``Generator`` (or anything with its
-``permutation``, ``integers`` and ``choice`` methods). The draws are NumPy's, so an order is
-reproducible from the seed but is not the one PyTorch draws from the same seed.
+Random order comes from minigrad's global generator (seeded by ``manual_seed``) unless
+``generator`` is given: a ``minigrad.Generator`` (as ``torch.Generator``) or a NumPy
+``Generator``. The draws are NumPy's, so an order is reproducible from the seed but is not
+the one PyTorch draws from the same seed.
 """
 import numpy as np
 
@@ -14,13 +14,16 @@ from minigrad import backend
 
 def _numpy_generator(generator):
     """The NumPy generator that random order is drawn from: minigrad's one generator when
-    ``generator`` is None."""
+    ``generator`` is None, a ``minigrad.Generator``'s own, or a NumPy ``Generator``."""
     if generator is None:
         return backend.generator()
-    if hasattr(generator, "permutation") and hasattr(generator, "integers"):
+    host = getattr(generator, "host", None)  # a minigrad.Generator draws on the host
+    if isinstance(host, np.random.Generator):
+        return host
+    if isinstance(generator, np.random.Generator):
         return generator
-    raise TypeError(f"generator must be a NumPy Generator (or None for minigrad's own), "
-                    f"got {type(generator).__name__}")
+    raise TypeError(f"generator must be a minigrad.Generator or a NumPy Generator (or None "
+                    f"for minigrad's global one), got {type(generator).__name__}")
 
 
 class Sampler:
