@@ -1856,8 +1856,8 @@ class Tensor(TensorBase):
         mask = Tensor._make(mask.reshape(self.shape))
         return self._update("fill_diagonal_", lambda t: t.masked_fill(mask, fill_value))
 
-    # In-place changes of shape: the tensor takes the view's array and history. What it was
-    # becomes the source of that view, so a later write through it still reaches its base.
+    # In-place changes of shape: the tensor takes the view's array and history. A view's
+    # old self becomes the source of the new view, so a later write still reaches its base.
     def squeeze_(self, dim=None):
         return self._reshape_("squeeze_", lambda t: t.squeeze(dim))
 
@@ -1877,7 +1877,7 @@ class Tensor(TensorBase):
         was.__dict__.update(self.__dict__)
         out = view(was)
         self.data = out.data
-        if out._view_of is not None:
+        if self._view_of is not None and out._view_of is not None:
             self._vc, self._view_of, self._view_version = out._vc, out._view_of, out._view_version
         if out.grad_fn is not None:
             _new_history(self, out.grad_fn, out._out_idx)

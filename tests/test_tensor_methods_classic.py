@@ -574,3 +574,15 @@ def test_promote_types_and_can_cast_as_torch(a, b):
     assert mg.can_cast(getattr(mg, a), getattr(mg, b)) == \
         torch.can_cast(getattr(torch, a), getattr(torch, b))
     assert mg.is_complex(mg.zeros(1, dtype=getattr(mg, a))) is False
+
+
+def test_shape_change_in_place_of_a_parameter_keeps_it_trainable():
+    w = mg.nn.Parameter(mg.ones(3))
+    with mg.no_grad():
+        w.unsqueeze_(0)
+    for _ in range(2):
+        (w * w).sum().backward()
+        with mg.no_grad():
+            w -= 0.1 * w.grad
+        w.grad = None
+    assert w.shape == (1, 3) and w.is_leaf and np.allclose(w.numpy(), 0.64)
