@@ -77,7 +77,9 @@ class Tensor(TensorBase):
 
     ``Tensor(data, dtype=None, device=None, requires_grad=False)`` wraps an array (shared,
     not copied) or converts nested lists into the default float dtype (float32), as
-    ``torch.Tensor`` does (``mg.tensor`` infers the dtype from the values).
+    ``torch.Tensor`` does (``mg.tensor`` infers the dtype from the values). ``Tensor(2, 3)``
+    and ``Tensor()`` are sizes, as PyTorch's legacy constructor reads them: zeros here,
+    where PyTorch leaves the memory uninitialised.
     """
 
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
@@ -105,7 +107,10 @@ class Tensor(TensorBase):
         if "data" not in cls.__dict__:
             cls.data = _DataWriter()
 
-    def __init__(self, data, dtype=None, device=None, requires_grad=False):
+    def __init__(self, data=None, *sizes, dtype=None, device=None, requires_grad=False):
+        if sizes or data is None or type(data) is builtins.int:
+            data, dtype, device, requires_grad = _tensor_args(data, sizes, dtype, device,
+                                                              requires_grad)
         if dtype is None and isinstance(data, (list, tuple)):
             dtype = dtypes.get_default_dtype()  # torch.Tensor([1, 2]) is float too
         self.data = as_array(data, dtype, device)
@@ -307,8 +312,10 @@ class Tensor(TensorBase):
             extras.append("requires_grad=True")
         return "tensor(" + ", ".join([body] + extras) + ")"
 
-    def to(self, *args, dtype=None, device=None, copy=False):
-        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other)``; differentiable."""
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False,
+           memory_format=None):
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other)``; differentiable.
+        ``non_blocking`` and ``memory_format`` are accepted, and change nothing here."""
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
@@ -323,10 +330,10 @@ class Tensor(TensorBase):
             out = Cast.apply(out, dtype=dtypes.as_dtype(dtype))
         return out.clone() if copy and out is self else out
 
-    def cpu(self):
+    def cpu(self, memory_format=None):
         return self.to("cpu")
 
-    def cuda(self, device=None):
+    def cuda(self, device=None, non_blocking=False, memory_format=None):
         return self.to("cuda" if device is None else f"cuda:{device}")
 
     def type(self, dtype=None, non_blocking=False, **kwargs):
@@ -2387,6 +2394,24 @@ def _scaled_sum(x, product, beta, alpha):
     return x + product
 
 
+def _tensor_args(data, sizes, dtype, device, requires_grad):
+    """``Tensor(...)``'s (data, dtype, device, requires_grad): ints alone are a size (the
+    default dtype's zeros); other positional arguments after data are dtype, device and
+    requires_grad."""
+    if data is None or (type(data) is builtins.int and builtins.all(
+            type(n) is builtins.int for n in sizes)):
+        shape = () if data is None else (data,) + sizes
+        if builtins.any(n < 0 for n in shape):
+            raise RuntimeError(f"Trying to create tensor with negative dimension "
+                               f"{builtins.min(shape)}: {list(shape)}")
+        dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
+        return np.zeros(shape or (0,), dtype), dtype, device, requires_grad
+    if len(sizes) > 3:
+        raise TypeError(f"Tensor() takes at most 4 positional arguments ({len(sizes) + 1} given)")
+    given = sizes + (dtype, device, requires_grad)[len(sizes):]
+    return (data,) + given
+
+
 def _legacy_type_name(name):
     """(device, dtype) of a legacy type's name: 'torch.LongTensor', 'minigrad.cuda.LongTensor'."""
     from .creation import LEGACY_TYPES
@@ -2412,7 +2437,7 @@ def _number_first(name):
             raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
                             f"{type(input).__name__}")
         if not isinstance(other, Tensor):
-            return method(Tensor(input), other, **kwargs)
+            return method(Tensor(as_array(input)), other, **kwargs)
         if name in ("add", "sub"):
             alpha = kwargs.pop("alpha", 1)
             _no_keywords(name, kwargs)

@@ -162,3 +162,39 @@ def test_type_refuses_other_names(name):
     if not name.startswith(("torch.cuda", "numpy")):
         with pytest.raises(ValueError, match="invalid type"):
             torch.zeros(2).type(name)
+
+
+# --- mg.Tensor(...) as torch.Tensor(...) --------------------------------------------------------
+@pytest.mark.parametrize("args", [(2, 3), (3,), (), (2, 0, 4), ([1, 2],), ([[1.5], [2]],)],
+                         ids=repr)
+def test_tensor_class_reads_sizes_and_data_as_torch(args):
+    ours, ref = mg.Tensor(*args), torch.Tensor(*args)
+    assert tuple(ours.shape) == tuple(ref.shape) and ours.dtype == ref.numpy().dtype
+    if args and isinstance(args[0], list):
+        np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+    else:
+        assert not ours.numpy().any()
+
+
+def test_tensor_class_sizes_make_parameters():
+    w = mg.nn.Parameter(mg.Tensor(4, 3))
+    assert w.shape == (4, 3) and w.requires_grad and w.dtype == mg.float32
+    mg.nn.init.uniform_(w, -0.1, 0.1)
+    assert w.abs().max().item() <= 0.1
+
+
+def test_tensor_class_keeps_its_keywords_and_positional_dtype():
+    assert mg.Tensor(2, 3, dtype=mg.float64).dtype == mg.float64
+    assert mg.Tensor(2, requires_grad=True).requires_grad
+    assert mg.Tensor(np.arange(3), mg.float64).dtype == mg.float64
+    assert mg.add(2, 3).dtype == mg.int64 and mg.add(2, 3).item() == 5
+    with pytest.raises(RuntimeError):
+        mg.Tensor(2, -1)
+
+
+@pytest.mark.parametrize("call", [lambda t: t.to("cpu", non_blocking=True),
+                                  lambda t: t.to(mg.float64, non_blocking=True, copy=True),
+                                  lambda t: t.cpu(), lambda t: t.pin_memory().to("cpu")])
+def test_to_accepts_non_blocking(call):
+    t = mg.ones(2)
+    assert call(t).tolist() == [1.0, 1.0]
