@@ -18,8 +18,10 @@ from . import autograd, backend, dtypes  # noqa: F401
 from .autograd import (detect_anomaly, enable_grad, grad, inference_mode,  # noqa: F401
                        is_anomaly_check_nan_enabled, is_anomaly_enabled, is_grad_enabled,
                        is_inference_mode_enabled, no_grad, set_grad_enabled)
-from .backend import (Device, DeviceError, cuda_is_available, get_rng_state,  # noqa: F401
-                      manual_seed, set_rng_state)
+from .backend import (Device, DeviceError, cuda_is_available, get_num_threads,  # noqa: F401
+                      get_rng_state, manual_seed, set_num_threads, set_rng_state)
+
+device = Device  # torch.device("cuda" if torch.cuda.is_available() else "cpu")
 from .autograd.function import ShapeError  # noqa: F401
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,  # noqa
                        full_like, linspace, ones, ones_like, rand, rand_like, randint,

@@ -147,3 +147,13 @@ def test_memory_queries_read_cupys_pool_and_count_the_peak(fake_cupy):
     assert mg.cuda.memory_reserved() == 100
     assert mg.cuda.get_device_name() == "Fake GPU" and mg.cuda.get_device_name(0) == "Fake GPU"
     assert mg.cuda.get_device_capability() == (9, 0) and not mg.cuda.is_bf16_supported()
+
+
+def test_device_and_the_thread_count_are_named_as_torch_names_them():
+    import minigrad as mg
+    dev = mg.device("cuda" if mg.cuda.is_available() else "cpu")
+    assert str(dev) == ("cuda:0" if mg.cuda.is_available() else "cpu")
+    assert mg.zeros(2, device=dev).device == dev
+    from minigrad import backend
+    assert (mg.set_num_threads, mg.get_num_threads) == (backend.set_num_threads,
+                                                       backend.get_num_threads)
