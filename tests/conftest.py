@@ -65,3 +65,16 @@ def two_cores():
         if blas_threads() < 2:
             pytest.skip("BLAS runs one thread here")
         yield
+
+
+@pytest.fixture
+def strict():
+    """The strict stand-in for CuPy (``tests/strict_device.py``) as minigrad's CuPy for one
+    test, on any machine: the module, as ``cp``."""
+    from minigrad import backend
+    from tests import strict_device
+    uninstall = strict_device.install()
+    try:
+        yield backend.cupy()
+    finally:
+        uninstall()

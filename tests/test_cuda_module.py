@@ -6,9 +6,7 @@ import types
 import pytest
 
 import minigrad as mg
-from minigrad import backend
 from minigrad.backend import devices
-from tests import strict_device
 from tests.torch_ref import needs_torch, torch
 
 no_gpu = pytest.mark.skipif(mg.cuda.is_available(), reason="a GPU is available here")
@@ -62,16 +60,6 @@ def test_manual_seed_seeds_minigrads_one_generator():
     mg.cuda.manual_seed_all(5)
     c = mg.randn(4)
     assert mg.equal(a, b) and mg.equal(b, c)
-
-
-@pytest.fixture
-def strict():
-    """The strict stand-in for CuPy as minigrad's CuPy for one test."""
-    uninstall = strict_device.install()
-    try:
-        yield backend.cupy()
-    finally:
-        uninstall()
 
 
 def test_through_the_stand_in_the_cupy_path_answers(strict):

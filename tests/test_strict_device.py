@@ -12,16 +12,6 @@ from minigrad.ops.elementwise import Tanh
 from tests import strict_device
 
 
-@pytest.fixture
-def strict():
-    """The stand-in as minigrad's CuPy for the test (the module, as ``cp``)."""
-    uninstall = strict_device.install()
-    try:
-        yield backend.cupy()
-    finally:
-        uninstall()
-
-
 def test_cuda_tensors_hold_the_stand_ins_arrays(strict):
     t = mg.arange(6.0, device="cuda").reshape(2, 3)
     assert type(t.data) is strict.ndarray and t.device == "cuda:0"
