@@ -153,3 +153,53 @@ def test_the_benchmarks_threads_are_minigrads_split_and_blas_as_users_get_it(var
     if not got["blas"] or (max(_numpy_alone()) < 2 and blas == 2):
         pytest.skip("NumPy's BLAS is not a library of its own here, or runs one thread")
     assert got["split"] == 2 and set(got["blas"]) == {blas}
+
+
+class _Blas:
+    """A stand-in for threadpoolctl's controller of NumPy's BLAS: counts its settings."""
+    def __init__(self, n=1):
+        self.num_threads, self.set = n, []
+
+    def set_num_threads(self, n):
+        self.set.append(n)
+        self.num_threads = n
+
+
+def _products(monkeypatch, cores=2, blas=1):
+    import numpy as np
+    lib = _Blas(blas)
+    monkeypatch.setattr(threads, "_controllers", [lib])
+    monkeypatch.setattr(threads, "_cores", cores)
+    rng = np.random.default_rng(0)
+    small = rng.standard_normal((64, 64)).astype(np.float32)
+    large = rng.standard_normal((1024, 128)).astype(np.float32), \
+        rng.standard_normal((128, 512)).astype(np.float32)
+    assert 1024 * 128 * 512 >= threads.WIDE > 64 ** 3
+    return np, lib, small, large
+
+
+def test_a_large_product_runs_on_the_cores_and_gives_blas_back_its_one_thread(monkeypatch):
+    np, lib, small, (a, b) = _products(monkeypatch)
+    assert np.array_equal(threads.matmul(np, small, small), np.matmul(small, small))
+    assert lib.set == []  # a small product: one thread, nothing switched
+    out = threads.matmul(np, a, b)
+    assert lib.set == [2, 1] and lib.num_threads == 1
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["users_setting", "blas_already_wide", "one_core",
+                                  "another_thread"])
+def test_a_large_product_leaves_blas_alone(monkeypatch, case):
+    import threading
+    np, lib, _, (a, b) = _products(monkeypatch, cores=None if case == "users_setting" else
+                                   1 if case == "one_core" else 2,
+                                   blas=2 if case == "blas_already_wide" else 1)
+    if case == "another_thread":
+        done = []
+        worker = threading.Thread(target=lambda: done.append(threads.matmul(np, a, b)))
+        worker.start()
+        worker.join()
+        assert done
+    else:
+        threads.matmul(np, a, b)
+    assert lib.set == []

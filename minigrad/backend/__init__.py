@@ -20,8 +20,9 @@ which the rest of minigrad reaches as ``backend.<name>``:
 - ``cuda.py``: the CUDA source of those kernels, compiled by CuPy on first use.
 - ``host.py``: host memory kept for the next step (``keep_host_memory``, called on import).
 - ``threads.py``: BLAS on one thread unless the user sets its threads (``one_blas_thread``,
-  called on import), and how many threads ``run_split`` shares work among
-  (``get_num_threads``, ``set_num_threads``).
+  called on import), how many threads ``run_split`` shares work among
+  (``get_num_threads``, ``set_num_threads``), and ``matmul``, which runs a large product on
+  the cores BLAS had.
 - ``random.py``: one seed behind every random op on every device: host draws for values,
   a counter-based device stream for dropout masks on the GPU (``manual_seed``,
   ``generator``, ``source``, ``keep_mask``, ``get_rng_state``, ``set_rng_state``).
@@ -41,7 +42,7 @@ from . import random as _random
 from .host import keep_host_memory, keeps_by_default  # noqa: F401
 
 from . import threads  # noqa: F401
-from .threads import get_num_threads, set_num_threads  # noqa: F401
+from .threads import get_num_threads, matmul, set_num_threads  # noqa: F401
 
 if keeps_by_default():
     keep_host_memory()

@@ -12,10 +12,13 @@ So, as PyTorch keeps small products on one thread, ``one_blas_thread()``, which 
 calls on import, sets BLAS to one thread (through threadpoolctl, once) and remembers how
 many it had: that is how many threads ``kernels.run_split`` shares work among (attention
 over groups of heads, Adam's update), work large enough for the hand-over to pay, whose
-threads sleep rather than spin while they wait. The price is paid on an idle machine by
-products large enough for BLAS's threads to gain (d_model 256 and more): there, on two
-cores, a training step of the benchmarks' medium model takes about a third longer than
-with BLAS on both.
+threads sleep rather than spin while they wait; and ``matmul`` gives a product of ``WIDE``
+multiply-adds or more (the products of a d_model 128 model on a batch of a thousand rows)
+those threads again for its own duration, where each thread's share is long enough to be
+worth a wait. OpenBLAS's thread count is one setting for the process, so that happens only
+on the main thread while no other thread of the program is alive; elsewhere products stay on
+one thread. (A product's last bits can depend on how many threads computed it: those of the
+large ones on the number of cores, as with BLAS's own threads.)
 
 An explicit setting wins: where the environment sets any of ``THREAD_VARIABLES`` (such as
 ``OPENBLAS_NUM_THREADS=1``), BLAS keeps the threads it was given, and run_split uses as
@@ -23,6 +26,9 @@ many. ``MINIGRAD_ONE_BLAS_THREAD=0`` (or false, no, off) keeps BLAS's own defaul
 ``set_num_threads(n)`` changes run_split's number later (``n=1``: one thread for all).
 """
 import os
+import threading
+
+import numpy as np
 
 # the variables through which a user sets the threads of NumPy's BLAS (OpenBLAS reads the
 # first two, MKL the last two)
@@ -60,6 +66,7 @@ def one_blas_thread():
     for lib in controllers:
         lib.set_num_threads(1)
     _cores = cores
+    _controllers[:] = controllers
     return cores
 
 
@@ -86,3 +93,40 @@ def split_threads(blas_threads):
     if blas_threads > 1 or _cores is None:
         return blas_threads
     return _cores
+
+
+# --- large products on all the cores --------------------------------------------------------
+
+WIDE = 1 << 25  # multiply-adds from which one product runs on the cores BLAS had
+_controllers = []  # NumPy's BLAS, as one_blas_thread found it
+
+
+def matmul(xp, a, b):
+    """``xp.matmul(a, b)``. A product of ``WIDE`` multiply-adds or more (a (1024, 128) by
+    (128, 512) one and larger) runs on the threads BLAS had before ``one_blas_thread``, where
+    they pay for their hand-over even beside a busy process; smaller ones stay on one thread.
+    Only where minigrad put BLAS on one thread, from the main thread, while no other thread
+    of the program runs (OpenBLAS's thread count is one setting for the whole process)."""
+    cores = _cores
+    if cores is None or cores < 2 or not _controllers or a.ndim < 1 or b.ndim < 2 or \
+            type(a) is not np.ndarray or a.shape[-1] == 0 or \
+            a.size // a.shape[-1] * a.shape[-1] * b.shape[-1] < WIDE or not _alone():
+        return xp.matmul(a, b)
+    before = [lib.num_threads for lib in _controllers]
+    if max(before) > 1:  # (a threadpoolctl block of the user's: theirs to set)
+        return xp.matmul(a, b)
+    for lib in _controllers:
+        lib.set_num_threads(cores)
+    try:
+        return xp.matmul(a, b)
+    finally:
+        for lib, n in zip(_controllers, before):
+            lib.set_num_threads(n)
+
+
+def _alone():
+    """Whether the main thread runs this and no thread but minigrad's own is alive."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    return all(t is threading.main_thread() or t.name == "minigrad-split"
+               for t in threading.enumerate())

@@ -39,7 +39,7 @@ class Linear(Primitive):
         needs = ctx.needs_input_grad  # keep only what a gradient needs, as PyTorch
         ctx.save_for_backward(x if needs[1] else None, weight if needs[0] else None)
         rows = math.prod(x.shape[:-1])  # (not reshape(-1, in): in may be 0)
-        out = ctx.xp.matmul(x.reshape(rows, x.shape[-1]), weight.T)         # (rows, out)
+        out = backend.matmul(ctx.xp, x.reshape(rows, x.shape[-1]), weight.T)  # (rows, out)
         if bias is not None:
             out += bias
         return out.reshape(x.shape[:-1] + weight.shape[:1])
@@ -75,8 +75,9 @@ def _linear_backward(xp, grad, x, weight, needs):
     or weight, which only the other's gradient reads, may be None then)."""
     n = math.prod(grad.shape[:-1])
     rows = grad.reshape(n, grad.shape[-1])
-    dx = xp.matmul(rows, weight).reshape(grad.shape[:-1] + weight.shape[1:]) if needs[0] else None
-    dw = xp.matmul(rows.T, x.reshape(n, x.shape[-1])) if needs[1] else None
+    dx = backend.matmul(xp, rows, weight).reshape(grad.shape[:-1] + weight.shape[1:]) \
+        if needs[0] else None
+    dw = backend.matmul(xp, rows.T, x.reshape(n, x.shape[-1])) if needs[1] else None
     db = None
     if len(needs) > 2 and needs[2]:
         summed = rows.astype(xp.float32) if rows.dtype == xp.float16 else rows  # (as sum())

@@ -1,5 +1,6 @@
 """Matrix product, batched and broadcasting over leading dims (1-D cases are handled by
 ``Tensor.matmul``, which adds and removes the missing dims around this primitive)."""
+from .. import backend
 from ..autograd.function import Primitive, ShapeError
 from .elementwise import tangent_sum
 
@@ -18,7 +19,8 @@ class MatMul(Primitive):
                              "are not aligned")
         needs = ctx.needs_input_grad  # keep only what a gradient needs, as PyTorch (so a
         ctx.save_for_backward(x if needs[1] else None, y if needs[0] else None)  # weight
-        return ctx.xp.matmul(x, y)  # changed in place before backward is no one's concern)
+        return backend.matmul(ctx.xp, x, y)  # changed in place before backward: no one's
+        # concern; large products on all the cores, see backend.threads)
 
     @staticmethod
     def backward(ctx, grad):
