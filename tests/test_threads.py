@@ -180,6 +180,7 @@ def _products(monkeypatch, cores=2, blas=1):
 
 def test_a_large_product_runs_on_the_cores_and_gives_blas_back_its_one_thread(monkeypatch):
     np, lib, small, (a, b) = _products(monkeypatch)
+    monkeypatch.setattr(threads, "_alone", lambda: True)  # (threads other tests left alive)
     assert np.array_equal(threads.matmul(np, small, small), np.matmul(small, small))
     assert lib.set == []  # a small product: one thread, nothing switched
     out = threads.matmul(np, a, b)
@@ -203,3 +204,16 @@ def test_a_large_product_leaves_blas_alone(monkeypatch, case):
     else:
         threads.matmul(np, a, b)
     assert lib.set == []
+
+
+def test_a_thread_of_the_programs_own_means_not_alone():
+    import threading
+    seen, release = [], threading.Event()
+    other = threading.Thread(target=release.wait, name="a-users-thread")
+    other.start()
+    try:
+        seen.append(threads._alone())
+    finally:
+        release.set()
+        other.join()
+    assert seen == [False]
