@@ -383,17 +383,20 @@ class Generator:
         self.manual_seed(backend.DEFAULT_SEED)
 
     def manual_seed(self, seed):
-        self._seed = builtins.int(seed)
-        self.host = np.random.Generator(np.random.PCG64(self._seed))
+        self._source = backend.random.Source(builtins.int(seed))  # (the global one's kind)
         return self
+
+    @property
+    def host(self):
+        return self._source.host
 
     def seed(self):
         """Seed from the operating system's entropy; returns the seed."""
-        self.manual_seed(np.random.SeedSequence().entropy % 2 ** 63)
-        return self._seed
+        self.manual_seed(_entropy_seed())
+        return self._source.seed
 
     def initial_seed(self):
-        return self._seed
+        return self._source.seed
 
     def get_state(self):
         """The state, as a dict (NumPy's ``bit_generator.state``; PyTorch's is a tensor)."""
@@ -406,15 +409,18 @@ class Generator:
 
 def initial_seed():
     """The seed of the global generator (the last ``manual_seed``'s, or the default)."""
-    from .backend import random
-    return random.source().seed
+    return backend.random.source().seed
 
 
 def seed():
     """Seed the global generator from the operating system's entropy; returns the seed."""
-    chosen = np.random.SeedSequence().entropy % 2 ** 63
+    chosen = _entropy_seed()
     backend.manual_seed(chosen)
     return chosen
+
+
+def _entropy_seed():
+    return builtins.int(np.random.SeedSequence().entropy % 2 ** 63)
 
 
 def host_generator(generator):

@@ -1577,10 +1577,10 @@ class Tensor(TensorBase):
             if low < -n or high >= n:
                 raise IndexError(f"index {low if low < -n else high} is out of bounds for "
                                  f"dimension {d} with size {n}")
-        mask = backend.xp_of(x.data).zeros(n, dtype=dtypes.bool)
-        mask[index.data.reshape(-1)] = True
-        mask = Tensor._make(mask.reshape((n,) + (1,) * (x.ndim - d - 1)))
-        out = x.masked_fill(mask, value)
+        # the mask by ops, not on raw arrays: a replayed step reads each call's index
+        places = index.reshape(-1).remainder(n) if n else index.reshape(-1)
+        mask = x.new_zeros(n, dtype=dtypes.bool).scatter(0, places, True)
+        out = x.masked_fill(mask.reshape((n,) + (1,) * (x.ndim - d - 1)), value)
         return out.reshape(()) if self.ndim == 0 else out
 
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):

@@ -461,3 +461,22 @@ def test_a_write_through_a_bool_mask_replays_with_the_mask_of_each_call():
         ns["x"].data[:] = [1.0, 1.0, 1.0, 1.0, -1.0]
     step = same_as_eager(src, {4: flip}, calls=7)
     assert step.replays == 5, step.log
+
+
+def test_index_fill_replays_with_the_index_of_each_call():
+    w = mg.randn(5, requires_grad=True)
+
+    def step(x, idx):
+        loss = (x * w).index_fill(0, idx, 0.0).sum()
+        loss.backward()
+        return loss.detach()
+    run = mg.compile(step)
+    for ix in [[0, 1]] * 3 + [[3, -1]] * 2:
+        x, idx = mg.ones(5), mg.tensor(ix)
+        w.grad = None
+        compiled, g_compiled = run(x, idx).numpy(), w.grad.numpy().copy()
+        w.grad = None
+        eager, g_eager = step(x, idx).numpy(), w.grad.numpy().copy()
+        np.testing.assert_array_equal(compiled, eager)
+        np.testing.assert_array_equal(g_compiled, g_eager)
+    assert run.replays == 3
