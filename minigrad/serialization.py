@@ -41,6 +41,7 @@ import numpy as np
 
 from . import backend
 from .backend import Device, DeviceError
+from .files import write_atomic
 from .tensor import Tensor
 
 FORMAT = "minigrad.save"  # the header metadata's "format"
@@ -58,7 +59,7 @@ def save(obj, f, pickle_module=None, pickle_protocol=None,
          _use_new_zipfile_serialization=True, _disable_byteorder_record=False):
     """Write ``obj`` to ``f`` (a path or a binary file object). The other arguments are
     accepted for PyTorch's signature and change nothing: nothing is pickled."""
-    st_numpy = _serial()._safetensors_numpy()
+    st_numpy = _safetensors_numpy()
     writer = _Writer()
     tree = writer.encode(obj, "")
     writer.finish()
@@ -68,7 +69,7 @@ def save(obj, f, pickle_module=None, pickle_protocol=None,
     if hasattr(f, "write"):
         f.write(payload)
     else:
-        _serial()._write_atomic(os.fspath(f), payload)
+        write_atomic(os.fspath(f), payload)
 
 
 class _Writer:
@@ -230,7 +231,7 @@ def _parse(raw, name):
     CheckpointError naming the file otherwise. A safetensors file without the index (one
     written by ``nn.save`` or another tool) loads as its flat dict of name -> tensor."""
     try:
-        arrays = _serial()._safetensors_numpy().load(raw)
+        arrays = _safetensors_numpy().load(raw)
         header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
     except Exception as e:  # SafetensorError: truncated, not safetensors, a bad header
         # (only now: a safetensors file's first bytes, its header's length, can be anything)
@@ -243,7 +244,7 @@ def _parse(raw, name):
         raise CheckpointError(f"{name}: not a valid minigrad checkpoint ({message})") from None
     metadata = header.pop("__metadata__", None) or {}
     if _INDEX_KEY not in metadata:
-        order = _serial()._saved_order(header, metadata, arrays)
+        order = _saved_order(header, metadata, arrays)
         tensors = [{"storage": k, "requires_grad": False, "device": "cpu"} for k in order]
         tree = {"OrderedDict": [[k, {"tensor": i}] for i, k in enumerate(order)]}
         return arrays, {"tensors": tensors, "object": tree}
@@ -353,8 +354,29 @@ def _to(array, device):
     return backend.to_device(array, device)
 
 
-def _serial():
-    """``nn/serialization.py``: the safetensors import, the atomic write and the order of
-    a plain safetensors file's names come from there."""
-    from .nn import serialization
-    return serialization
+# --- safetensors, shared with nn.save and nn.load ------------------------------------------
+
+_ORDER_KEY = "minigrad.key_order"  # header metadata: the names in state-dict order
+_RESERVED = "__metadata__"  # safetensors' own header entry, so no tensor may use the name
+
+
+def _safetensors_numpy():
+    try:
+        import safetensors.numpy
+    except ImportError as e:
+        raise ImportError("saving and loading checkpoints needs the safetensors package: "
+                          "`pip install safetensors`") from e
+    return safetensors.numpy
+
+
+def _saved_order(header, metadata, arrays):
+    """The names in the order ``save`` was given them; for files written by other tools
+    (no order in the metadata), the order of the tensors' bytes in the file (``header``:
+    the file's tensor entries)."""
+    try:
+        names = json.loads(metadata.get(_ORDER_KEY, "null"))
+    except ValueError:
+        names = None
+    if isinstance(names, list) and sorted(names) == sorted(arrays):
+        return names
+    return sorted(header, key=lambda name: header[name]["data_offsets"][0])

@@ -23,25 +23,17 @@ state) can travel in the same file as ``metadata``: a flat dict of str -> str, w
 what the safetensors header allows (store structured values as JSON text).
 ``load(path, with_metadata=True)`` gives it back.
 """
-import errno
 import json
 import os
-import re
-import secrets
 from collections.abc import Mapping
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
 
 import numpy as np
 
 from minigrad import backend
+from minigrad.files import (MissingDirectoryError, PathIsDirectoryError,  # noqa: F401
+                            write_atomic)
+from minigrad.serialization import _ORDER_KEY, _RESERVED, _safetensors_numpy, _saved_order
 from minigrad.tensor import Tensor
-
-_ORDER_KEY = "minigrad.key_order"  # header metadata: the names in state-dict order
-_RESERVED = "__metadata__"  # safetensors' own header entry, so no tensor may use the name
 
 
 def save(state_dict, path, metadata=None):
@@ -51,7 +43,7 @@ def save(state_dict, path, metadata=None):
     arrays = _host_arrays(state_dict)
     header = {**_checked_metadata(metadata), _ORDER_KEY: json.dumps(list(arrays))}
     payload = st_numpy.save(arrays, metadata=header)
-    _write_atomic(os.fspath(path), payload)
+    write_atomic(os.fspath(path), payload)
 
 
 def load(path, device="cpu", *, with_metadata=False):
@@ -80,15 +72,6 @@ def load(path, device="cpu", *, with_metadata=False):
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-def _safetensors_numpy():
-    try:
-        import safetensors.numpy
-    except ImportError as e:
-        raise ImportError("nn.save / nn.load need the safetensors package: "
-                          "`pip install safetensors`") from e
-    return safetensors.numpy
-
 
 def _host_arrays(state_dict):
     """name -> contiguous host array, or a TypeError naming the first bad key or value."""
@@ -127,121 +110,3 @@ def _checked_metadata(metadata):
         if key == _ORDER_KEY:
             raise ValueError(f"save: the metadata key {_ORDER_KEY!r} is reserved by minigrad")
     return dict(metadata)
-
-
-def _saved_order(header, metadata, arrays):
-    """The names in the order ``save`` was given them; for files written by other tools
-    (no order in the metadata), the order of the tensors' bytes in the file (``header``:
-    the file's tensor entries)."""
-    try:
-        names = json.loads(metadata.get(_ORDER_KEY, "null"))
-    except ValueError:
-        names = None
-    if isinstance(names, list) and sorted(names) == sorted(arrays):
-        return names
-    return sorted(header, key=lambda name: header[name]["data_offsets"][0])
-
-
-class MissingDirectoryError(FileNotFoundError, RuntimeError):
-    """``save`` to a path whose folder does not exist: a FileNotFoundError, as Python's
-    ``open`` raises, and a RuntimeError, as ``torch.save`` raises."""
-
-
-class PathIsDirectoryError(IsADirectoryError, RuntimeError):
-    """``save`` to a path that is a folder: an IsADirectoryError, as Python's ``open``
-    raises, and a RuntimeError, as ``torch.save`` raises."""
-
-
-def _write_atomic(path, payload):
-    """Write ``payload`` to a temporary file beside ``path``, fsync it, then rename it onto
-    ``path``: readers see the old file or the new one, never half of one. An error of the
-    write (a full disk, a file over the size limit, a read-only folder) is raised as the
-    OSError it is, naming ``path`` (the temporary file is removed, ``path`` untouched)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        problem = "is not a directory" if os.path.exists(directory) else "does not exist"
-        raise MissingDirectoryError(errno.ENOENT, f"save: the parent directory {directory!r} "
-                                    f"{problem}", path)
-    if os.path.isdir(path):
-        raise PathIsDirectoryError(errno.EISDIR, "save: the path is a directory, not a file",
-                                   path)
-    name = os.path.basename(path)
-    _remove_stale_temporaries(directory, name)
-    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(_TMP_HEX // 2)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(tmp, flags, 0o666)  # 0o666 less the umask, as open() would create it
-        try:
-            _lock(fd)  # held until closed: a save in progress, not a stale temporary
-            _write_all(fd, payload)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException as e:  # KeyboardInterrupt too: never leave a temporary file behind
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError) and e.errno is not None:
-            raise OSError(e.errno, e.strerror, path) from None  # the file, not the temporary
-        raise
-    _fsync_directory(directory)
-
-
-_TMP_HEX = 12  # the hex digits of a temporary file's name: .<name>.<hex>.tmp
-
-
-def _lock(fd):
-    """An exclusive lock on the open temporary file ``fd`` (POSIX; the system drops it when
-    the process ends, however it ends)."""
-    if fcntl is not None:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # a file system without locks: its temporaries are never removed
-            pass
-
-
-def _remove_stale_temporaries(directory, name):
-    """Remove the temporary files of earlier saves of ``name`` in ``directory`` that were
-    left behind (a save killed by SIGKILL or a power cut): files named as ``_write_atomic``
-    names them, ``.<name>.<12 hex digits>.tmp``, that no process holds locked (a save in
-    progress holds its own). Nothing else is touched; without ``fcntl`` (Windows) nothing."""
-    if fcntl is None:
-        return
-    pattern = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{{_TMP_HEX}}}\.tmp")
-    try:
-        candidates = [n for n in os.listdir(directory) if pattern.fullmatch(n)]
-    except OSError:
-        return
-    for candidate in candidates:
-        stale = os.path.join(directory, candidate)
-        try:
-            fd = os.open(stale, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # refused while a save writes it
-            if os.path.isfile(stale):
-                os.unlink(stale)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-
-def _write_all(fd, payload):
-    view = memoryview(payload)
-    while view:  # os.write may write less than asked
-        view = view[os.write(fd, view):]
-
-
-def _fsync_directory(directory):
-    """Make the rename itself durable (POSIX only; Windows cannot open a directory)."""
-    if os.name != "posix":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -9,6 +9,7 @@ import pytest
 import minigrad as mg
 
 pytest.importorskip("safetensors")
+from minigrad import files  # noqa: E402
 from minigrad.nn import serialization  # noqa: E402
 from minigrad.nn.serialization import load, save  # noqa: E402
 
@@ -157,7 +158,7 @@ def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch, name, exc
     path = tmp_path / "c"
     save({"w": mg.tensor([1.0, 2.0], device=device)}, path)
     before = path.read_bytes()
-    monkeypatch.setattr(serialization, "_write_all", _partial_then(exc))
+    monkeypatch.setattr(files, "_write_all", _partial_then(exc))
     with pytest.raises(type(exc)):
         save({"w": mg.randn(1000, device=device)}, path)
     assert path.read_bytes() == before
@@ -182,7 +183,7 @@ def test_failure_before_rename_keeps_previous_checkpoint(tmp_path, monkeypatch, 
 
 
 def test_first_failed_write_leaves_nothing(tmp_path, monkeypatch, device):
-    monkeypatch.setattr(serialization, "_write_all", _partial_then(OSError(28, "full")))
+    monkeypatch.setattr(files, "_write_all", _partial_then(OSError(28, "full")))
     with pytest.raises(OSError):
         save({"w": mg.ones(2, device=device)}, tmp_path / "c")
     assert os.listdir(tmp_path) == []
