@@ -337,12 +337,11 @@ class Recorder:
         """The engine starts a backward pass (``order``: its nodes): the gradients it
         starts from get their slots, and what is recorded until the walk ends is marked
         as the backward pass (replayed, as it runs, with grad mode off and NumPy quiet)."""
-        if not self.paused:
-            hooked = next((n for n in order if _runs_hooks(n)), None)
-            if hooked is not None:
-                self.unsupported(f"the step's backward runs a hook or fills a retained "
-                                 f"gradient (at {hooked.name()}), which a replay would skip")
-        if not self.paused:
+        hooked = None if self.paused else next((n for n in order if _runs_hooks(n)), None)
+        if hooked is not None:
+            self.unsupported(f"the step's backward runs a hook or fills a retained gradient "
+                             f"(at {hooked.name()}), which a replay would skip")
+        if not self.paused:  # (unsupported pauses the recorder)
             try:
                 for slots in grads_of.values():
                     for g in slots:
