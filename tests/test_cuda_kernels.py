@@ -291,6 +291,66 @@ def test_scatter_add_with_skewed_repeats_and_signed_zeros_is_add_at_bit_for_bit(
         assert out.tobytes() == expected.tobytes()  # (-0.0 and +0.0 told apart)
 
 
+def _on_device_and_host(device, target, index, values):
+    """scatter_add on ``device`` (read back) and NumPy's add.at on the host, of the same."""
+    moved = tuple(backend.to_device(i, device) if isinstance(i, np.ndarray) else i
+                  for i in (index if type(index) is tuple else (index,)))
+    got = backend.scatter_add(backend.to_device(target.copy(), device),
+                              moved if type(index) is tuple else moved[0],
+                              backend.to_device(values, device))
+    expected = target.copy()
+    np.add.at(expected, index, values)
+    return backend.to_host(got), expected
+
+
+@pytest.mark.parametrize("size, rows, heavy, share", [
+    (512, 32, 1, 0.5), (2048, 1000, 9, 0.5), (600, 3, 3, 1.0), (1, 5, 1, 0.0), (0, 4, 1, 0.0)])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_scatter_add_on_the_device_is_the_hosts_bit_for_bit(device, size, rows, heavy, share,
+                                                            dtype):
+    """Repeated rows are summed in their order on every device (not by atomic adds, whose
+    order changes from run to run): the same bits as NumPy's add.at, -0.0 included."""
+    rng = np.random.default_rng(size + rows)
+    index = _skewed(rng, size, rows, heavy, share) - rng.integers(0, 2, size) * rows
+    values = (rng.standard_normal((size, 24)) * 10.0 ** rng.integers(-3, 4, (size, 1)))
+    values = values.astype(dtype)
+    values[::3] = -0.0
+    for target in (np.zeros((rows, 24), dtype), np.full((rows, 24), -0.0, dtype),
+                   rng.standard_normal((rows, 24)).astype(dtype)):
+        for form in (index, (index,)):
+            got, expected = _on_device_and_host(device, target, form, values)
+            assert got.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int8, np.uint8,
+                                   np.int16, np.bool_])
+@pytest.mark.parametrize("case", ["elements", "pairs", "broadcast", "mask", "columns"])
+def test_scatter_add_on_the_device_takes_every_index_and_dtype(device, case, dtype):
+    """Indices other than whole rows (element pairs, a broadcast value, a mask, a slice with
+    an index array) and narrow dtypes, which wrap as NumPy's do (bool: any True is True)."""
+    rng = np.random.default_rng(3)
+    big = dtype in (np.float32, np.float64)
+    target = (rng.standard_normal((6, 5)) * 100 if big else rng.integers(0, 3, (6, 5)))
+    target = target.astype(dtype)
+    index, shape = {
+        "elements": (rng.integers(-30, 30, 50), (50,)),
+        "pairs": ((rng.integers(0, 6, 40), rng.integers(-5, 5, 40)), (40,)),
+        "broadcast": ((rng.integers(0, 6, (8, 1)), rng.integers(0, 5, (1, 3))), (8, 3)),
+        "mask": (rng.random((6, 5)) < 0.5, None),
+        "columns": ((slice(None), rng.integers(0, 5, 9)), (6, 9)),
+    }[case]
+    if case == "elements":
+        target = target.reshape(-1)
+    if shape is None:
+        shape = (int(index.sum()),)
+    values = (rng.standard_normal(shape) * 100 if big else rng.integers(0, 120, shape))
+    values = values.astype(dtype)
+    if case == "broadcast":
+        values = values[:1]  # one row, broadcast over the 8 rows of the index
+    got, expected = _on_device_and_host(device, target, index, values)
+    assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
+
+
 @pytest.mark.parametrize("bad", [64, -65])
 def test_scatter_add_refuses_rows_out_of_range(bad):
     with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):

@@ -1,8 +1,9 @@
 """Array-level kernels shared by the ops, where NumPy and CuPy differ.
 
-Scatter-add (an embedding's gradient) and the error function call each library's own
-routine; gelu, its gradient and dropout are fused CUDA kernels on the GPU with the same
-formula in NumPy on the CPU; row and leading-dim sums go through BLAS on the CPU
+Scatter-add (an embedding's gradient) sums repeats in order on both devices (NumPy's
+``add.at``, a sort and a kernel on the GPU), so the bits agree; the error function calls
+each library's own routine; gelu, its gradient and dropout are fused CUDA kernels on the GPU
+with the same formula in NumPy on the CPU; row and leading-dim sums go through BLAS on the CPU
 (``row_sum``, ``lead_sum``); and ``run_split`` shares splittable CPU work among the cores.
 A device array module without CUDA kernels (no ``ElementwiseKernel``/``RawModule``, such as
 the tests' strict stand-in for CuPy) runs the same formulas through its own functions.
@@ -18,17 +19,23 @@ from .devices import cupy, xp_of
 
 
 def scatter_add(target, index, values):
-    """``target[index] += values`` with repeated indices accumulated (unbuffered), in place."""
+    """``target[index] += values`` with repeated indices accumulated (unbuffered), in place.
+
+    Repeats are summed one after the other in the order they come, as NumPy's ``add.at``
+    sums them, on every device: the same bits on the CPU and the GPU, and from run to run
+    (CuPy's own ``add.at`` adds atomically, in whatever order the threads arrive)."""
     rows = index[0] if type(index) is tuple and len(index) == 1 else index
     if type(target) is np.ndarray and type(rows) is np.ndarray and rows.dtype.kind in "iu" \
             and target.ndim > 1 and math.prod(target.shape[1:]) >= 32 \
             and values.shape == rows.shape + target.shape[1:] and _add_rows(target, rows, values):
         return target
     xp = xp_of(target)
+    if _has_kernels(xp):
+        return _add_in_order(xp, target, index, rows, values)
     if xp is np or target.dtype.name in GPU_ADD_AT or target.dtype.kind not in "biu":
         xp.add.at(target, index, values)
         return target
-    # CuPy's add.at has atomic adds for GPU_ADD_AT only: add in a wider integer dtype, then
+    # a device module whose add.at takes GPU_ADD_AT only: add in a wider integer dtype, then
     # cast back, which wraps as adding in the narrow dtype does (bool: any True is True)
     wide = target.astype(np.int32 if target.dtype.kind == "b" else np.int64)
     xp.add.at(wide, index, values.astype(wide.dtype) if type(values) is type(target)
@@ -39,6 +46,38 @@ def scatter_add(target, index, values):
 
 # the dtypes that CuPy's scatter-add (add.at, one atomic add per element) takes
 GPU_ADD_AT = ("int32", "int64", "float16", "float32", "float64", "uint32", "uint64")
+
+
+def _add_in_order(xp, target, index, rows, values):
+    """``scatter_add`` on the GPU. Every added element gets a key, the place it adds to:
+    whole rows of ``target`` when ``index`` picks rows (an embedding's gradient: a key per
+    row, ``width`` elements each), else single elements. The keys are sorted with their
+    positions (key * n + position, so equal keys keep their order), and one thread per
+    distinct key and column adds that key's values to its target one after another."""
+    values = xp.asarray(values)
+    whole_rows = type(rows) is type(target) and rows.dtype.kind in "iu" and target.ndim \
+        and values.shape == rows.shape + target.shape[1:]
+    if whole_rows:  # (out-of-range rows wrap around, as CuPy's indexing does)
+        keys, width = xp.remainder(rows.reshape(-1).astype(np.int64), target.shape[0]), \
+            math.prod(target.shape[1:])
+    else:
+        keys = xp.arange(target.size, dtype=np.int64).reshape(target.shape)[index]
+        values, keys, width = xp.broadcast_to(values, keys.shape), keys.reshape(-1), 1
+    n = keys.size
+    if n == 0:
+        return target
+    if (target.size // width) * n >= 2 ** 62:  # key * n + position would overflow int64
+        order = xp.argsort(keys, kind="stable")
+        keys = keys[order]
+    else:
+        ordered = xp.sort(keys * n + xp.arange(n, dtype=np.int64))
+        order, keys = ordered % n, ordered // n
+    work = target if target.flags.c_contiguous else xp.ascontiguousarray(target)
+    values = xp.ascontiguousarray(values, dtype=target.dtype)
+    _kernel("add_in_order")(values, keys, order, n, width, work, size=n * width)
+    if work is not target:
+        target[...] = work
+    return target
 
 
 def embedding_backward(grad, index, shape, padding_idx):
@@ -138,6 +177,17 @@ _KERNELS = {  # name: (inputs, output, CUDA body)
                       "T pdf = exp((T)-0.5 * x * x) * (T)0.3989422804014327;"
                       "dx = g * (cdf + x * pdf)"),
     "dropout": ("T x, bool keep, T scale", "T y", "y = keep ? x * scale : (T)0"),
+    # scatter_add's sums: the thread of each key's first element (in sorted order) and of
+    # one column adds the key's values to its target, one after another
+    "add_in_order": ("raw T values, raw int64 keys, raw int64 order, int64 n, int64 width",
+                     "raw T target",
+                     "long long k = i / width, c = i % width, key = keys[k];"
+                     "if (k == 0 || keys[k - 1] != key) {"
+                     "  T sum = target[key * width + c];"
+                     "  for (long long j = k; j < n && keys[j] == key; ++j)"
+                     "    sum = sum + values[order[j] * width + c];"
+                     "  target[key * width + c] = sum;"
+                     "}"),
     # Adam's moments in place and the parameter's update, PyTorch's formula term for term
     "adam": ("T g, float64 w1, float64 beta2, float64 step_size, float64 bc2_sqrt, "
              "float64 eps", "T m, T v, T update",
