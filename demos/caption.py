@@ -220,7 +220,7 @@ def main(argv=None):
                    "exact_match_two_shapes": share(right[n_shapes == 2]),
                    "held_out": args.held_out, "steps": args.steps, "batch_size": args.batch_size,
                    "lr": args.lr, "d_model": args.d_model, "layers": args.layers, "ff": args.ff,
-                   "parameters": sum(p.data.size for p in model.parameters()),
+                   "parameters": sum(p.array.size for p in model.parameters()),
                    "train_seconds": round(train_seconds, 1),
                    "final_loss": float(np.mean(losses[-50:])), "seed": args.seed,
                    "device": args.device, "eval_curve": curve, "n_mistakes": len(mistakes),

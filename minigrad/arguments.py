@@ -177,7 +177,7 @@ def _index_item(i, like):
         if i.dtype in (np.int8, np.int16):
             raise IndexError(f"indexing: tensors used as indices must be long, int, byte or "
                              f"bool tensors (got {i.dtype}, shape {tuple(i.shape)})")
-        data = i.data.astype(bool) if i.dtype == np.uint8 else i.data  # uint8: a mask
+        data = i.array.astype(bool) if i.dtype == np.uint8 else i.array  # uint8: a mask
         return backend.to_device(data, like.device)
     if isinstance(i, (list, tuple, range, np.ndarray)):
         arr = np.asarray(i)

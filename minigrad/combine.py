@@ -49,7 +49,7 @@ def where(condition, input=_MISSING, other=_MISSING):
                         "other: got input or other without the other one")
     for t, v in ((input, other), (other, input)):  # a number out of an integer tensor's
         if isinstance(t, Tensor) and not isinstance(v, Tensor):  # range: refused, as PyTorch
-            _checked_number(v, t.data.dtype, "where")
+            _checked_number(v, t.array.dtype, "where")
     if isinstance(input, Tensor):
         input, other = _operands(input, other)
     elif isinstance(other, Tensor):

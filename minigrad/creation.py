@@ -30,7 +30,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     except ValueError:
         _check_finite_for("tensor", data, dtype)
         raise
-    if arr is data or (isinstance(data, Tensor) and arr is data.data):
+    if arr is data or (isinstance(data, Tensor) and arr is data.array):
         arr = arr.copy()
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
@@ -69,7 +69,7 @@ def _numbers_of_tensors(data, dtype):
                 warnings.warn("Converting a tensor with requires_grad=True to a scalar may "
                               "lead to unexpected behavior.\nConsider using tensor.detach() "
                               "first.", UserWarning, stacklevel=4)
-            item = backend.to_host(item.data).reshape(())[()]  # (a NumPy scalar: its dtype)
+            item = backend.to_host(item.array).reshape(())[()]  # (a NumPy scalar: its dtype)
         found.append(_item_dtype(item))
         return item
     data = number(data)
@@ -116,7 +116,7 @@ def _check_finite_for(op, data, dtype):
     if dtype is None or dtype.kind not in "iu":
         return
     try:
-        values = np.asarray(data.data if isinstance(data, Tensor) else data, dtype=np.float64)
+        values = np.asarray(data.array if isinstance(data, Tensor) else data, dtype=np.float64)
     except (ValueError, TypeError):
         return
     if not np.isfinite(values).all():
@@ -463,7 +463,7 @@ class _LegacyTensorType(type):
     is untouched by it)."""
 
     def __instancecheck__(cls, obj):
-        return isinstance(obj, Tensor) and obj.data.dtype == cls.dtype and not obj.is_cuda
+        return isinstance(obj, Tensor) and obj.array.dtype == cls.dtype and not obj.is_cuda
 
     def __repr__(cls):
         return f"<class 'minigrad.{cls.__name__}'>"

@@ -59,9 +59,9 @@ def promote(x, y):
     """The result dtype of a binary op on two tensors, by PyTorch's rules: as
     ``promote_types``, except that within one category a 0-d tensor does not widen a
     dimensioned one (float32 + 0-d float64 stays float32)."""
-    dx, dy = x.data.dtype, y.data.dtype
-    if _CATEGORY[dx.kind] == _CATEGORY[dy.kind] and (x.data.ndim == 0) != (y.data.ndim == 0):
-        return dy if x.data.ndim == 0 else dx
+    dx, dy = x.array.dtype, y.array.dtype
+    if _CATEGORY[dx.kind] == _CATEGORY[dy.kind] and (x.array.ndim == 0) != (y.array.ndim == 0):
+        return dy if x.array.ndim == 0 else dx
     return promote_types(dx, dy)
 
 

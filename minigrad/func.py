@@ -337,7 +337,7 @@ def _basis(leaves, k):
     for x in leaves:
         e = x.new_zeros(x.shape)
         if 0 <= k < x.numel():
-            e.data.reshape(-1)[k] = 1
+            e.array.reshape(-1)[k] = 1
         k -= x.numel()
         out.append(e)
     return out

@@ -335,7 +335,7 @@ class profile:
         it)."""
         ids, total = [], 0
         for item in items:
-            arr = item.data if isinstance(item, TensorBase) else item
+            arr = item.array if isinstance(item, TensorBase) else item
             if type(arr) not in _XP_BY_TYPE:  # None, a number
                 continue
             total += arr.nbytes

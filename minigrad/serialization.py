@@ -171,7 +171,7 @@ class _Writer:
 
 def _raw(t):
     """The backend array (NumPy or CuPy) that holds ``t``'s values."""
-    return t.data
+    return t.array
 
 
 def _root(a):

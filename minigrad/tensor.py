@@ -1,4 +1,4 @@
-"""Tensor: an n-d array on a device (``.data``), plus the graph node that made it (``.grad_fn``).
+"""Tensor: an n-d array on a device (``.array``), plus the graph node that made it (``.grad_fn``).
 
 Every differentiable method is either one ``Primitive`` from ``minigrad.ops`` (or
 ``minigrad.fused``) or a few lines of other Tensor methods (mean, var, squeeze, stack,
@@ -60,18 +60,6 @@ _NON_LEAF_GRAD = (
 _new = object.__new__
 
 
-class _DataWriter:
-    """The writer of a Tensor subclass's ``data`` (nn.Parameter's): ``p.data = tensor``,
-    PyTorch's way to swap a parameter's values, gives ``p`` that tensor's array (shape and
-    dtype may change; ``p`` stays the same object, with its requires_grad); an array is
-    stored as it is. It has no ``__get__``: a read finds the instance's own attribute."""
-
-    def __set__(self, tensor, value):
-        if isinstance(value, TensorBase):
-            value = value.data
-        tensor.__dict__["data"] = value
-
-
 class Tensor(TensorBase):
     """An n-dimensional array with reverse-mode automatic differentiation.
 
@@ -85,10 +73,10 @@ class Tensor(TensorBase):
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
         """NumPy meets a Tensor. ``array + tensor`` (and the other operators) is the
         tensor's reflected operator; an in-place update of an array by a tensor, such as
-        ``p.data -= lr * p.grad``, works on the values, as in PyTorch."""
+        ``p.array -= lr * p.grad``, works on the values."""
         if out is not None and method == "__call__":
-            values = [i.data if isinstance(i, Tensor) else i for i in inputs]
-            targets = tuple(o.data if isinstance(o, Tensor) else o for o in out)
+            values = [i.array if isinstance(i, Tensor) else i for i in inputs]
+            targets = tuple(o.array if isinstance(o, Tensor) else o for o in out)
             return ufunc(*values, out=targets if len(targets) > 1 else targets[0], **kwargs)
         reflected = _REFLECTED.get(ufunc.__name__)
         if method == "__call__" and not kwargs and len(inputs) == 2 and \
@@ -98,30 +86,37 @@ class Tensor(TensorBase):
     _grad = None
     _tangents = None  # forward-mode AD: {dual level: tangent} (see autograd/forward_ad.py)
 
-    def __init_subclass__(cls, **kwargs):
-        """Each subclass (nn.Parameter) gets ``_DataWriter`` as its ``data``. Tensor itself,
-        the class of every op's result, keeps ``data`` a bare instance attribute: Python
-        reads an attribute that the class also defines with ``__set__`` more slowly, and
-        ``t.data`` is read by every op."""
-        super().__init_subclass__(**kwargs)
-        if "data" not in cls.__dict__:
-            cls.data = _DataWriter()
-
     def __init__(self, data=None, *sizes, dtype=None, device=None, requires_grad=False):
         if sizes or data is None or type(data) is builtins.int:
             data, dtype, device, requires_grad = _tensor_args(data, sizes, dtype, device,
                                                               requires_grad)
         if dtype is None and isinstance(data, (list, tuple)):
             dtype = dtypes.get_default_dtype()  # torch.Tensor([1, 2]) is float too
-        self.data = as_array(data, dtype, device)
+        self.array = as_array(data, dtype, device)
         if requires_grad:
             self.requires_grad_(True)
+
+    @property
+    def data(self):
+        """PyTorch's ``.data``: a tensor sharing this one's values that does not require
+        grad and whose in-place changes autograd does not see (no version bump, where
+        ``detach()`` shares the version counter). ``t.data = other`` swaps the storage:
+        ``t`` takes ``other``'s values, shape, dtype and device and keeps its identity,
+        requires_grad and graph. The backend array itself is ``t.array``."""
+        return Tensor._make(self.array)
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, TensorBase):
+            raise TypeError(f"Variable data has to be a tensor, but got "
+                            f"{type(value).__module__}.{type(value).__qualname__}")
+        self.array = value.array
 
     @staticmethod
     def _make(data, requires_grad=False, grad_fn=None, out_idx=0):
         """The engine's fast constructor: ``data`` is already a backend array."""
         t = _new(Tensor)
-        t.data = data
+        t.array = data
         if requires_grad:
             t._requires_grad = True
             t.grad_fn = grad_fn
@@ -130,18 +125,18 @@ class Tensor(TensorBase):
         return t
 
     # --- attributes -------------------------------------------------------------------------
-    shape = property(lambda self: self.data.shape)
-    ndim = property(lambda self: self.data.ndim)
-    dtype = property(lambda self: self.data.dtype)
-    device = property(lambda self: backend.device_of(self.data))
-    is_cuda = property(lambda self: type(self.data) is not np.ndarray)
+    shape = property(lambda self: self.array.shape)
+    ndim = property(lambda self: self.array.ndim)
+    dtype = property(lambda self: self.array.dtype)
+    device = property(lambda self: backend.device_of(self.array))
+    is_cuda = property(lambda self: type(self.array) is not np.ndarray)
     T = property(lambda self: self.permute(*reversed(range(self.ndim))))
     mT = property(lambda self: self._matrix_transpose())
 
     def _matrix_transpose(self):
-        if self.data.ndim == 1:  # (of a 0-d tensor: itself, as PyTorch)
+        if self.array.ndim == 1:  # (of a 0-d tensor: itself, as PyTorch)
             raise RuntimeError(f"tensor.mT is only supported on matrices or batches of "
-                               f"matrices, got a {self.data.ndim}-D tensor")
+                               f"matrices, got a {self.array.ndim}-D tensor")
         return self.transpose(-2, -1)
 
     @property
@@ -157,7 +152,7 @@ class Tensor(TensorBase):
         if self.grad_fn is not None:  # either way, as PyTorch's (requires_grad_(True) is fine)
             raise RuntimeError("you can only change requires_grad flags of leaf variables: use "
                                "detach() for a computed tensor that needs no gradient")
-        if value and self.data.dtype.kind not in "fc":
+        if value and self.array.dtype.kind not in "fc":
             raise RuntimeError(f"only floating point tensors can require gradients, got "
                                f"dtype {self.dtype}")
         self._requires_grad = value
@@ -193,33 +188,33 @@ class Tensor(TensorBase):
         return self.shape if dim is None else self.shape[dim]
 
     def dim(self):
-        return self.data.ndim
+        return self.array.ndim
 
     def numel(self):
-        return int(self.data.size)
+        return int(self.array.size)
 
     nelement = numel
 
     def data_ptr(self):
         """The address of this tensor's first element (an int, as PyTorch's)."""
-        return self.data.data.ptr if self.is_cuda else self.data.ctypes.data
+        return self.array.data.ptr if self.is_cuda else self.array.ctypes.data
 
-    nbytes = property(lambda self: self.data.nbytes)
-    itemsize = property(lambda self: self.data.itemsize)
+    nbytes = property(lambda self: self.array.nbytes)
+    itemsize = property(lambda self: self.array.itemsize)
 
     def ndimension(self):
-        return self.data.ndim
+        return self.array.ndim
 
     def element_size(self):
-        return self.data.dtype.itemsize
+        return self.array.dtype.itemsize
 
     def is_floating_point(self):
-        return self.data.dtype.kind == "f"
+        return self.array.dtype.kind == "f"
 
     def __len__(self):
-        if self.data.ndim == 0:
+        if self.array.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self.data.shape[0]
+        return self.array.shape[0]
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
@@ -231,7 +226,7 @@ class Tensor(TensorBase):
     def numpy(self):
         """The values as a host NumPy array (shares memory on the CPU, as in PyTorch)."""
         read_on_host("Tensor.numpy()")
-        return backend.to_host(self.data)
+        return backend.to_host(self.array)
 
     def __array__(self, dtype=None, copy=None):
         read_on_host("Tensor.__array__()")
@@ -239,10 +234,10 @@ class Tensor(TensorBase):
 
     def item(self):
         read_on_host("Tensor.item()")
-        if self.data.size != 1:
-            raise RuntimeError(f"a Tensor with {self.data.size} elements cannot be converted "
+        if self.array.size != 1:
+            raise RuntimeError(f"a Tensor with {self.array.size} elements cannot be converted "
                                "to a Python scalar")
-        return self.data.item()
+        return self.array.item()
 
     def tolist(self):
         read_on_host("Tensor.tolist()")
@@ -250,10 +245,10 @@ class Tensor(TensorBase):
 
     def __bool__(self):
         read_on_host("Tensor.__bool__()")
-        if self.data.size != 1:
-            raise RuntimeError(f"the truth value of a Tensor with {self.data.size} elements "
+        if self.array.size != 1:
+            raise RuntimeError(f"the truth value of a Tensor with {self.array.size} elements "
                                "is ambiguous")
-        return builtins.bool(self.data.item())
+        return builtins.bool(self.array.item())
 
     def __float__(self):
         read_on_host("Tensor.__float__()")
@@ -265,22 +260,22 @@ class Tensor(TensorBase):
 
     def _one_value(self):
         """The one element, for ``int()`` and ``float()``: PyTorch's ValueError otherwise."""
-        if self.data.size != 1:
+        if self.array.size != 1:
             raise ValueError(f"only one element tensors can be converted to Python scalars "
-                             f"(got {self.data.size} elements, shape {tuple(self.shape)})")
-        return self.data.item()
+                             f"(got {self.array.size} elements, shape {tuple(self.shape)})")
+        return self.array.item()
 
     def __index__(self):
         """An integer tensor of one element as a Python int (``[10, 20][t]``, ``range(t)``)."""
-        if self.data.dtype.kind not in "biu" or self.data.size != 1:
+        if self.array.dtype.kind not in "biu" or self.array.size != 1:
             raise TypeError(f"only integer tensors of a single element can be converted to an "
                             f"index, got a {self.dtype} tensor of shape {tuple(self.shape)}")
         read_on_host("Tensor.__index__()")
-        return builtins.int(self.data.item())
+        return builtins.int(self.array.item())
 
     def __format__(self, spec):
         read_on_host("Tensor.__format__()")
-        return format(self.item(), spec) if self.data.ndim == 0 else repr(self)
+        return format(self.item(), spec) if self.array.ndim == 0 else repr(self)
 
     def __repr__(self):
         read_on_host("Tensor.__repr__()")
@@ -373,7 +368,7 @@ class Tensor(TensorBase):
 
     def detach(self):
         """The same values, cut from the graph (memory and version counter are shared)."""
-        t = Tensor._make(self.data)
+        t = Tensor._make(self.array)
         t._vc = self._shared_counter()
         return t
 
@@ -387,7 +382,7 @@ class Tensor(TensorBase):
         if self.grad_fn is not None or self._requires_grad:
             # the same memory in a new array object: a node that saved this tensor finds
             # another array than it saved, and refuses it (SavedTensor.unpack)
-            self.data = self.data.view()
+            self.array = self.array.view()
             self._detached_in_place = True
         self.grad_fn = None
         self._requires_grad = False
@@ -422,7 +417,7 @@ class Tensor(TensorBase):
 
     def _new(self, kind, shape, dtype, device, requires_grad, *fill):
         if dtype is None and device is None and not requires_grad:  # (the engine's calls)
-            xp = backend.xp_of(self.data)
+            xp = backend.xp_of(self.array)
             return Tensor._make(getattr(xp, kind)(shape, *fill, dtype=self.dtype))
         from . import creation
         return getattr(creation, kind)(shape, *fill, dtype=self.dtype if dtype is None else dtype,
@@ -431,7 +426,7 @@ class Tensor(TensorBase):
 
     # --- autograd -------------------------------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
-        if requires_grad and self.data.dtype.kind not in "fc":
+        if requires_grad and self.array.dtype.kind not in "fc":
             raise RuntimeError(f"only floating point tensors can require gradients, "
                                f"got dtype {self.dtype}")
         if not requires_grad and self.grad_fn is not None:
@@ -476,15 +471,15 @@ class Tensor(TensorBase):
 
     # --- arithmetic -----------------------------------------------------------------------------
     def __add__(self, other):
-        if type(other) is Tensor and other.data.dtype is self.data.dtype:  # the usual case
+        if type(other) is Tensor and other.array.dtype is self.array.dtype:  # the usual case
             return Add.apply(self, other)
         return Add.apply(*_operands(self, other))
 
     def __radd__(self, other): return Add.apply(*_operands(self, other))  # (x first, as torch)
 
     def __sub__(self, other):
-        if type(other) is Tensor and other.data.dtype is self.data.dtype and \
-                self.data.dtype.kind != "b":  # the usual case
+        if type(other) is Tensor and other.array.dtype is self.array.dtype and \
+                self.array.dtype.kind != "b":  # the usual case
             return Sub.apply(self, other)
         return Sub.apply(*_operands(_no_bool("sub", self, other), other))
 
@@ -492,7 +487,7 @@ class Tensor(TensorBase):
         return Rsub.apply(*_operands(_no_bool("sub", self, other), other, True))
 
     def __mul__(self, other):
-        if type(other) is Tensor and other.data.dtype is self.data.dtype:  # the usual case
+        if type(other) is Tensor and other.array.dtype is self.array.dtype:  # the usual case
             return Mul.apply(self, other)
         return Mul.apply(*_operands(self, other))
 
@@ -515,7 +510,7 @@ class Tensor(TensorBase):
     def __neg__(self): return Neg.apply(_no_bool("neg", self))
 
     def __pos__(self):
-        if self.data.dtype.kind == "b":
+        if self.array.dtype.kind == "b":
             raise RuntimeError(f"the `+` operator, on a bool tensor is not supported (shape "
                                f"{tuple(self.shape)})")
         return self
@@ -526,21 +521,21 @@ class Tensor(TensorBase):
 
     def __pow__(self, exponent):
         if isinstance(exponent, _PY_SCALARS + (np.generic,)):
-            if (self.data.dtype.kind in "biu" and isinstance(exponent, (builtins.int, np.integer))
+            if (self.array.dtype.kind in "biu" and isinstance(exponent, (builtins.int, np.integer))
                     and exponent < 0):
                 raise RuntimeError("pow: integers to negative integer powers are not allowed")
-            _wrapped(exponent, self.data.dtype, "pow")  # (raises if it does not fit)
+            _wrapped(exponent, self.array.dtype, "pow")  # (raises if it does not fit)
             base, exponent = _operands(self, exponent)  # bool ** 2 is int64, int ** 0.5 float
-            if base.data.dtype == np.float16:  # (an exponent beyond float16's range: refused)
-                _fitting(exponent, base.data.dtype, "pow")
-            if base.data.dtype.kind == "b":  # bool ** bool: x ** True is x, x ** False is True
+            if base.array.dtype == np.float16:  # (an exponent beyond float16's range: refused)
+                _fitting(exponent, base.array.dtype, "pow")
+            if base.array.dtype.kind == "b":  # bool ** bool: x ** True is x, x ** False is True
                 return base.clone() if exponent else base.new_ones(base.shape)
             return Pow.apply(base, exponent)
         return TensorPow.apply(*_no_bool_power(*_operands(self, exponent)))
 
     def __rpow__(self, base):
         base, x = _operands(self, base, True)  # 2 ** int64 is int64, 2.5 ** int64 float32
-        base = Tensor._make(backend.xp_of(x.data).asarray(base, dtype=x.dtype))
+        base = Tensor._make(backend.xp_of(x.array).asarray(base, dtype=x.dtype))
         return ScalarPow.apply(*_no_bool_power(base, x))
 
     def add(self, other, *, alpha=1):
@@ -580,7 +575,7 @@ class Tensor(TensorBase):
 
     def addcdiv(self, tensor1, tensor2, *, value=1):
         """``self + value * tensor1 / tensor2`` (true division; integers are refused)."""
-        if all(t.data.dtype.kind in "biu" for t in (tensor1, tensor2)):
+        if all(t.array.dtype.kind in "biu" for t in (tensor1, tensor2)):
             raise RuntimeError("Integer division with addcdiv is no longer supported; use "
                                "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype)")
         return self + _times(value, tensor1) / tensor2
@@ -588,7 +583,7 @@ class Tensor(TensorBase):
     def lerp(self, end, weight):
         """``self + weight * (end - self)``, computed as PyTorch does for accuracy near
         ``weight == 1``: ``end - (end - self) * (1 - weight)`` where weight >= 0.5."""
-        if self.data.dtype.kind != "f":
+        if self.array.dtype.kind != "f":
             raise NotImplementedError(f"lerp: not implemented for "
                                       f"'{dtypes.torch_name(self.dtype)}'")
         diff = end - self
@@ -626,7 +621,7 @@ class Tensor(TensorBase):
         rows, cols = x.shape[-2:]
         n = builtins.max(0, builtins.min(rows + builtins.min(offset, 0),
                                          cols - builtins.max(offset, 0)))
-        steps = backend.xp_of(self.data).arange(n)
+        steps = backend.xp_of(self.array).arange(n)
         return x[..., Tensor._make(steps - builtins.min(offset, 0)),
                  Tensor._make(steps + builtins.max(offset, 0))]
 
@@ -640,15 +635,15 @@ class Tensor(TensorBase):
         n = self.shape[0]
         m = n + abs(diagonal)
         first = builtins.max(-diagonal, 0) * m + builtins.max(diagonal, 0)
-        places = backend.xp_of(self.data).arange(n) * (m + 1) + first
+        places = backend.xp_of(self.array).arange(n) * (m + 1) + first
         return self.new_zeros(m * m).scatter(0, Tensor._make(places), self).reshape(m, m)
 
     def nan_to_num(self, nan=0.0, posinf=None, neginf=None):
         """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by default 0 and
         the dtype's largest and lowest values); the gradient is 0 where they were."""
-        if self.data.dtype.kind != "f":
+        if self.array.dtype.kind != "f":
             return self.clone()
-        info = np.finfo(self.data.dtype)
+        info = np.finfo(self.array.dtype)
         out = self.masked_fill(self.isnan(), nan)
         out = out.masked_fill(self == math.inf, info.max.item() if posinf is None else posinf)
         return out.masked_fill(self == -math.inf, info.min.item() if neginf is None else neginf)
@@ -691,7 +686,7 @@ class Tensor(TensorBase):
             if x.shape[d] == 0:
                 break
             later, earlier = x.narrow(d, 1, x.shape[d] - 1), x.narrow(d, 0, x.shape[d] - 1)
-            x = later != earlier if x.data.dtype.kind == "b" else later - earlier
+            x = later != earlier if x.array.dtype.kind == "b" else later - earlier
         return x
 
     def bernoulli(self, *, generator=None):
@@ -715,7 +710,7 @@ class Tensor(TensorBase):
         return builtins.bool(self.item())
 
     def is_complex(self):
-        return self.data.dtype.kind == "c"
+        return self.array.dtype.kind == "c"
 
     def count_nonzero(self, dim=None):
         """The number of nonzero elements (over ``dim``, an int or a tuple), as int64."""
@@ -761,7 +756,7 @@ class Tensor(TensorBase):
     def matmul(self, other):
         """Matrix product with PyTorch's rules for 1-D operands and broadcast batch dims."""
         other = as_tensor(other, like=self)
-        if self.data.dtype.kind == "b" or other.data.dtype.kind == "b":
+        if self.array.dtype.kind == "b" or other.array.dtype.kind == "b":
             raise NotImplementedError(f"matmul: not implemented for 'Bool' (shapes "
                                       f"{tuple(self.shape)} and {tuple(other.shape)})")
         if self.ndim == 0 or other.ndim == 0:
@@ -817,7 +812,7 @@ class Tensor(TensorBase):
         if other is None:
             return NotImplemented
         x, y = _operands(self, other)
-        if x.data.dtype.kind not in "biu":
+        if x.array.dtype.kind not in "biu":
             raise NotImplementedError(f"{fn}: not implemented for floating point operands "
                                       f"(got {_described(self)} and {_described(other)})")
         return NonDiff.apply(x, y, fn=fn)
@@ -873,7 +868,7 @@ class Tensor(TensorBase):
     def erf(self): return Erf.apply(_floating(self))
 
     def square(self):  # x ** 2, as PyTorch (PowBackward0; a bool squared is int64)
-        return Pow.apply(self.long() if self.data.dtype.kind == "b" else self, 2)
+        return Pow.apply(self.long() if self.array.dtype.kind == "b" else self, 2)
 
     def rsqrt(self): return Rsqrt.apply(_floating(self))
     def reciprocal(self): return Reciprocal.apply(_floating(self))
@@ -884,7 +879,7 @@ class Tensor(TensorBase):
         """x * Phi(x), exactly with erf, or PyTorch's tanh approximation."""
         if approximate not in ("none", "tanh"):
             raise RuntimeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-        if self.data.dtype.kind != "f":
+        if self.array.dtype.kind != "f":
             raise NotImplementedError(f"gelu: not implemented for {self.dtype} tensors (shape "
                                       f"{tuple(self.shape)}); call .float() first")
         return (Gelu if approximate == "none" else GeluTanh).apply(self)
@@ -903,7 +898,7 @@ class Tensor(TensorBase):
                                 f"{_described(min)} and {_described(max)}")
             min, max = (b.item() if isinstance(b, Tensor) else b for b in (min, max))
         x = self
-        kind = self.data.dtype.kind
+        kind = self.array.dtype.kind
         if kind in "biu" and any(isinstance(b, builtins.float) for b in (min, max)):
             x = self.to(dtypes.get_default_dtype())  # a float bound makes the result float
         elif kind == "b" and all(b is None or type(b) is builtins.bool for b in (min, max)):
@@ -911,7 +906,7 @@ class Tensor(TensorBase):
                                       f"bounds (shape {tuple(self.shape)})")
         # an int bound is wrapped to an integer dtype, as PyTorch's C cast; a bound beyond
         # float32's (or float16's) range is refused
-        min, max = (_fitting(b, x.data.dtype, "clamp") for b in (min, max))
+        min, max = (_fitting(b, x.array.dtype, "clamp") for b in (min, max))
         return Clamp.apply(x, min=min, max=max)
 
     clip = clamp
@@ -940,16 +935,16 @@ class Tensor(TensorBase):
             if value.ndim != 0:
                 raise RuntimeError(f"masked_fill: only a 0-d value tensor is supported, got "
                                    f"shape {tuple(value.shape)}")
-            if self.data.dtype.kind == "f":
+            if self.array.dtype.kind == "f":
                 return MaskedFill.apply(mask, value.to(self.dtype), self)
             value = value.item()  # (no gradient to keep: read as a number, checked as one)
-        kind = self.data.dtype.kind
+        kind = self.array.dtype.kind
         if type(value) in (builtins.int, builtins.float) and kind in "iuf":
-            value = _fitting(value, self.data.dtype, "masked_fill")
+            value = _fitting(value, self.array.dtype, "masked_fill")
             if kind != "f":
                 value = builtins.int(value)  # 2.5 into an int tensor is 2
         elif kind != "f":
-            value = self.data.dtype.type(value).item()
+            value = self.array.dtype.type(value).item()
         return MaskedFill.apply(mask, value, self)
 
     # --- reductions --------------------------------------------------------------------------
@@ -957,17 +952,17 @@ class Tensor(TensorBase):
     # (summed in float16, 40000 + 40000 is already inf)
 
     def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
-        if dtype is None and self.data.dtype.kind in "biu":
+        if dtype is None and self.array.dtype.kind in "biu":
             dtype = dtypes.int64  # integers and bools are summed as int64, as in PyTorch
         op = Sum if dim is None and axis is None else SumDim  # (PyTorch's two node names)
         if dtype is not None:
             dtype = dtypes.as_dtype(dtype)
-            if dtype != self.data.dtype and dtype.kind == self.data.dtype.kind == "f" and \
+            if dtype != self.array.dtype and dtype.kind == self.array.dtype.kind == "f" and \
                     dtype != np.float16:  # cast inside the sum: one node, as PyTorch's
                 return op.apply(self, dims=_dims(self, dim, axis),
                                 keepdim=_kd(keepdim, keepdims), dtype=dtype)
         x = self if dtype is None else self.to(dtype)
-        if x.data.dtype == np.float16:
+        if x.array.dtype == np.float16:
             return x.float().sum(dim, keepdim, axis=axis, keepdims=keepdims).half()
         return op.apply(x, dims=_dims(self, dim, axis), keepdim=_kd(keepdim, keepdims))
 
@@ -977,7 +972,7 @@ class Tensor(TensorBase):
         if x.dtype.kind != "f":
             raise RuntimeError(f"mean(): could not infer output dtype: the input (or dtype=) "
                                f"must be floating point, got {x.dtype} (shape {self.shape})")
-        if x.data.dtype == np.float16:
+        if x.array.dtype == np.float16:
             return x.float().mean(dim, keepdim, axis=axis, keepdims=keepdims).half()
         op = MeanAll if dim is None and axis is None else Mean  # (PyTorch's two node names)
         dims = _dims(x, dim, axis)
@@ -990,7 +985,7 @@ class Tensor(TensorBase):
         dim = _alias(dim, axis)
         if dim is not None and not _is_int(dim):
             raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
-        if dtype is None and self.data.dtype.kind in "biu":
+        if dtype is None and self.array.dtype.kind in "biu":
             dtype = dtypes.int64
         x = self if dtype is None else self.to(dtype)
         if dim is None:
@@ -1054,20 +1049,20 @@ class Tensor(TensorBase):
         return Amin.apply(self, dims=dims, keepdim=_kd(keepdim, keepdims))
 
     def logsumexp(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        if self.data.dtype == np.float16:
+        if self.array.dtype == np.float16:
             return self.float().logsumexp(dim, keepdim, axis=axis, keepdims=keepdims).half()
         return LogSumExp.apply(_floating(self), dims=_dims(self, dim, axis),
                                keepdim=_kd(keepdim, keepdims))
 
     def softmax(self, dim=None, dtype=None, *, axis=None):
         x = _normalisable(self, "softmax", dtype)
-        if x.data.dtype == np.float16:
+        if x.array.dtype == np.float16:
             return x.float().softmax(dim, axis=axis).half()
         return Softmax.apply(x, dim=_one_dim(x, _required_dim("softmax", dim, axis)))
 
     def log_softmax(self, dim=None, dtype=None, *, axis=None):
         x = _normalisable(self, "log_softmax", dtype)
-        if x.data.dtype == np.float16:
+        if x.array.dtype == np.float16:
             return x.float().log_softmax(dim, axis=axis).half()
         return LogSoftmax.apply(x, dim=_one_dim(x, _required_dim("log_softmax", dim, axis)))
 
@@ -1076,7 +1071,7 @@ class Tensor(TensorBase):
         are summed as int64, as by ``sum``; ``dtype`` casts the input first."""
         d = _dim(self, _required_dim("cumsum", dim, axis))
         if dtype is None:
-            dtype = dtypes.int64 if self.data.dtype.kind in "biu" else self.dtype
+            dtype = dtypes.int64 if self.array.dtype.kind in "biu" else self.dtype
         return Cumsum.apply(self, dim=d, dtype=dtypes.as_dtype(dtype))
 
     def cumprod(self, dim=None, *, dtype=None, axis=None):
@@ -1084,7 +1079,7 @@ class Tensor(TensorBase):
         bools are multiplied as int64, as by ``cumsum``; ``dtype`` casts the input first.
         The gradient is exact where the input holds zeros (see ``ops.Cumprod``)."""
         d = _dim(self, _required_dim("cumprod", dim, axis))
-        if dtype is None and self.data.dtype.kind in "biu":
+        if dtype is None and self.array.dtype.kind in "biu":
             dtype = dtypes.int64
         x = self if dtype is None else self.to(dtype)
         if x.dtype == dtypes.bool:
@@ -1097,7 +1092,7 @@ class Tensor(TensorBase):
         """A tensor of the given shape with these values: a view when the memory allows
         it (always a new tensor, as in PyTorch, even for the same shape)."""
         shape = _new_shape("reshape", self, shape)
-        data = self.data
+        data = self.array
         if data.flags.c_contiguous:
             return Reshape.apply(self, shape=shape)
         # as PyTorch: a view of another layout, or a row-major copy seen with the shape
@@ -1110,7 +1105,7 @@ class Tensor(TensorBase):
         layout (a transpose, a slice, an expand) cannot be seen with that shape, a
         RuntimeError, as in PyTorch (use reshape or contiguous() there)."""
         shape = _new_shape("view", self, shape)
-        if not (self.data.flags.c_contiguous or _viewable(self.data, shape)):
+        if not (self.array.flags.c_contiguous or _viewable(self.array, shape)):
             raise RuntimeError(f"view: the size {list(shape)} is not compatible with the "
                                f"input's size {list(self.shape)} and strides (at least one "
                                "dimension spans across two contiguous subspaces); use "
@@ -1133,17 +1128,17 @@ class Tensor(TensorBase):
     def contiguous(self):
         """This tensor if its memory is in row-major order, else a copy that is (so that
         ``x.transpose(1, 2).contiguous().view(...)`` works, as in PyTorch)."""
-        if self.data.flags.c_contiguous:
+        if self.array.flags.c_contiguous:
             return self
         return Clone.apply(self, dtype=self.dtype, order="C")
 
     def is_contiguous(self):
         """Whether the memory is in row-major order (``view`` needs no copy then)."""
-        return builtins.bool(self.data.flags.c_contiguous)
+        return builtins.bool(self.array.flags.c_contiguous)
 
     def stride(self, dim=None):
         """Steps in elements between neighbours along each dim, as PyTorch's."""
-        steps = tuple(s // self.data.itemsize for s in self.data.strides)
+        steps = tuple(s // self.array.itemsize for s in self.array.strides)
         return steps if dim is None else steps[_dim(self, dim)]
 
     def permute(self, *dims):
@@ -1365,7 +1360,7 @@ class Tensor(TensorBase):
         if self.shape[0] != mat2.shape[0]:
             raise RuntimeError(f"bmm: batch1 and batch2 must have the same batch size, got "
                                f"shapes {tuple(self.shape)} and {tuple(mat2.shape)}")
-        if self.data.dtype.kind == "b" or mat2.data.dtype.kind == "b":
+        if self.array.dtype.kind == "b" or mat2.array.dtype.kind == "b":
             return self.matmul(mat2)  # (refused there)
         return Bmm.apply(self, mat2)
 
@@ -1496,10 +1491,10 @@ class Tensor(TensorBase):
         if mask.dtype != dtypes.bool:
             raise RuntimeError(f"masked_select: expected a bool mask, got {mask.dtype} (mask "
                                f"shape {tuple(mask.shape)})")
-        backend.check_same_device("masked_select", [self.data, mask.data])
+        backend.check_same_device("masked_select", [self.array, mask.array])
         read_on_host("Tensor.masked_select()")  # (the result's shape is the mask's count)
         shape = _broadcast_shape("masked_select", self, mask)
-        m = mask.data
+        m = mask.array
         if m.shape != shape:
             m = backend.xp_of(m).broadcast_to(m, shape)
         return MaskedSelect.apply(self._expand_to(shape), index=m)
@@ -1519,7 +1514,7 @@ class Tensor(TensorBase):
         elif isinstance(given, Tensor):
             out = Scatter.apply(x, given, index=places, then=None)
         else:
-            out = ScatterValue.apply(x, _fitting(_py_scalar(given), x.data.dtype, "scatter"),
+            out = ScatterValue.apply(x, _fitting(_py_scalar(given), x.array.dtype, "scatter"),
                                      index=places, then=None)
         return out.reshape(()) if self.ndim == 0 else out
 
@@ -1541,11 +1536,11 @@ class Tensor(TensorBase):
         d = _dim(self, dim)
         index, source = _index_add_args(self, d, index, source)
         if not (type(alpha) in (builtins.int, builtins.bool) and alpha == 1):
-            if self.data.dtype.kind in "iu":
+            if self.array.dtype.kind in "iu":
                 alpha = builtins.int(alpha)  # (PyTorch truncates a float alpha here)
             source = source * alpha
         x = self.reshape(1) if self.ndim == 0 else self
-        places = (slice(None),) * d + (index.data,)
+        places = (slice(None),) * d + (index.array,)
         out = IndexAddAlong.apply(x, source.reshape(1) if source.ndim == 0 else source,
                                   index=places)
         return out.reshape(()) if self.ndim == 0 else out
@@ -1566,14 +1561,14 @@ class Tensor(TensorBase):
             raise IndexError("index_fill_(): Expected dtype int64 for index.")
         if index.ndim > 1:
             raise RuntimeError("Index has to be a vector/scalar")
-        backend.check_same_device("index_fill_", [self.data, index.data] +
-                                  ([value.data] if isinstance(value, Tensor) else []))
-        if not isinstance(value, Tensor) and self.data.dtype.kind in "iuf":
-            value = _fitting(_py_scalar(value), self.data.dtype, "index_fill_")
+        backend.check_same_device("index_fill_", [self.array, index.array] +
+                                  ([value.array] if isinstance(value, Tensor) else []))
+        if not isinstance(value, Tensor) and self.array.dtype.kind in "iuf":
+            value = _fitting(_py_scalar(value), self.array.dtype, "index_fill_")
         x = self.reshape(1) if self.ndim == 0 else self
         n = x.shape[d]
         if index.numel():
-            low, high = builtins.int(index.data.min()), builtins.int(index.data.max())
+            low, high = builtins.int(index.array.min()), builtins.int(index.array.max())
             if low < -n or high >= n:
                 raise IndexError(f"index {low if low < -n else high} is out of bounds for "
                                  f"dimension {d} with size {n}")
@@ -1617,8 +1612,8 @@ class Tensor(TensorBase):
         """The int64 indices that sort the tensor along ``dim`` (see ``sort``: always stable)."""
         d = _dim(self, dim)
         if self.ndim == 0:  # one element: index 0
-            return self._make(backend.xp_of(self.data).zeros((), dtype=np.int64))
-        return self._make(on_arrays(_sort_order, self.data, d, builtins.bool(descending)))
+            return self._make(backend.xp_of(self.array).zeros((), dtype=np.int64))
+        return self._make(on_arrays(_sort_order, self.array, d, builtins.bool(descending)))
 
     def topk(self, k, dim=-1, largest=True, sorted=True):
         """``(values, indices)`` of the ``k`` largest elements along ``dim`` (the smallest
@@ -1627,7 +1622,7 @@ class Tensor(TensorBase):
         ``sorted=False`` allows any order, and this is one. ``values`` carries the gradient."""
         if not _is_int(k):
             raise TypeError(f"topk(): argument 'k' must be int, not {type(k).__name__}")
-        if self.data.dtype.kind == "b":
+        if self.array.dtype.kind == "b":
             raise RuntimeError(f"topk: bool tensors are not supported (shape "
                                f"{tuple(self.shape)})")
         d = _dim(self, dim)
@@ -1652,7 +1647,7 @@ class Tensor(TensorBase):
         or with ``as_tuple`` one int64 tensor per dim (a 0-d tensor then counts as one dim
         of size 1), as PyTorch. Not differentiable."""
         read_on_host("Tensor.nonzero()")  # (the result's shape is the count of nonzeros)
-        data = self.data
+        data = self.array
         xp = backend.xp_of(data)
         if as_tuple:
             indices = xp.nonzero(data.reshape(1) if data.ndim == 0 else data)
@@ -1767,7 +1762,7 @@ class Tensor(TensorBase):
         if self._view_of is not None and self._view_of[1] is Expand:
             self._view_of[0].fill_(value)  # every element of the expanded view is one of these
             return self
-        value = _fitting(value, self.data.dtype, "fill_")
+        value = _fitting(value, self.array.dtype, "fill_")
         return self._update("fill_", lambda t: _overwrite(t, value), value, cast=True)
 
     def zero_(self):
@@ -1790,8 +1785,8 @@ class Tensor(TensorBase):
         integers: the view is overwritten, ``CopySlices``), or as an index put (index
         tensors)."""
         basic, advanced = _split_index(_index(index, self), self.ndim)
-        value = _fitting(value, self.data.dtype, "__setitem__") if \
-            self.data.dtype.kind in "iu" else value  # (-1 into uint8: 255; inf refused)
+        value = _fitting(value, self.array.dtype, "__setitem__") if \
+            self.array.dtype.kind in "iu" else value  # (-1 into uint8: 255; inf refused)
         if isinstance(value, (list, tuple)):
             value = np.asarray(value)  # host data (NumPy's dtypes), copied to the device below
         if _is_array(value):
@@ -1809,10 +1804,10 @@ class Tensor(TensorBase):
         else:
             _check_writable(self, "__setitem__",
                             basic if advanced is None and not _has_arrays(basic) else None)
-            raw = value.data if isinstance(value, Tensor) else value
+            raw = value.array if isinstance(value, Tensor) else value
             if _is_array(raw):  # a tensor of another device is copied here
                 raw = backend.to_device(raw, self.device)
-            target = self.data if advanced is None else self.data[basic]
+            target = self.array if advanced is None else self.array[basic]
             try:
                 target[basic if advanced is None else advanced] = raw
             except ValueError as e:
@@ -1853,7 +1848,7 @@ class Tensor(TensorBase):
             raise RuntimeError("dimensions must larger than 1")
         if self.ndim > 2 and len(set(self.shape)) != 1:
             raise RuntimeError("all dimensions of input must be of equal length")
-        xp = backend.xp_of(self.data)
+        xp = backend.xp_of(self.array)
         step = builtins.sum(math.prod(self.shape[k + 1:]) for k in range(self.ndim))
         count = builtins.min(self.shape)
         if self.ndim == 2 and wrap and self.shape[0] > self.shape[1]:
@@ -1883,7 +1878,7 @@ class Tensor(TensorBase):
         was = _new(Tensor)
         was.__dict__.update(self.__dict__)
         out = view(was)
-        self.data = out.data
+        self.array = out.array
         if self._view_of is not None and out._view_of is not None:
             self._vc, self._view_of, self._view_version = out._vc, out._view_of, out._view_version
         if out.grad_fn is not None:
@@ -1895,7 +1890,7 @@ class Tensor(TensorBase):
         ``others`` are the other tensors it reads. Arithmetic results must be castable to
         this dtype as in PyTorch; copies (``cast``) are cast whatever their dtype. A copy
         through a view passes the tensor ``written`` on to the base's node as it is."""
-        data = self.data
+        data = self.array
         _check_writable(self, op)
         recording = _recording(self, *others)
         if recording:
@@ -1912,7 +1907,7 @@ class Tensor(TensorBase):
         else:
             with no_grad():
                 new = _fitted(self, op, compute(self), cast)
-        on_arrays(_write_values, data, new.data)
+        on_arrays(_write_values, data, new.array)
         self._shared_counter()[0] += 1
         if recording:
             _rebase(self, new, written)
@@ -1929,7 +1924,7 @@ Tensor._output_class = Tensor  # what ops make, from any Tensor (an nn.Parameter
 def as_array(data, dtype=None, device=None):
     """A backend array from a Tensor, array, scalar or nested list, with PyTorch's dtypes."""
     if isinstance(data, Tensor):
-        data = data.data
+        data = data.array
     dtype = dtypes.as_dtype(dtype)
     if _is_array(data):
         arr = data if dtype is None or data.dtype == dtype else data.astype(dtype)
@@ -1993,20 +1988,20 @@ def _py_scalar(v):
 
 def _operands(x, y, reflected=False):
     """(x, y) ready for a binary op: scalars stay Python scalars, dtypes promoted as PyTorch."""
-    if isinstance(y, Tensor) and y.data.dtype is x.data.dtype:  # the common case
+    if isinstance(y, Tensor) and y.array.dtype is x.array.dtype:  # the common case
         return (y, x) if reflected else (x, y)
     if type(y) in _PY_SCALARS or isinstance(y, np.generic):
         y = _py_scalar(y)
-        kind = x.data.dtype.kind
+        kind = x.array.dtype.kind
         if isinstance(y, builtins.float) and kind in "biu":
             x = x.to(dtypes.get_default_dtype())
         elif type(y) is builtins.int and kind == "b":
             x = x.to(dtypes.int64)
         elif type(y) is builtins.int and kind in "iu":
-            y = _wrapped(y, x.data.dtype)
+            y = _wrapped(y, x.array.dtype)
     else:
         y = as_tensor(y, like=x)
-        if y.data.dtype is not x.data.dtype:
+        if y.array.dtype is not x.array.dtype:
             dt = dtypes.promote(x, y)
             x, y = x.to(dt), y.to(dt)
     return (y, x) if reflected else (x, y)
@@ -2083,14 +2078,14 @@ def _new_shape(op, x, shape):
 
 def _float_operands(x, y, reflected=False):
     """Operands of true division: integers are divided as floats (PyTorch's rule)."""
-    if isinstance(y, (builtins.int, np.integer)) and x.data.dtype.kind in "biu":
+    if isinstance(y, (builtins.int, np.integer)) and x.array.dtype.kind in "biu":
         x = x.to(dtypes.get_default_dtype())  # (the divisor is not wrapped into x's dtype)
     elif not (type(y) in _PY_SCALARS or isinstance(y, np.generic)):
         y = as_tensor(y, like=x)
-        if x.data.dtype.kind in "biu" and y.data.dtype.kind in "biu":  # each straight to
+        if x.array.dtype.kind in "biu" and y.array.dtype.kind in "biu":  # each straight to
             x, y = x.to(dtypes.get_default_dtype()), y.to(dtypes.get_default_dtype())  # float
     x, y = _operands(x, y, reflected)
-    if not any(isinstance(t, Tensor) and t.data.dtype.kind in "fc" for t in (x, y)):
+    if not any(isinstance(t, Tensor) and t.array.dtype.kind in "fc" for t in (x, y)):
         x, y = (t.to(dtypes.get_default_dtype()) if isinstance(t, Tensor) else t for t in (x, y))
     return x, y
 
@@ -2098,8 +2093,8 @@ def _float_operands(x, y, reflected=False):
 def _no_bool(op, x, other=None):
     """``x``, after PyTorch's refusal of subtraction and negation with bool tensors (NumPy's
     TypeError, or worse, numbers, otherwise)."""
-    if x.data.dtype.kind == "b" or isinstance(other, builtins.bool) or \
-            isinstance(other, Tensor) and other.data.dtype.kind == "b":
+    if x.array.dtype.kind == "b" or isinstance(other, builtins.bool) or \
+            isinstance(other, Tensor) and other.array.dtype.kind == "b":
         what = "subtraction, the `-` operator," if op == "sub" else "negation, the `-` operator,"
         raise RuntimeError(f"{op}: {what} with a bool tensor is not supported (got "
                            f"{_described(x)}{'' if other is None else ' and '}"
@@ -2120,7 +2115,7 @@ def _clamp_operands(x, lo, hi):
 
 def _no_bool_power(x, y):
     """Operands of ``pow``, after PyTorch's refusal of a bool tensor to a bool tensor's power."""
-    if x.data.dtype.kind == "b":
+    if x.array.dtype.kind == "b":
         raise NotImplementedError(f"pow: not implemented for bool tensors (got {_described(x)} "
                                   f"and {_described(y)})")
     return x, y
@@ -2136,11 +2131,11 @@ def _described(v):
 def _int_division(fn, x, y, reflected=False):
     """``//`` and ``%``: integers divided by zero raise, as in PyTorch (NumPy gives 0)."""
     x, y = _operands(x, y, reflected)
-    if all(isinstance(t, builtins.bool) or isinstance(t, Tensor) and t.data.dtype.kind == "b"
+    if all(isinstance(t, builtins.bool) or isinstance(t, Tensor) and t.array.dtype.kind == "b"
            for t in (x, y)):
         raise NotImplementedError(f"{fn}: not implemented for bool tensors (got {_described(x)} "
                                   f"and {_described(y)})")
-    divisor = y.data if isinstance(y, Tensor) else y
+    divisor = y.array if isinstance(y, Tensor) else y
     if x.dtype.kind in "biu" if isinstance(x, Tensor) else divisor.dtype.kind in "biu":
         # a number is checked on the host; a tensor's zeros are read back (one read-back)
         zero = divisor == 0 if isinstance(divisor, _PY_SCALARS) else (divisor == 0).any()
@@ -2198,8 +2193,8 @@ def _alpha_sum(op, x, other, alpha, reflected=False):
     scaled = second * alpha if isinstance(second, Tensor) else _wrapped(second * alpha, dtype)
     out = first + scaled if op == "add" else first - scaled
     if isinstance(out, Tensor) and dtype.kind == "f" and dtype.itemsize <= 4:
-        raw = [v.data if isinstance(v, Tensor) else v for v in (first, second)]
-        on_arrays(backend.add_scaled, out.data, raw[0], raw[1],
+        raw = [v.array if isinstance(v, Tensor) else v for v in (first, second)]
+        on_arrays(backend.add_scaled, out.array, raw[0], raw[1],
                   alpha if op == "add" else -alpha)
     return out
 
@@ -2473,20 +2468,20 @@ def _rounded_division(x, other, mode, reflected=False):
         raise RuntimeError(f"div: expected rounding_mode to be one of None, 'trunc', or "
                            f"'floor' but found {mode!r}")
     a, b = _operands(x, other, reflected)
-    if all(isinstance(t, builtins.bool) or isinstance(t, Tensor) and t.data.dtype.kind == "b"
+    if all(isinstance(t, builtins.bool) or isinstance(t, Tensor) and t.array.dtype.kind == "b"
            for t in (a, b)):
         raise NotImplementedError(f"div: rounding_mode={mode!r} is not implemented for bool "
                                   f"tensors (got {_described(a)} and {_described(b)})")
     dtype = (a if isinstance(a, Tensor) else b).dtype
     if dtype.kind in "iu":
-        divisor = b.data if isinstance(b, Tensor) else b
+        divisor = b.array if isinstance(b, Tensor) else b
         if builtins.bool(divisor == 0) if isinstance(divisor, _PY_SCALARS) else \
                 builtins.bool((divisor == 0).any()):
             raise RuntimeError(f"div: ZeroDivisionError (integer division by zero, "
                                f"rounding_mode={mode!r})")
         if mode == "floor":
             return NonDiff.apply(a, b, fn="floor_divide")
-        raw = [t.data if isinstance(t, Tensor) else t for t in (a, b)]
+        raw = [t.array if isinstance(t, Tensor) else t for t in (a, b)]
         return Tensor._make(on_arrays(_trunc_divide, raw[0], raw[1]))
     return RoundedDiv.apply(a, b, mode=mode)
 
@@ -2509,7 +2504,7 @@ def _diagonal(op, k):
 def _gather_places(x, dim, index):
     """The index arrays of ``x.gather(dim, index)`` (``index`` a checked integer tensor):
     ``index`` along ``dim``, aranges along the other dims."""
-    xp = backend.xp_of(x.data)
+    xp = backend.xp_of(x.array)
     places = tuple(index if k == dim else  # with aranges along the other dims
                    x._make(xp.arange(n).reshape((n,) + (1,) * (index.ndim - k - 1)))
                    for k, n in enumerate(index.shape))
@@ -2540,7 +2535,7 @@ def _index_tensor(op, index, like, dim, allowed):
                            f"{' or '.join(str(d) for d in allowed)}, got {got}")
     n = like.shape[dim]
     if index.numel():
-        low, high = builtins.int(index.data.min()), builtins.int(index.data.max())
+        low, high = builtins.int(index.array.min()), builtins.int(index.array.max())
         if low < 0 or high >= n:
             raise IndexOutOfRange(f"{op}: index {low if low < 0 else high} is out of bounds "
                                   f"for dim {dim} of size {n} (input shape "
@@ -2569,8 +2564,8 @@ def _arithmetic_(t, op, ufunc, other):
     """``t <op>= other`` with no graph to record (an optimiser's step, a manual update):
     the ufunc writes into t's memory, after PyTorch's checks of shape and dtype."""
     _check_writable(t, op)
-    data = t.data
-    raw = other.data if isinstance(other, Tensor) else other
+    data = t.array
+    raw = other.array if isinstance(other, Tensor) else other
     if type(raw) is not np.ndarray or type(data) is not np.ndarray:  # (two host arrays: as is)
         raw = _operand_array(t, op, other, raw)
     if hasattr(raw, "dtype") and getattr(raw, "ndim", 0) > 0 or isinstance(other, Tensor):
@@ -2620,9 +2615,9 @@ def _operand_array(t, op, other, raw):
     if isinstance(raw, _PY_SCALARS) or isinstance(raw, np.generic):
         return raw
     if isinstance(raw, (list, tuple)):
-        return backend.xp_of(t.data).asarray(raw)
+        return backend.xp_of(t.array).asarray(raw)
     if isinstance(other, Tensor):
-        backend.check_same_device(op, [t.data, raw])
+        backend.check_same_device(op, [t.array, raw])
         return raw
     return backend.to_device(raw, t.device) if _is_array(raw) else raw
 
@@ -2637,7 +2632,7 @@ def _check_writable(t, op, index=None):
     (several elements share one place in memory), and into a view made under no_grad of a
     tensor that requires grad, with grad mode back on. ``index`` (basic indexing): only
     those elements are written, and only they must not overlap, as in PyTorch."""
-    data = t.data
+    data = t.array
     overlap = 0 in data.strides and _expanded(data)
     if overlap and index is not None:
         region = data[index]
@@ -2724,7 +2719,7 @@ def _rebase(t, new, written=None):
         chain.append((op, params, i))
         root = source
     chain.reverse()
-    before = Tensor._make(root.data, root.requires_grad, root.grad_fn, root._out_idx)
+    before = Tensor._make(root.array, root.requires_grad, root.grad_fn, root._out_idx)
     after = CopySlices.apply(before, new if written is None else written, chain=tuple(chain))
     _new_history(root, after.grad_fn, 0)
     view = replay_view(root, chain)
@@ -2734,13 +2729,13 @@ def _rebase(t, new, written=None):
 
 def _no_bool_input(t, op, error):
     """``t``, after PyTorch's refusal of bool tensors by ``op`` (with PyTorch's error type)."""
-    if t.data.dtype.kind == "b":
+    if t.array.dtype.kind == "b":
         raise error(f"{op}: bool tensors are not supported (shape {tuple(t.shape)})")
     return t
 
 
 def _floating(t):
-    return t if t.data.dtype.kind == "f" else t.to(dtypes.get_default_dtype())
+    return t if t.array.dtype.kind == "f" else t.to(dtypes.get_default_dtype())
 
 
 def _spread(t, op, dim, unbiased, keepdim, correction, axis, keepdims):
@@ -2749,7 +2744,7 @@ def _spread(t, op, dim, unbiased, keepdim, correction, axis, keepdims):
     if t.dtype.kind != "f":
         raise RuntimeError(f"var/std: only floating point tensors are supported, got "
                            f"{t.dtype} (shape {t.shape})")
-    if t.data.dtype == np.float16:
+    if t.array.dtype == np.float16:
         return _spread(t.float(), op, dim, unbiased, keepdim, correction, axis, keepdims).half()
     if correction is None:
         correction = 1 if unbiased is None else builtins.int(unbiased)
@@ -2809,7 +2804,7 @@ def _reducible(t, op, dim):
     """``dim`` as _dims gives it, after PyTorch's errors for a max, min or arg-reduction of
     an empty tensor: IndexError over a dim of size 0, RuntimeError over every dim."""
     dims = _dims(t, dim, None)
-    if t.data.size == 0:
+    if t.array.size == 0:
         if dim is None or isinstance(dim, (tuple, list)) and not dim:  # (): every dim
             raise RuntimeError(f"{op}(): Expected reduction dim to be specified for an empty "
                                f"input (shape {tuple(t.shape)}); give the dim argument")
@@ -2824,7 +2819,7 @@ def _normalisable(t, op, dtype):
     """The input of softmax or log_softmax: cast to ``dtype`` if given; integers and bools
     are refused, as in PyTorch (``dtype=`` or ``.float()`` makes them floating point)."""
     x = t if dtype is None else t.to(dtype)
-    if x.data.dtype.kind != "f":
+    if x.array.dtype.kind != "f":
         raise NotImplementedError(f"{op}: not implemented for {x.dtype} tensors (shape "
                                   f"{tuple(t.shape)}); pass dtype= or call .float() first")
     return x
@@ -2834,9 +2829,9 @@ def _arg_reduce(t, dim, keepdim, op):
     name = op._arg  # argmax or argmin
     if dim is not None and not _is_int(dim):
         raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
-    if t.data.dtype.kind == "b":
+    if t.array.dtype.kind == "b":
         raise RuntimeError(f"{name}(): does not support bool input (shape {tuple(t.shape)})")
-    if dim is None and t.data.size == 0:
+    if dim is None and t.array.size == 0:
         raise IndexError(f"{name}(): Expected reduction dim to be specified for an empty "
                          f"input (shape {tuple(t.shape)})")
     if dim is None:  # over every dim; keepdim keeps each as a dim of size 1
@@ -2888,7 +2883,7 @@ def _sort_order(data, axis, descending):
 def _categorical_weights(t, num_samples, replacement):
     """The weights of ``multinomial`` as a float64 host matrix (one row per distribution),
     after PyTorch's checks of the weights and of ``num_samples``."""
-    if t.data.dtype.kind != "f":
+    if t.array.dtype.kind != "f":
         raise RuntimeError(f"multinomial: input must be floating point weights, got "
                            f"{t.dtype} (shape {tuple(t.shape)})")
     if t.ndim not in (1, 2):
@@ -2904,7 +2899,7 @@ def _categorical_weights(t, num_samples, replacement):
     if not replacement and num_samples > n:
         raise RuntimeError(f"multinomial: cannot sample num_samples = {num_samples} > {n} "
                            f"categories without replacement (input shape {tuple(t.shape)})")
-    weights = backend.to_host(t.data).astype(np.float64).reshape(-1, n)
+    weights = backend.to_host(t.array).astype(np.float64).reshape(-1, n)
     if not np.all(np.isfinite(weights) & (weights >= 0)):
         raise RuntimeError(f"multinomial: input (the weights, shape {tuple(t.shape)}) "
                            "contains either `inf`, `nan` or element < 0")
@@ -2938,7 +2933,7 @@ def _repeat_counts(repeats, n, alone=False):
         raise RuntimeError(f"repeat_interleave: repeats must have the same size as input along "
                            f"dim, got {repeats.shape[0]} counts for {n} entries")
     read_on_host("Tensor.repeat_interleave()")
-    counts = backend.to_host(repeats.data).astype(np.int64)
+    counts = backend.to_host(repeats.array).astype(np.int64)
     if (counts < 0).any():
         raise RuntimeError(f"repeat_interleave: repeats can not be negative, got "
                            f"{builtins.int(counts.min())}")
@@ -2968,7 +2963,7 @@ def _check_index_range(op, index, n, dim, error=RuntimeError):
     """PyTorch's error (RuntimeError; IndexError for index_add into a vector) for an index
     outside [0, n) along ``dim`` (one read-back)."""
     if index.numel():
-        low, high = builtins.int(index.data.min()), builtins.int(index.data.max())
+        low, high = builtins.int(index.array.min()), builtins.int(index.array.max())
         if low < 0 or high >= n:
             raise error(f"{op}(): index {low if low < 0 else high} is out of bounds for "
                                f"dimension {dim} with size {n}")
@@ -2984,8 +2979,8 @@ def _scatter_args(op, t, dim, index, src):
     if isinstance(src, Tensor) and src.dtype != t.dtype:
         raise RuntimeError(f"{op}(): expected self.dtype to be equal to src.dtype, got "
                            f"{t.dtype} and {src.dtype}")
-    backend.check_same_device(op, [t.data, index.data] +
-                              ([src.data] if isinstance(src, Tensor) else []))
+    backend.check_same_device(op, [t.array, index.array] +
+                              ([src.array] if isinstance(src, Tensor) else []))
     x = t.reshape(1) if t.ndim == 0 else t
     if index.numel() == 0:
         return x, None, src
@@ -3007,8 +3002,8 @@ def _scatter_args(op, t, dim, index, src):
                            f"{list(x.shape)} apart from dimension {d} and to be no larger than "
                            f"src {list(getattr(src, 'shape', ()))}")
     _check_index_range(op, idx, x.shape[d], d)
-    xp = backend.xp_of(x.data)
-    places = tuple(idx.data if k == d else xp.arange(n).reshape((n,) + (1,) * (idx.ndim - k - 1))
+    xp = backend.xp_of(x.array)
+    places = tuple(idx.array if k == d else xp.arange(n).reshape((n,) + (1,) * (idx.ndim - k - 1))
                    for k, n in enumerate(idx.shape))
     if isinstance(src, Tensor) and src.shape != idx.shape:
         src = src[tuple(slice(0, n) for n in idx.shape)]
@@ -3030,7 +3025,7 @@ def _index_add_args(t, d, index, source):
     if source.dtype != t.dtype:
         raise RuntimeError(f"{op}(): self ({t.dtype}) and source ({source.dtype}) must have "
                            "the same dtype")
-    backend.check_same_device(op, [t.data, index.data, source.data])
+    backend.check_same_device(op, [t.array, index.array, source.array])
     index = index.reshape(-1)
     if d >= builtins.max(source.ndim, 1):
         raise RuntimeError(f"{op}(): indexing dim {d} is out of bounds of the source tensor of "

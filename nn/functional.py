@@ -242,16 +242,16 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         _embedding_renorm_(weight, input, max_norm, norm_type)
     # the rows by the ids (one op; weight[input] would check the ids again: on a GPU, a
     # second read-back)
-    return Embedding.apply(weight, index=backend.to_device(input.data, weight.device),
+    return Embedding.apply(weight, index=backend.to_device(input.array, weight.device),
                            padding_idx=padding_idx)
 
 
 def _embedding_renorm_(weight, input, max_norm, norm_type):
     """Rescale in place each row of ``weight`` indexed by ``input`` whose norm exceeds
     ``max_norm`` by max_norm / (norm + 1e-7), as PyTorch's embedding_renorm_."""
-    xp = backend.xp_of(weight.data)
-    ids = backend.to_device(backend.xp_of(input.data).unique(input.data), weight.device)
-    picked = weight.data[ids.astype("int64")]
+    xp = backend.xp_of(weight.array)
+    ids = backend.to_device(backend.xp_of(input.array).unique(input.array), weight.device)
+    picked = weight.array[ids.astype("int64")]
     # each norm accurately (in float64) and rounded once to the weight's dtype, the scale
     # from it in float64, rounded once more, and the product in the weight's dtype
     norms = xp.linalg.norm(picked.astype("float64"), ord=norm_type, axis=1)
@@ -277,7 +277,7 @@ def padding_index(op, padding_idx, num_embeddings):
 def _first_out_of_range(ids, n, ignore_index=None):
     """The first of the integer ``ids`` outside [0, n) (other than ``ignore_index``), or None.
     On a GPU this reads back from the device once: whether there is one, and its value."""
-    flat = ids.data.reshape(-1)
+    flat = ids.array.reshape(-1)
     if flat.size == 0:
         return None
     bad = (flat < 0) | (flat >= n)
@@ -627,7 +627,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 def _all_between_0_and_1(t):
     """Whether every element of ``t`` lies in [0, 1] (NaN does not); one read-back on a GPU."""
-    d = t.data
+    d = t.array
     return bool(((d >= 0) & (d <= 1)).all())
 
 
@@ -777,7 +777,7 @@ def one_hot(tensor, num_classes=-1):
         return mg.zeros(tensor.shape + (num_classes,), dtype=mg.int64, device=tensor.device)
     if num_classes == -1:  # (the result's last dim is read from the values)
         read_on_host("F.one_hot() without num_classes")
-    flat = tensor.data.reshape(-1)
+    flat = tensor.array.reshape(-1)
     low, high = (int(v) for v in backend.to_host(backend.xp_of(flat).stack((flat.min(),
                                                                            flat.max()))))
     if low < 0:
@@ -888,7 +888,7 @@ def _constant_pad(input, pairs, value):
         shape[d] = kept + max(left, 0) + max(right, 0)
     # PyTorch reads the value as a double, then checks that it fits the dtype (so -1 into
     # uint8 is refused here, where full takes it)
-    value = _fitting(float(value), input.data.dtype, "pad")
+    value = _fitting(float(value), input.array.dtype, "pad")
     filled = mg.full(tuple(shape), value, dtype=input.dtype, device=input.device)
     if any(s != slice(None) for s in crop):
         input = input[tuple(crop)]

@@ -41,7 +41,7 @@ class Parameter(mg.Tensor):
     def __init__(self, data=None, requires_grad=True):
         if data is None:
             data = np.empty((0,), dtype=mg.get_default_dtype())
-        super().__init__(data.data if isinstance(data, mg.Tensor) else data)
+        super().__init__(data.array if isinstance(data, mg.Tensor) else data)
         self.requires_grad_(requires_grad)
 
     def __repr__(self):
@@ -620,7 +620,7 @@ class Module:
             moved = mg.Tensor.to(t, *args, **kwargs) if t.is_floating_point() else \
                 mg.Tensor.to(t, *[a for a in args if not _is_dtype(a)],
                              device=kwargs.get("device"))
-            t.data = moved.data
+            t.array = moved.array
             if t.grad is not None:
                 t.grad = t.grad.to(t.device).to(t.dtype)
         return self
@@ -630,13 +630,13 @@ class Module:
         uninitialised memory on ``device``, keeping shapes and dtypes (PyTorch's
         ``to_empty``, for a model to be filled by ``load_state_dict`` afterwards)."""
         for t in list(self.parameters(recurse)) + list(self.buffers(recurse)):
-            t.data = mg.empty(t.shape, dtype=t.dtype, device=device).data
+            t.array = mg.empty(t.shape, dtype=t.dtype, device=device).array
         return self
 
     def type(self, dst_type):
         """Cast every parameter and buffer (floating or not) to ``dst_type``, in place."""
         for t in list(self.parameters()) + list(self.buffers()):
-            t.data = mg.Tensor.type(t, dst_type).data
+            t.array = mg.Tensor.type(t, dst_type).array
             if t.grad is not None:
                 t.grad = mg.Tensor.type(t.grad, dst_type)
         return self
@@ -687,7 +687,7 @@ def _array_of(value):
     """The array behind a state-dict value: a Tensor's own array, a NumPy or CuPy array as
     it is (on its device), anything else (a list, a number) through NumPy."""
     if isinstance(value, mg.Tensor):
-        return value.data
+        return value.array
     if _is_array(value):
         return value
     return np.asarray(value)

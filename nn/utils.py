@@ -3,7 +3,7 @@
 ``parameters_to_vector`` and ``vector_to_parameters``; and ``evaluating(module)``, a
 context for evaluation in eval mode without gradients.
 
-The clipping functions change ``p.grad.data`` in place on the array's own device and in its
+The clipping functions change ``p.grad.array`` in place on the array's own device and in its
 own dtype (a float32 gradient stays float32), and skip parameters whose ``.grad`` is None.
 They are updates to data, not differentiable ops, so no graph is recorded. On the CPU the
 norms add their terms in the order PyTorch's CPU kernels do, so they have PyTorch's bits.
@@ -84,7 +84,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     """
     if isinstance(tensors, Tensor):
         tensors = [tensors]
-    arrays = [t.data for t in tensors]
+    arrays = [t.array for t in tensors]
     if not arrays:
         return Tensor(0.0)
     return Tensor(_total_norm(arrays, norm_type, error_if_nonfinite))
@@ -103,13 +103,13 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     """
     if isinstance(parameters, Tensor):
         parameters = [parameters]
-    grads = [p.grad.data for p in parameters if p.grad is not None]
+    grads = [p.grad.array for p in parameters if p.grad is not None]
     if not grads:
         return
     if not isinstance(total_norm, Tensor):
         raise TypeError("clip_grads_with_norm_: total_norm must be a Tensor (as "
                         f"get_total_norm returns), got {type(total_norm).__name__}")
-    _clip_with_norm(grads, max_norm, total_norm.data)
+    _clip_with_norm(grads, max_norm, total_norm.array)
 
 
 def _total_norm(arrays, norm_type, error_if_nonfinite):
@@ -184,7 +184,7 @@ def _grads(parameters):
         if is_generator and not parameters:
             warnings.warn("`parameters` is an empty generator, no gradient clipping will occur.",
                           stacklevel=3)
-    return [p.grad.data for p in parameters if p.grad is not None]
+    return [p.grad.array for p in parameters if p.grad is not None]
 
 
 def _vector_norm(x, p):
@@ -312,7 +312,7 @@ def vector_to_parameters(vec, parameters):
     for param in parameters:
         device = _check_param_device(param, device)
         num_param = param.numel()
-        param.data = vec[pointer:pointer + num_param].view_as(param).data
+        param.array = vec[pointer:pointer + num_param].view_as(param).array
         pointer += num_param
 
 

@@ -141,7 +141,7 @@ def test_node_reused_gets_summed_gradient(device):
 
 def test_0d_leaf_used_twice(device):
     # d/da (a * a + a) = 2a + 1 = 5 at a = 2; the summed gradient must still be a Tensor
-    # whose .data is a backend array (with a working .numpy()), not a NumPy scalar
+    # whose .array is a backend array (with a working .numpy()), not a NumPy scalar
     a = t(2.0, device, requires_grad=True)
     (a * a + a).backward()
     assert a.grad.shape == ()

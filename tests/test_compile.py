@@ -211,7 +211,7 @@ def test_an_array_changed_in_place_behind_the_ops_back_is_refused(device):
 
     def step(x):
         y = w * x
-        y.data *= 2  # raw array work the recorder cannot see
+        y.array *= 2  # raw array work the recorder cannot see
         return y.sum()
     step = mg.compile(step)
     with pytest.warns(CompileWarning, match="changed in place"):

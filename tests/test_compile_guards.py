@@ -39,8 +39,8 @@ def run(source, changes, calls=6, compiled=True, inputs="inputs"):
                 changes[i](ns)
             out = step(*ns[inputs]) if inputs else step()
             outs = out if isinstance(out, (tuple, list)) else [out]
-            results.append([o.data.copy() for o in outs if o is not None] +
-                           [p.data.copy() for p in ns.get("watch", ())])
+            results.append([o.array.copy() for o in outs if o is not None] +
+                           [p.array.copy() for p in ns.get("watch", ())])
     return results, step, ns
 
 
@@ -201,10 +201,10 @@ def test_a_tensors_data_replaced_by_an_array_of_another_shape_or_the_same():
     """
 
     def grow(ns):
-        ns["w"].data = np.arange(5, dtype=np.float32)
+        ns["w"].data = mg.tensor(np.arange(5, dtype=np.float32))
 
     def new_weight(ns):  # (same shape and dtype: read at each replay, nothing to capture)
-        ns["layer"].weight.data = np.full((2, 3), 0.5, dtype=np.float32)
+        ns["layer"].weight.data = mg.full((2, 3), 0.5)
 
     step = same_as_eager(src, {3: grow, 6: new_weight}, calls=9)
     assert sum("capturing again" in line for line in step.log) == 1
@@ -233,7 +233,7 @@ def test_an_input_that_now_requires_grad_gets_its_grad():
     """
     eager, _, ns_e = run(src, {3: lambda ns: ns["x"].requires_grad_(True)}, compiled=False)
     compiled, step, ns_c = run(src, {3: lambda ns: ns["x"].requires_grad_(True)})
-    np.testing.assert_array_equal(ns_e["x"].grad.data, ns_c["x"].grad.data)
+    np.testing.assert_array_equal(ns_e["x"].grad.array, ns_c["x"].grad.array)
     for a, b in zip(eager, compiled):
         np.testing.assert_array_equal(a[0], b[0])
 
@@ -277,7 +277,7 @@ def pack(t):
     assert ns["packed"], "the pack hook was not called"
     assert any("saved_tensors_hooks" in line for line in step.log)
     for p, q in zip(ns["watch"], [e for e in eager[2][1:]]):
-        np.testing.assert_array_equal(p.data, q)
+        np.testing.assert_array_equal(p.array, q)
 
 
 def test_the_default_dtype_and_anomaly_mode_are_guarded():
@@ -357,7 +357,7 @@ def _run_warning(source, changes, calls):
     for i in range(calls):
         if i in changes:
             changes[i](ns)
-        results.append([step(*ns["inputs"]).data.copy()])
+        results.append([step(*ns["inputs"]).array.copy()])
     return results, step, ns
 
 
@@ -458,7 +458,7 @@ def test_a_write_through_a_bool_mask_replays_with_the_mask_of_each_call():
     """
 
     def flip(ns):
-        ns["x"].data[:] = [1.0, 1.0, 1.0, 1.0, -1.0]
+        ns["x"].array[:] = [1.0, 1.0, 1.0, 1.0, -1.0]
     step = same_as_eager(src, {4: flip}, calls=7)
     assert step.replays == 5, step.log
 

@@ -485,10 +485,10 @@ def _model(device):
 @pytest.mark.parametrize("kind", ["tensors", "arrays"])
 def test_load_state_dict_lands_on_the_models_device(device, source, kind):
     saved = _model("cpu" if source == "cpu" else device).state_dict()
-    values = {k: (v if kind == "tensors" else v.data) for k, v in saved.items()}
+    values = {k: (v if kind == "tensors" else v.array) for k, v in saved.items()}
     model = _model(device)
     for p in model.parameters():
-        p.data[...] = 0
+        p.array[...] = 0
     model.load_state_dict(values)
     for k, v in model.state_dict().items():
         assert on(v, device)
@@ -518,7 +518,7 @@ def test_optimizer_state_given_as_arrays_lands_on_the_parameters_device(device):
     opt.step()
     state = opt.state_dict()
     as_arrays = {"param_groups": state["param_groups"],
-                 "state": {i: {k: (v.data if isinstance(v, mg.Tensor) else v)
+                 "state": {i: {k: (v.array if isinstance(v, mg.Tensor) else v)
                                for k, v in s.items()} for i, s in state["state"].items()}}
     fresh = mg.optim.Adam(_model(device).parameters(), lr=0.1)
     fresh.load_state_dict(as_arrays)
@@ -527,4 +527,4 @@ def test_optimizer_state_given_as_arrays_lands_on_the_parameters_device(device):
         for key in ("exp_avg", "exp_avg_sq"):
             assert isinstance(s[key], mg.Tensor) and s[key].device == p.device
             np.testing.assert_array_equal(s[key].numpy(), ref[key].numpy())
-            assert backend.xp_of(s[key].data) is backend.xp_of(p.data)
+            assert backend.xp_of(s[key].array) is backend.xp_of(p.array)

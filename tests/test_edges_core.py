@@ -537,7 +537,7 @@ def _user_functions(lib):
         @staticmethod
         def backward(ctx, g):
             y, = ctx.saved_tensors
-            return g * y.data
+            return g * y.array
 
     class SquareCorrect(lib.autograd.Function):
         @staticmethod
@@ -1118,7 +1118,7 @@ def test_backward_after_data_replaced_is_torchs_gradient_or_a_clear_error(case, 
     x = mg.tensor([1.0, 2.0], device=device, requires_grad=True)
     xt = torch.tensor([1.0, 2.0], requires_grad=True)
     out, out_t = DATA_REPLACED[case](x), DATA_REPLACED[case](xt)
-    x.data = mg.tensor([5.0, 7.0], device=device).data
+    x.data = mg.tensor([5.0, 7.0], device=device)
     xt.data = torch.tensor([5.0, 7.0])
     out_t.sum().backward()
     try:
@@ -1135,7 +1135,7 @@ def test_output_data_replaced_keeps_the_saved_output_as_torch(device):
     x = mg.tensor([1.0, 2.0], device=device, requires_grad=True)
     xt = torch.tensor([1.0, 2.0], requires_grad=True)
     y, yt = x.exp(), xt.exp()
-    y.data = mg.tensor([5.0, 7.0], device=device).data
+    y.data = mg.tensor([5.0, 7.0], device=device)
     yt.data = torch.tensor([5.0, 7.0])
     y.sum().backward()
     yt.sum().backward()

@@ -1,6 +1,6 @@
 """Values against PyTorch where a value does not fit or is not what it seems: fill values
 that do not fit the dtype (full, full_like, new_full, F.pad, scatter, fill_, masked_fill),
-``p.data = tensor``, ``mg.tensor`` of a list of tensors, and the error types of index_add
+``.data`` (read and assigned), ``mg.tensor`` of a list of tensors, and the error types of index_add
 and of the function transforms on integers."""
 import math
 import warnings
@@ -105,7 +105,7 @@ def test_values_that_fit_are_still_written():
     assert F.pad(mg.ones(2, dtype=mg.uint8), (1, 0), value=255).tolist() == [255, 1, 1]
 
 
-# --- p.data = tensor ---------------------------------------------------------------------------
+# --- .data: read, written in place, assigned ---------------------------------------------------
 
 def _train(lib, nn_mod, swap):
     """A Linear layer whose weight gets new values through ``.data``, then two SGD steps."""
@@ -148,25 +148,57 @@ def test_assigning_a_tensor_to_data_trains_as_in_torch(swap):
     np.testing.assert_allclose(ours[2], theirs[2], rtol=1e-6)
 
 
-def test_assigning_data_keeps_the_parameter_and_takes_the_array():
+def test_assigning_data_keeps_the_parameter_and_takes_the_storage():
     p = nn.Parameter(mg.ones(3))
     new = mg.zeros(2, 4, dtype=mg.float64)
     p.data = new
     assert p.shape == (2, 4) and p.dtype == mg.float64 and p.requires_grad
-    assert p.data is new.data and isinstance(p.data, np.ndarray)
-    p.data = np.full(2, 3.0, np.float32)  # an array: stored as it is, as before
-    assert p.tolist() == [3.0, 3.0]
+    assert p.array is new.array and isinstance(p.array, np.ndarray)
+    with pytest.raises(TypeError, match=r"^Variable data has to be a tensor, but got "
+                                        r"numpy.ndarray$"):
+        p.data = np.full(2, 3.0, np.float32)
+    assert p.shape == (2, 4)
+    p.data = mg.full((2,), 3.0)
     (p * 2).sum().backward()
-    assert p.grad.tolist() == [2.0, 2.0]
+    assert p.tolist() == [3.0, 3.0] and p.grad.tolist() == [2.0, 2.0]
 
 
-def test_reading_data_of_a_plain_tensor_is_a_bare_attribute():
-    """Tensor itself has no class-level writer: ``t.data`` stays an instance attribute,
-    which Python reads at full speed (every op reads it)."""
-    assert "data" not in mg.Tensor.__dict__
-    assert "data" in nn.Parameter.__dict__
-    t = mg.ones(2)
-    assert "data" in vars(t)
+def test_the_array_is_a_bare_attribute_and_data_a_property():
+    """Every op reads ``t.array``: an instance attribute, which Python reads at full speed
+    (no class-level descriptor of that name); ``.data`` is PyTorch's, a property."""
+    assert "array" not in mg.Tensor.__dict__ and "array" not in nn.Parameter.__dict__
+    assert isinstance(mg.Tensor.__dict__["data"], property)
+    assert "array" in vars(mg.ones(2)) and "array" in vars(nn.Parameter(mg.ones(2)))
+
+
+def _data_use(lib, device):
+    """What classic programs do with ``.data``; everything they can observe, by value."""
+    dev = device if lib is mg else "cpu"
+    w = lib.nn.Parameter(lib.tensor([1.0, -2.0, 3.0], device=dev))
+    x = lib.tensor([0.5, 0.25, -1.0], device=dev, requires_grad=True)
+    y = (w * x).sum()
+    y.backward()
+    d = w.data
+    seen = [type(d) is lib.Tensor, d.requires_grad, d.is_leaf, d.grad_fn is None,
+            d.shape == w.shape]
+    before = w._version
+    w.data -= 0.1 * w.grad                 # the classic SGD step
+    w.data.add_(w.grad, alpha=-0.1)        # and its in-place form
+    d.mul_(2.0)                            # a change through an earlier .data: w sees it
+    seen += [w._version == before, w.requires_grad, y.data.item(), y.data.requires_grad]
+    z = (x * 3).exp()
+    z.data.zero_()                         # autograd does not see it: no version error
+    z.sum().backward()
+    seen.append(x.grad.tolist())
+    x.data = lib.tensor([1.0, 2.0], dtype=lib.float64, device=dev)  # a new shape and dtype
+    seen += [tuple(x.shape), str(x.dtype).split(".")[-1], x.requires_grad, x.grad.tolist()]
+    return seen, w.detach().tolist()
+
+
+@needs_torch
+def test_data_reads_writes_and_swaps_as_torch(device):
+    ours, theirs = _data_use(mg, device), _data_use(torch, device)
+    assert ours == theirs
 
 
 # --- mg.tensor of a list of tensors ------------------------------------------------------------
@@ -321,9 +353,11 @@ def test_transform_errors_name_the_transform_and_dtype():
         jacrev(lambda x: x.long())(mg.tensor([1.0]))
 
 
-def test_a_tensor_assigned_to_a_plain_tensors_data_is_refused_in_one_line_at_the_next_op():
+def test_a_tensor_assigned_to_a_tensors_array_is_refused_in_one_line_at_the_next_op():
     t = mg.ones(3)
-    t.data = mg.zeros(3)
-    with pytest.raises(TypeError, match=r"^Mul: a tensor's .data is a Tensor, not an array "
-                                        r"of NumPy or CuPy \(.*t.data = other.data\)$"):
+    t.array = mg.zeros(3)
+    with pytest.raises(TypeError, match=r"^Mul: a tensor's .array is a Tensor, not an array "
+                                        r"of NumPy or CuPy \(.*assign it to .data\)$"):
         t * 2
+    t.data = mg.zeros(3)  # .data is where a tensor goes
+    assert (t * 2).tolist() == [0.0, 0.0, 0.0]

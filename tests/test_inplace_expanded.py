@@ -86,7 +86,7 @@ def test_gradient_through_the_write_matches_torch(device, shape, write):
 
 def test_a_broadcast_of_read_only_memory_stays_read_only():
     x = mg.tensor(np.zeros(5))
-    x.data.flags.writeable = False
+    x.array.flags.writeable = False
     with pytest.raises(RuntimeError, match="single memory location"):
         x.expand(3, 5)[0].add_(1.0)
 

@@ -52,7 +52,7 @@ def test_backward_frees_saved_intermediate_array(device, no_gc):
     hh = h * h
     loss = hh.sum()
     tanh_node, mul_node = h.grad_fn, hh.grad_fn
-    ref = weak(h.data)
+    ref = weak(h.array)
     del h, hh
     assert ref() is not None        # the graph still needs it
     assert tanh_node.saved is not None and mul_node.saved is not None
@@ -75,7 +75,7 @@ def test_backward_frees_attributes_set_on_ctx(device, no_gc):
     class KeepsBuffer(Function):
         @staticmethod
         def forward(ctx, x):
-            ctx.buffer = (x * 2).data  # any array kept on ctx belongs to the graph
+            ctx.buffer = (x * 2).array  # any array kept on ctx belongs to the graph
             return x * 3
 
         @staticmethod
@@ -95,12 +95,12 @@ def test_backward_frees_attributes_set_on_ctx(device, no_gc):
 
 def _refs_of_graph(device, backward=False, **backward_kwargs):
     loss, leaves, inter = _build(device)
-    refs = [weak(t.data) for t in leaves + inter]
+    refs = [weak(t.array) for t in leaves + inter]
     refs += [weak(t) for t in leaves + inter + (loss,)]
     refs += [weak(t.grad_fn) for t in inter + (loss,)]
     if backward:
         loss.backward(**backward_kwargs)
-        refs += [weak(t.grad.data) for t in leaves]
+        refs += [weak(t.grad.array) for t in leaves]
         if backward_kwargs.get("create_graph"):
             refs += [weak(t.grad.grad_fn) for t in leaves]
             for t in leaves:  # .grad refers to a graph that refers back to the leaf
@@ -133,7 +133,7 @@ def _refs_of_higher_order(device):
     y = (x.sin() * x).sum()
     (g,) = mg.grad(y, x, create_graph=True)
     (gg,) = mg.grad((g * g).sum(), x)
-    refs = [weak(x), weak(y), weak(g), weak(gg), weak(x.data), weak(g.data), weak(y.grad_fn),
+    refs = [weak(x), weak(y), weak(g), weak(gg), weak(x.array), weak(g.array), weak(y.grad_fn),
             weak(g.grad_fn)]
     assert x.grad is None
     return refs
@@ -151,7 +151,7 @@ def _refs_with_retain_grad_and_hooks(device):
     y.register_hook(lambda g: g * 2)
     x.register_hook(lambda g: g + 1)
     (y * y).sum().backward()
-    return [weak(x), weak(y), weak(y.grad), weak(y.grad_fn), weak(y.data)]
+    return [weak(x), weak(y), weak(y.grad), weak(y.grad_fn), weak(y.array)]
 
 
 def test_retain_grad_and_hooks_make_no_cycle(device, no_gc):
@@ -174,7 +174,7 @@ def _refs_of_custom_function(device):
 
     x = mg.randn(32, device=device, requires_grad=True)
     out = Square.apply(x)
-    refs = [weak(x), weak(out), weak(out.grad_fn), weak(out.data)]
+    refs = [weak(x), weak(out), weak(out.grad_fn), weak(out.array)]
     out.sum().backward()
     return refs
 
@@ -215,7 +215,7 @@ def test_retain_graph_keeps_saved_arrays_until_graph_dropped(device, no_gc):
     h = x.tanh()
     loss = (h * h).sum()
     node = weak(h.grad_fn)
-    ref = weak(h.data)
+    ref = weak(h.array)
     del h
     loss.backward(retain_graph=True)
     assert ref() is not None and node() is not None

@@ -26,7 +26,7 @@ def primitives():
 def _arrays(value):
     items = value if isinstance(value, (tuple, list)) else (value,)
     for item in items:
-        data = item.data if isinstance(item, mg.Tensor) else item
+        data = item.array if isinstance(item, mg.Tensor) else item
         if hasattr(data, "dtype"):
             yield data
 

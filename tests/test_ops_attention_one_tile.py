@@ -107,7 +107,7 @@ def test_is_the_online_softmax_as_first_written_bit_for_bit(device, T, S, causal
             got = fused(q, k, v, mask, causal, 0.4, block, dropout_p=p).numpy()
             after = mg.rand(2).numpy()  # where each leaves the random stream
             mg.manual_seed(8)
-            ref = online_softmax(q.data, k.data, v.data, None if mask is None else mask.data,
+            ref = online_softmax(q.array, k.array, v.array, None if mask is None else mask.array,
                                  causal, 0.4, block, p)
     finally:
         backend.set_num_threads(threads)
@@ -187,7 +187,7 @@ def test_batch_dims_that_do_not_broadcast_are_an_error(device):
 @pytest.mark.parametrize("S", [1, 5, attention.SHORT_ROWS, attention.SHORT_ROWS + 1, 40])
 def test_row_max_is_numpys_for_short_and_long_rows(device, S):
     """Short rows are reduced keys-first: the same maxima, rows of -inf and NaN included."""
-    xp = backend.xp_of(mg.zeros(1, device=device).data)
+    xp = backend.xp_of(mg.zeros(1, device=device).array)
     s = np.random.default_rng(S).standard_normal((2, 3, 7, S)).astype(np.float32)
     s[0, 1, 2] = -np.inf
     s[1, 2, 3, S // 2] = np.nan

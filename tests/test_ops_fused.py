@@ -367,7 +367,7 @@ def test_dropout_is_the_generators_mask_after_the_same_seed(device, p, shape, dt
     mg.manual_seed(1234)
     out = F.dropout(x, p, training=True)
     mg.manual_seed(1234)
-    keep = mg.tensor(backend.keep_mask(shape, p, backend.xp_of(x.data)), device=device)
+    keep = mg.tensor(backend.keep_mask(shape, p, backend.xp_of(x.array)), device=device)
     expected = x.detach() * keep / (1 - p)
     tol = dict(rtol=1e-6, atol=0) if dtype == np.float32 else dict(rtol=1e-15, atol=0)
     assert out.dtype == dtype and out.shape == x.shape
@@ -410,7 +410,7 @@ def test_keep_mask_is_the_generators_raw_bits_against_p():
 def test_a_fork_draws_what_the_source_draws_next_without_moving_it(device):
     """What attention's backward relies on: a fork (and a fork of the fork) draws the very
     masks the source draws next, on either device, and leaves the source where it was."""
-    xp = backend.xp_of(mg.zeros(1, device=device).data)
+    xp = backend.xp_of(mg.zeros(1, device=device).array)
     mg.manual_seed(21)
     backend.keep_mask((3,), 0.5, xp)                   # the source is not at its start
     fork = backend.source().fork()

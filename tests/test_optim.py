@@ -184,20 +184,20 @@ def _reference_sgd(p, state, group):
 def _reference_adam(p, state, group, backend, lerp_):
     lr, eps, wd = float(group["lr"]), float(group["eps"]), float(group["weight_decay"])
     beta1, beta2 = (float(b) for b in group["betas"])
-    xp = backend.xp_of(p.data)
+    xp = backend.xp_of(p.array)
     if not state:
-        state.update(step=0, exp_avg=mg.Tensor(xp.zeros_like(p.data)),
-                     exp_avg_sq=mg.Tensor(xp.zeros_like(p.data)))
+        state.update(step=0, exp_avg=mg.Tensor(xp.zeros_like(p.array)),
+                     exp_avg_sq=mg.Tensor(xp.zeros_like(p.array)))
         if group["amsgrad"]:
-            state["max_exp_avg_sq"] = mg.Tensor(xp.zeros_like(p.data))
-    g = -p.grad.data if group["maximize"] else p.grad.data
+            state["max_exp_avg_sq"] = mg.Tensor(xp.zeros_like(p.array))
+    g = -p.grad.array if group["maximize"] else p.grad.array
     state["step"] += 1
     if wd != 0:
         if group["decoupled_weight_decay"]:
             p.mul_(1.0 - lr * wd)
         else:
-            g = g + wd * p.data
-    m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+            g = g + wd * p.array
+    m, v = state["exp_avg"].array, state["exp_avg_sq"].array
     step_size = lr / (1.0 - beta1 ** state["step"])
     bias_correction2_sqrt = (1.0 - beta2 ** state["step"]) ** 0.5
     if not group["amsgrad"]:
@@ -207,7 +207,7 @@ def _reference_adam(p, state, group, backend, lerp_):
     lerp_(m, g, 1.0 - beta1)
     v *= beta2
     v += (1.0 - beta2) * g * g
-    v = xp.maximum(state["max_exp_avg_sq"].data, v, out=state["max_exp_avg_sq"].data)
+    v = xp.maximum(state["max_exp_avg_sq"].array, v, out=state["max_exp_avg_sq"].array)
     denom = xp.sqrt(v)
     denom /= bias_correction2_sqrt
     denom += eps
@@ -418,13 +418,13 @@ def test_zero_grad_of_a_gradient_with_a_graph(device):
 ], ids=["SGD-nesterov", "SGD-dampening", "Adam", "AdamW"])
 def test_float32_stays_float32_in_place(device, make):
     params = _mg_params(_init(np.float32), device)
-    arrays = [p.data for p in params]
+    arrays = [p.array for p in params]
     opt = make(params)
     for grads in _grads(np.float32, 3):
         _set_grads(params, grads, device)
         opt.step()
     for p, arr in zip(params, arrays):
-        assert p.data is arr and p.dtype == np.float32 and p.grad.dtype == np.float32
+        assert p.array is arr and p.dtype == np.float32 and p.grad.dtype == np.float32
         for key, value in opt.state[p].items():
             if key == "step":
                 assert type(value) is int
@@ -685,8 +685,8 @@ def test_adam_steps_a_group_at_once_bit_for_bit(monkeypatch, name, kw, dtype):
         runs.append((params, opt, seen))
     (ours, opt, seen), (plain, ref, plain_seen) = runs
     assert seen == [True] * 3 + [False] * 2 + [True] * 3 and not any(plain_seen)
-    flat = opt.state[ours[0]]["exp_avg"].data.base  # the moments: views of one array
-    assert flat is not None and all(opt.state[p]["exp_avg"].data.base is flat for p in ours)
+    flat = opt.state[ours[0]]["exp_avg"].array.base  # the moments: views of one array
+    assert flat is not None and all(opt.state[p]["exp_avg"].array.base is flat for p in ours)
     for p, q in zip(ours, plain):
         np.testing.assert_array_equal(p.numpy(), q.numpy())
         assert p._version == q._version

@@ -210,7 +210,7 @@ def test_torch_state_dicts_still_load_and_continue_as_torch(name, kw):
           "param_groups": copy.deepcopy(sd["param_groups"])}
     ours = _stepped(name, kw, steps=0)
     for p, q in zip(ours.param_groups[0]["params"], ref.param_groups[0]["params"]):
-        p.data[...] = q.detach().numpy()
+        p.array[...] = q.detach().numpy()
     ours.load_state_dict(sd)
     for opt in (ours, ref):
         params = opt.param_groups[0]["params"]

@@ -186,8 +186,8 @@ def test_bytes_are_the_arrays_nbytes(device):
         saved_before = {id(n): n.saved_bytes() for n in nodes}
         held_at_peak = held_bytes([n for n in _graph(loss)])[0]
         loss.backward()
-    assert by_node[id(h.grad_fn)].out_bytes == h.data.nbytes == 16 * 8 * 8
-    assert by_node[id(y.grad_fn)].out_bytes == y.data.nbytes
+    assert by_node[id(h.grad_fn)].out_bytes == h.array.nbytes == 16 * 8 * 8
+    assert by_node[id(y.grad_fn)].out_bytes == y.array.nbytes
     for n in nodes:
         assert by_node[id(n)].saved_bytes == saved_before[id(n)] > 0
         assert by_node[id(n)].freed_s is not None  # backward released them
@@ -202,12 +202,12 @@ def test_views_allocate_no_bytes(device):
         v = x.reshape(6, 4)         # a view: no new memory
         t = x.T                     # a view
         c = t.reshape(24)           # a copy (t is not contiguous)
-    assert c.data.base is None or not np.shares_memory(c.data, x.data)
+    assert c.array.base is None or not np.shares_memory(c.array, x.array)
     recorded = [(e.name, e.out_bytes) for e in prof.events]
     # (the copy: a row-major clone, then seen with the new shape, as PyTorch's graph)
-    assert recorded == [("Reshape", 0), ("Permute", 0), ("Clone", c.data.nbytes),
+    assert recorded == [("Reshape", 0), ("Permute", 0), ("Clone", c.array.nbytes),
                         ("UnsafeView", 0)]
-    assert v.data.nbytes == t.data.nbytes == c.data.nbytes == 96
+    assert v.array.nbytes == t.array.nbytes == c.array.nbytes == 96
 
 
 @pytest.mark.parametrize("op", ["reshape", "transpose", "view", "getitem", "exp", "matmul"])
@@ -224,7 +224,7 @@ def test_the_profile_keeps_no_array_of_the_step(op):
         x = mg.randn(4, 6, requires_grad=True)
         out = run(x * 2)
         out.sum().backward()
-        alive = [weakref.ref(a) for a in (x.data, out.data, _base_of(out.data))]
+        alive = [weakref.ref(a) for a in (x.array, out.array, _base_of(out.array))]
         del x, out
     gc.collect()
     assert prof.events and [r() for r in alive] == [None] * len(alive)
@@ -241,7 +241,7 @@ def test_retained_graph_keeps_its_bytes(device):
     with profile() as prof:
         y = x.exp().sum()
         y.backward(retain_graph=True)
-    assert prof.memory[-1][1] == x.data.nbytes  # exp saved its output: not released
+    assert prof.memory[-1][1] == x.array.nbytes  # exp saved its output: not released
     assert all(e.freed_s is None for e in prof.events if e.kind == "op")
 
 
@@ -419,8 +419,8 @@ def test_node_costs(device):
     costs = prof.node_costs()
     c = costs[y.grad_fn]
     assert c.forward_s > 0 and c.backward_s > 0 and c.time_s == c.forward_s + c.backward_s
-    assert c.bytes == y.data.nbytes and c.flops == 3 * 2 * 6 ** 3
-    assert c.saved_bytes == 2 * x.data.nbytes  # x, twice (as Node.saved_bytes counts)
+    assert c.bytes == y.array.nbytes and c.flops == 3 * 2 * 6 ** 3
+    assert c.saved_bytes == 2 * x.array.nbytes  # x, twice (as Node.saved_bytes counts)
     assert costs[loss.grad_fn].flops == 0
     assert x._accumulator in costs
 

@@ -23,7 +23,7 @@ def _both_ways(fn, *inputs, seed=0):
 
 def _same_bits(a, b):
     assert a.shape == b.shape and a.dtype == b.dtype
-    assert type(a.data) is np.ndarray and type(b.data) is np.ndarray
+    assert type(a.array) is np.ndarray and type(b.array) is np.ndarray
     assert a.numpy().tobytes() == b.detach().numpy().tobytes()
 
 

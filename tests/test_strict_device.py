@@ -14,8 +14,8 @@ from tests import strict_device
 
 def test_cuda_tensors_hold_the_stand_ins_arrays(strict):
     t = mg.arange(6.0, device="cuda").reshape(2, 3)
-    assert type(t.data) is strict.ndarray and t.device == "cuda:0"
-    assert backend.xp_of(t.data) is strict and mg.cuda_is_available()
+    assert type(t.array) is strict.ndarray and t.device == "cuda:0"
+    assert backend.xp_of(t.array) is strict and mg.cuda_is_available()
     np.testing.assert_array_equal(t.numpy(), np.arange(6.0).reshape(2, 3))
 
 

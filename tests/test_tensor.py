@@ -300,9 +300,9 @@ def test_attributes(device):
     assert x.dtype == np.float32
     assert x.device == mg.Device(device) and on(x, device)
     assert x.grad is None and not x.requires_grad and x.is_leaf and x.grad_fn is None
-    assert type(x.data).__name__ == "ndarray" and x.data.shape == (2, 3)
+    assert type(x.array).__name__ == "ndarray" and x.array.shape == (2, 3)
     if device == "cpu":
-        assert isinstance(x.data, np.ndarray)
+        assert isinstance(x.array, np.ndarray)
         assert x.device == "cpu"
     w = mg.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
     y = x * w
@@ -353,7 +353,7 @@ def test_to_device_and_cpu(device):
     y = x.to(device)
     assert on(y, device) and y.tolist() == [1.0, 2.0]
     c = x.cpu()
-    assert c.device == "cpu" and isinstance(c.data, np.ndarray)
+    assert c.device == "cpu" and isinstance(c.array, np.ndarray)
     assert c.tolist() == [1.0, 2.0]
     z = x.to(device, mg.float64)
     assert z.dtype == np.float64 and on(z, device)

@@ -77,10 +77,10 @@ def check_backward(node, grads_in, grads_out):
     """Raise when ``node``'s backward made NaN/inf gradients out of finite ones."""
     if not PROCESS.check_nan:
         return
-    if not all(g is None or _all_finite(g.data) for g in grads_in):
+    if not all(g is None or _all_finite(g.array) for g in grads_in):
         return
     for i, g in enumerate(grads_out):
-        if g is not None and not _all_finite(g.data):
+        if g is not None and not _all_finite(g.array):
             raise RuntimeError(
                 f"anomaly: the backward of {node.name()} produced NaN/inf in the gradient of "
                 f"its input {i} from finite gradients. The op was created at "
@@ -94,7 +94,7 @@ def check_seed(edges, grads):
     if not PROCESS.check_nan:
         return
     for (node, index), g in zip(edges, grads):
-        if type(node) is AccumulateGrad or not _has_nan(g.data):
+        if type(node) is AccumulateGrad or not _has_nan(g.array):
             continue
         raise RuntimeError(
             f"anomaly: the gradient given to backward for output {index} of {node.name()} has "

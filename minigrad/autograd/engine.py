@@ -146,17 +146,17 @@ class _Pass:
         old = slots[index]
         if self.create_graph:  # the sum is part of the graph
             slots[index] = old + g
-        elif id(old.data) in self.fresh:  # a sum of ours: add in place
-            on_arrays(operator.iadd, old.data, g.data)
+        elif id(old.array) in self.fresh:  # a sum of ours: add in place
+            on_arrays(operator.iadd, old.array, g.array)
         else:  # copy, then add (an array even when 0-d)
-            total = old._make(on_arrays(_copy_add, old.data, g.data))
-            self.fresh[id(total.data)] = total.data
+            total = old._make(on_arrays(_copy_add, old.array, g.array))
+            self.fresh[id(total.array)] = total.array
             slots[index] = total
 
     def hand_out(self, g):
         """``g`` is given to someone else (a hook, retain_grad, the caller): never again
         written in place."""
-        self.fresh.pop(id(g.data), None)
+        self.fresh.pop(id(g.array), None)
 
     def run(self, order, anomalous):
         """Run each node's backward, in ``order``, once all its gradients are in."""
@@ -194,13 +194,13 @@ class _Pass:
             if fresh:
                 for g in grads:  # handed to backward: from here on, it may be anyone's
                     if g is not None:
-                        fresh.pop(id(g.data), None)
+                        fresh.pop(id(g.array), None)
             i = 0
             for edge, g in zip(edges, in_grads):
                 if edge and g is not None:
                     target, index = edge
                     shape, dtype = target.output_meta[index]  # the input's
-                    data = g.data
+                    data = g.array
                     if data.shape != shape or (data.dtype is not dtype and data.dtype != dtype):
                         g = _reduce_to(g, shape, dtype, node, i)  # (a new array)
                         data = None
@@ -214,7 +214,7 @@ class _Pass:
                         if type(target) is AccumulateGrad and (data is None or (
                                 node._raw and data.base is None
                                 and _unshared(data, grads, in_grads, i))):
-                            fresh[id(g.data)] = g.data  # a leaf's .grad may take it as is
+                            fresh[id(g.array)] = g.array  # a leaf's .grad may take it as is
                 i += 1
             if not retain_graph:
                 node.release()
@@ -286,7 +286,7 @@ class _Pass:
             if prehooks:
                 self.hand_out(g)
                 (g,) = _run_node_hooks(prehooks, (g,), ((g,),))
-            write_grad(leaf, g, self.create_graph, id(g.data) in self.fresh)
+            write_grad(leaf, g, self.create_graph, id(g.array) in self.fresh)
             if leaf._post_accumulate_hooks:
                 for hook in list(leaf._post_accumulate_hooks.values()):
                     if hook(leaf) is not None:
@@ -313,10 +313,10 @@ def _unshared(data, grads, in_grads, i):
     not one of the gradients it received (``Add`` passes its gradient on as it is) and not
     also returned for another input."""
     for g in grads:
-        if g is not None and g.data is data:
+        if g is not None and g.array is data:
             return False
     for k, g in enumerate(in_grads):
-        if k != i and g is not None and g.data is data:
+        if k != i and g is not None and g.array is data:
             return False
     return True
 
@@ -324,7 +324,7 @@ def _unshared(data, grads, in_grads, i):
 def _reduce_to(grad, shape, dtype, node, i):
     """Sum ``grad`` over the dimensions that broadcasting added, so it has the shape (and
     dtype) of input ``i`` of ``node``."""
-    gshape = grad.data.shape
+    gshape = grad.array.shape
     if gshape != shape:
         lead = len(gshape) - len(shape)
         if lead < 0 or any(n != 1 and n != g for n, g in zip(shape, gshape[lead:])):
@@ -336,7 +336,7 @@ def _reduce_to(grad, shape, dtype, node, i):
         grad = grad.sum(axes, keepdim=True)
         if lead:
             grad = grad.reshape(shape)
-    if grad.data.dtype != dtype:
+    if grad.array.dtype != dtype:
         grad = grad.to(dtype)
     return grad
 
@@ -412,7 +412,7 @@ def _rewrap(g, edge, proto):
         return g
     node, index = edge
     dtype = node.output_meta[index][1]
-    return proto._make(backend.xp_of(proto.data).asarray(g, dtype=dtype))
+    return proto._make(backend.xp_of(proto.array).asarray(g, dtype=dtype))
 
 
 def write_grad(t, g, create_graph, owned=False):
@@ -420,16 +420,16 @@ def write_grad(t, g, create_graph, owned=False):
     it is if nobody else holds it (``owned``) and copied otherwise; later ones are added in
     place (under create_graph, out of place, so the sum stays differentiable)."""
     if capture is not None and not create_graph:
-        capture.write_grad(t, g.data, owned)
+        capture.write_grad(t, g.array, owned)
         return
     old = t._grad
     if create_graph:
         t._grad = g if old is None else old + g
     elif old is None:
-        t._grad = g._make(g.data if owned else g.data.copy())
-    elif old.grad_fn is None and old.data.shape == g.data.shape and \
-            old.data.dtype == g.data.dtype:
-        old.data += g.data
+        t._grad = g._make(g.array if owned else g.array.copy())
+    elif old.grad_fn is None and old.array.shape == g.array.shape and \
+            old.array.dtype == g.array.dtype:
+        old.array += g.array
     else:
         t._grad = old.detach() + g
 
@@ -441,19 +441,19 @@ def _retain(t, g, create_graph):
     if capture is not None:
         capture.unsupported("retain_grad")
     if not create_graph:
-        g = g._make(g.data.copy())
+        g = g._make(g.array.copy())
     t._grad = g if t._grad is None else t._grad + g
 
 
 def root_grad(t, gradient, op):
     """The gradient that starts backward from ``t``: ones for a one-element ``t``, else the
     caller's ``gradient``, a Tensor (same shape; cast to ``t``'s dtype)."""
-    xp = backend.xp_of(t.data)
+    xp = backend.xp_of(t.array)
     if gradient is None:
-        if t.data.size != 1:
+        if t.array.size != 1:
             raise RuntimeError(f"{op}: grad can be implicitly created only for outputs with one "
                                f"element, but the output has shape {t.shape}; pass gradient=")
-        return t._make(xp.ones(t.data.shape, dtype=t.dtype))
+        return t._make(xp.ones(t.array.shape, dtype=t.dtype))
     if not isinstance(gradient, TensorBase):  # a number or an array, as PyTorch refuses
         raise TypeError(f"{op}: gradients can be either Tensors or None, but got "
                         f"{type(gradient).__name__}")

@@ -353,7 +353,7 @@ def _user_jvp(cls, ctx, tangents):
 
 def _constant(t):
     from .graph import SavedTensor
-    return SavedTensor(t, t.data, None, None, t._version, None, None)
+    return SavedTensor(t, t.array, None, None, t._version, None, None)
 
 
 def _attach_outputs(ctx, level, outs, tangents):

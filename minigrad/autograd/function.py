@@ -53,11 +53,10 @@ def read_on_host(method):
 
 
 def _no_array_module(cls, data):
-    """The one-line error for a tensor whose ``.data`` is no array of a backend."""
-    hint = (" (a tensor was assigned to another tensor's .data: that swaps the storage of "
-            "an nn.Parameter; for a plain tensor, assign its array: t.data = other.data)"
+    """The one-line error for a tensor whose ``.array`` is no array of a backend."""
+    hint = (" (to swap a tensor's storage for another tensor's, assign it to .data)"
             if isinstance(data, TensorBase) else "")
-    raise TypeError(f"{cls.__name__}: a tensor's .data is a {type(data).__name__}, not an "
+    raise TypeError(f"{cls.__name__}: a tensor's .array is a {type(data).__name__}, not an "
                     f"array of NumPy or CuPy{hint}")
 
 
@@ -131,7 +130,7 @@ class Function(Node):
         self._for_forward = tensors
 
     def mark_non_differentiable(self, *outputs):
-        self._non_diff = {id(o.data if isinstance(o, TensorBase) else o) for o in outputs}
+        self._non_diff = {id(o.array if isinstance(o, TensorBase) else o) for o in outputs}
 
     def mark_dirty(self, *tensors):
         raise NotImplementedError(
@@ -163,7 +162,7 @@ class Function(Node):
             if isinstance(a, TensorBase):
                 if grad_mode and a._view_of is not None and a._vc[0] != a._view_version:
                     _refresh_view(a)  # (only its graph history is stale: no_grad needs none)
-                d = a.data
+                d = a.array
                 if first is None:
                     first, first_data = a, d
                 elif type(d) is not _ndarray or type(first_data) is not _ndarray:
@@ -221,7 +220,7 @@ class Function(Node):
             return node._outputs(out, args, arrays, edges if record else None, first, params)
         # one output, the common case
         result = _new(first._output_class)
-        result.data = out if type(out) is _ndarray or type(out) in _XP_BY_TYPE \
+        result.array = out if type(out) is _ndarray or type(out) in _XP_BY_TYPE \
             else node.xp.asarray(out)  # (NumPy makes scalars of 0-d results)
         if record:  # make ``node`` the grad_fn of the result
             node.edges = edges
@@ -229,7 +228,7 @@ class Function(Node):
             scope = STATE.scope
             if scope is not None:
                 node.scope = scope
-            d = result.data
+            d = result.array
             node.output_meta = ((d.shape, d.dtype),)
             if d.dtype.kind in "fc":
                 result._requires_grad = True
@@ -249,7 +248,7 @@ class Function(Node):
         results = []
         for o in raw:
             r = _new(first._output_class)
-            r.data = o if type(o) in _XP_BY_TYPE else self.xp.asarray(o)
+            r.array = o if type(o) in _XP_BY_TYPE else self.xp.asarray(o)
             results.append(r)
         if edges is not None:
             self.edges = edges
@@ -259,12 +258,12 @@ class Function(Node):
                 self.scope = scope
             non_diff = self._non_diff
             for i, r in enumerate(results):
-                d = r.data
+                d = r.array
                 if d.dtype.kind in "fc" and (non_diff is None or id(raw[i]) not in non_diff):
                     r._requires_grad = True
                     r.grad_fn = self
                     r._out_idx = i
-            self.output_meta = tuple((r.data.shape, r.data.dtype) for r in results)
+            self.output_meta = tuple((r.array.shape, r.array.dtype) for r in results)
             if self._to_save is not None:
                 self._saved = _save(self._to_save, args, arrays, raw, results, first._make)
                 del self._to_save
@@ -283,7 +282,7 @@ class Function(Node):
             w.op_begin(cls, node, arrays)
         if PROCESS.anomaly:
             node.trace = anomaly.user_frames()
-        with backend.device_context(first.data), anomaly.quiet_numpy():
+        with backend.device_context(first.array), anomaly.quiet_numpy():
             if cls._raw:
                 out = cls.forward(node, *arrays, **params)
             else:
@@ -295,9 +294,9 @@ class Function(Node):
                         out = cls.forward(*inputs, **params)
                         cls.setup_context(node, tuple(args), out)
                 if isinstance(out, tuple):
-                    out = tuple(o.data if isinstance(o, TensorBase) else o for o in out)
+                    out = tuple(o.array if isinstance(o, TensorBase) else o for o in out)
                 elif isinstance(out, TensorBase):
-                    out = out.data
+                    out = out.array
         if PROCESS.anomaly:
             anomaly.check_forward(node, arrays, out if isinstance(out, tuple) else (out,))
         for w in timers:
@@ -337,7 +336,7 @@ class Primitive(Function):
 def _link_views(cls, params, source, results):
     """Make each output of a view op a view of ``source``: the same version counter, and
     how to redo the view from its source (what an in-place change through it needs)."""
-    if cls.aliases is not None and not cls.aliases(source.data, results[0].data, **params):
+    if cls.aliases is not None and not cls.aliases(source.array, results[0].array, **params):
         return
     counter = source._vc
     if counter is None:
@@ -366,7 +365,7 @@ def _refresh_view(view):
         if view._made_without_grad:
             raise RuntimeError(
                 "a view was created in no_grad mode and its base or another view of its base "
-                f"has been modified inplace (view shape {tuple(view.data.shape)}); move both "
+                f"has been modified inplace (view shape {tuple(view.array.shape)}); move both "
                 "the view and the in-place change inside the no_grad block, or both outside")
         multi = multiple_views_op(view)
         if multi is not None:
@@ -474,7 +473,7 @@ def _save(items, args, arrays, raw, results, make):
         if item is None:  # an input whose value no gradient needs
             saved.append(_NOTHING_SAVED)
             continue
-        arr = item.data if isinstance(item, TensorBase) else item
+        arr = item.array if isinstance(item, TensorBase) else item
         k = 0  # which argument it is (n: none)
         for a in arrays:
             if a is arr:
@@ -487,7 +486,7 @@ def _save(items, args, arrays, raw, results, make):
         for i, o in enumerate(raw):
             if o is arr:  # the output tensor shares the version counter checked here
                 counter = results[i]._vc = [0]
-                saved.append((None, results[i].data, i, counter, 0, make, None))
+                saved.append((None, results[i].array, i, counter, 0, make, None))
                 break
         else:
             if isinstance(arr, _generic):

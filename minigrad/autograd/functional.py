@@ -135,7 +135,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         rows = []
         for k in range(o.numel()):
             e = o.new_zeros(o.numel())
-            e.data[k] = 1
+            e.array[k] = 1
             rows.append(_grads((o,), inputs, (e.reshape(o.shape),), create_graph, strict,
                                "jacobian"))
         per_input = []

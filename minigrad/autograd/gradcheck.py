@@ -23,7 +23,7 @@ def _outputs(fn, inputs):
 def _numeric(fn, inputs, i, eps):
     """d(outputs)/d(inputs[i]) by central differences: one column per input element."""
     x = inputs[i]
-    base = backend.to_host(x.data).astype(np.float64)
+    base = backend.to_host(x.array).astype(np.float64)
     columns = []
     for k in range(base.size):
         values = []
@@ -33,10 +33,10 @@ def _numeric(fn, inputs, i, eps):
             args = list(inputs)
             args[i] = x._make(backend.to_device(moved, x.device), requires_grad=True)
             values.append(np.concatenate(
-                [backend.to_host(o.data).ravel() for o in _outputs(fn, args)] or [np.zeros(0)]))
+                [backend.to_host(o.array).ravel() for o in _outputs(fn, args)] or [np.zeros(0)]))
         columns.append((values[0] - values[1]) / (2 * eps))
     if not columns:
-        n_out = sum(o.data.size for o in _outputs(fn, inputs))
+        n_out = sum(o.array.size for o in _outputs(fn, inputs))
         return np.zeros((n_out, 0))
     return np.stack(columns, axis=1)
 
@@ -45,20 +45,20 @@ def _analytic(fn, inputs, wrt):
     """d(outputs)/d(inputs[wrt]) by one backward pass per output element."""
     outs = _outputs(fn, inputs)
     targets = [inputs[i] for i in wrt]
-    n_out = sum(o.data.size for o in outs)
-    jacobians = [np.zeros((n_out, t.data.size)) for t in targets]
+    n_out = sum(o.array.size for o in outs)
+    jacobians = [np.zeros((n_out, t.array.size)) for t in targets]
     row = 0
     for o in outs:
-        xp = backend.xp_of(o.data)
-        for k in range(o.data.size):
+        xp = backend.xp_of(o.array)
+        for k in range(o.array.size):
             if o.requires_grad:
-                seed = xp.zeros(o.data.size, dtype=o.dtype)
+                seed = xp.zeros(o.array.size, dtype=o.dtype)
                 seed[k] = 1
-                grads = run_backward([o], [o._make(seed.reshape(o.data.shape))],
+                grads = run_backward([o], [o._make(seed.reshape(o.array.shape))],
                                      retain_graph=True, targets=targets, allow_unused=True)
                 for jac, g in zip(jacobians, grads):
                     if g is not None:
-                        jac[row] = backend.to_host(g.data).ravel()
+                        jac[row] = backend.to_host(g.array).ravel()
             row += 1
     return jacobians
 

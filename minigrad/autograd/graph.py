@@ -49,8 +49,8 @@ def accumulator_of(leaf):
         if leaf._made_without_grad:
             return None  # a view made under no_grad: no gradient goes to it (as PyTorch)
         node = leaf._accumulator = AccumulateGrad(leaf)
-    elif node._data is not leaf.data:
-        node.watch(leaf.data)
+    elif node._data is not leaf.array:
+        node.watch(leaf.array)
     return node
 
 
@@ -113,7 +113,7 @@ class Node:
         unpacked = []
         for s in saved:  # the two common cases here; SavedTensor.unpack has them all
             tensor, array, output, counter, version, make, _ = s
-            if tensor is not None and tensor.data is array and (
+            if tensor is not None and tensor.array is array and (
                     version == 0 if tensor._vc is None else tensor._vc[0] == version):
                 unpacked.append(tensor)  # an input, unchanged since
             elif output is not None and counter[0] == version:
@@ -196,7 +196,7 @@ class AccumulateGrad(Node):
     def __init__(self, variable):
         self._variable = weakref.ref(variable)
         self.seq = next(SEQUENCE)
-        self.watch(variable.data)
+        self.watch(variable.array)
 
     @property
     def variable(self):
@@ -226,12 +226,12 @@ class SavedTensor(namedtuple("SavedTensor", "tensor array output counter version
             return self.array.unpack(node)
         t = self.tensor
         if t is not None:
-            if t.data is not self.array and t._detached_in_place:
+            if t.array is not self.array and t._detached_in_place:
                 raise RuntimeError(
                     f"trying to use a saved tensor (shape {tuple(self.array.shape)}, saved by "
                     f"{node.name()}) that has been detached in-place with detach_(): use "
                     "out-of-place detach() instead")
-            if t.data is not self.array:
+            if t.array is not self.array:
                 raise RuntimeError(
                     f"a tensor (shape {tuple(self.array.shape)}) that {node.name()} saved for "
                     "backward had its .data replaced after it was saved")
@@ -308,11 +308,11 @@ class Packed:
             raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but "
                             f"got result of type {type(t).__name__}")
         if self.output is not None:  # the node's own output: made again with it as grad_fn
-            return self.make(t.data, True, node, self.output)
+            return self.make(t.array, True, node, self.output)
         if self.grad_fn is not None:
-            return self.make(t.data, True, self.grad_fn, self.index)
+            return self.make(t.array, True, self.grad_fn, self.index)
         if self.accumulator is not None:  # a leaf: gradients go to its AccumulateGrad
-            alias = self.make(t.data)
+            alias = self.make(t.array)
             alias._requires_grad, alias._accumulator = True, self.accumulator
             return alias
         return t

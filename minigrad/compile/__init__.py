@@ -106,7 +106,7 @@ class CompiledStep:
 
     def _run(self, entry, tensors):
         self.replays += 1
-        arrays = entry.program.fn([t.data for t in tensors], entry.program.tensors)
+        arrays = entry.program.fn([t.array for t in tensors], entry.program.tensors)
         return entry.rebuild([Tensor._make(a) for a in arrays])
 
     def _recapture(self, key, entry, reason):
@@ -192,8 +192,8 @@ class CompiledStep:
 def _flatten(obj, tensors, signature):
     """The tensors in the arguments, in order, and a hashable description of the rest."""
     if isinstance(obj, TensorBase):
-        d = obj.data
-        same = next((i for i, t in enumerate(tensors) if t.data is d), None)
+        d = obj.array
+        same = next((i for i, t in enumerate(tensors) if t.array is d), None)
         tensors.append(obj)
         signature.append(("tensor", d.shape, str(d.dtype), type(d).__name__, same,
                           obj._requires_grad, bool(obj._hooks or obj._post_accumulate_hooks)))
@@ -226,7 +226,7 @@ def _outputs(result, recorder):
         if not isinstance(r, TensorBase):
             return (f"the step returns a {type(r).__name__}, which replay cannot recompute "
                     "(return tensors, and call .item() outside the step)"), None, None
-        slot = recorder.slot_of.get(id(r.data))
+        slot = recorder.slot_of.get(id(r.array))
         if slot is None or recorder.program.slots[slot][3] is not None:
             return ("the step returns a tensor it did not compute"), None, None
         slots.append(slot)

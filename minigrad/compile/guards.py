@@ -375,10 +375,10 @@ def collect(fn, args, kwargs, tensors=(), leaves=(), modules=(), unset_at_start=
     for t in tensors:  # what the program reads from tensors, at each replay
         path = w.seen.get(id(t)) or f"a tensor the step reads ({tuple(t.shape)} {t.dtype})"
         e = w.bind(t)
-        meta = (t.data.shape, t.data.dtype, type(t.data))
-        w.check(f"({e}.data.shape, {e}.data.dtype, type({e}.data)) != {w.bind(meta, 'e')}",
+        meta = (t.array.shape, t.array.dtype, type(t.array))
+        w.check(f"({e}.array.shape, {e}.array.dtype, type({e}.array)) != {w.bind(meta, 'e')}",
                 f"{path}.data's shape and dtype", f"{meta[0]} {meta[1]}",
-                lambda t=t: (t.data.shape, t.data.dtype))
+                lambda t=t: (t.array.shape, t.array.dtype))
         if id(t) not in w.seen:
             w.seen[id(t)] = path
             w.tensor(t, path)

@@ -104,7 +104,7 @@ def run_backward_rule(rule, ctx, *grads):
     ctx.release()
     if type(out) is not tuple:
         out = (out,)
-    return tuple(None if g is None else g.data for g in out)
+    return tuple(None if g is None else g.array for g in out)
 
 
 def call_returning_arrays(fn, args, kwargs):
@@ -298,7 +298,7 @@ class Program:
             earlier = b[3][1]
             if value is earlier:
                 continue  # the same tensor (a parameter) or array both times: read live
-            arr, prev = (value.data, earlier.data) if kind == "tensor" else (value, earlier)
+            arr, prev = (value.array, earlier.array) if kind == "tensor" else (value, earlier)
             if not same_value(arr, prev):
                 return (f"{self.describe(slot)}: its values differ between two calls but it "
                         "was not computed by minigrad's ops in the step (NumPy, a random "
@@ -395,7 +395,7 @@ class Program:
             if src is None or src[0] == "input" or s not in last:
                 continue
             if src[0] == "tensor":
-                lines.append(f"    v{s} = tensors[{len(tensors)}].data")
+                lines.append(f"    v{s} = tensors[{len(tensors)}].array")
                 tensors.append(src[1])
             else:
                 names[f"c{s}"] = src[1]

@@ -19,7 +19,7 @@ Three kinds of work are recorded:
   counts on the host, so replay calls them again rather than freezing their numbers.
 
 Every array the recorder has seen is fingerprinted (a CRC of its bytes) when it is made and
-checked when it is read: an array changed by code that is none of the above (``t.data *= 2``,
+checked when it is read: an array changed by code that is none of the above (``t.array *= 2``,
 NumPy on ``.numpy()``) stops the capture with a one-line reason, since a replay would miss
 the change. So does reading a tensor's value on the host (``loss.item()``, ``if t:``,
 ``print(t)``: the Tensor methods call ``autograd.function.read_on_host``), since a Python
@@ -111,7 +111,7 @@ class Recorder:
         self.walking = 0       # > 0 while the engine walks a backward pass
         self.grads = {}        # id(tensor) -> (tensor, its .grad as replay will leave it)
         for i, t in enumerate(input_tensors):
-            self._new_slot(t.data, ("input", i))
+            self._new_slot(t.array, ("input", i))
 
     # --- switching on and off ---------------------------------------------------------------
     def __enter__(self):
@@ -346,7 +346,7 @@ class Recorder:
                 for slots in grads_of.values():
                     for g in slots:
                         if g is not None:
-                            self._ref(g.data, g)
+                            self._ref(g.array, g)
             except Unsupported as e:
                 self.unsupported(str(e))
         return self._walk(order)
@@ -382,7 +382,7 @@ class Recorder:
         finally:
             self.in_rule -= 1
         for g in out if type(out) is tuple else (out,):
-            if g is not None and not self._known(g.data):
+            if g is not None and not self._known(g.array):
                 self.unsupported(f"the backward of {node.name()} made a gradient outside "
                                  "minigrad's ops (raw array work outside on_arrays?)")
         return out
@@ -392,7 +392,7 @@ class Recorder:
         the ctx of its op's replayed forward."""
         rule = type(node).backward
         try:
-            ins = [Instruction.constant(None) if g is None else self._ref(g.data, g)
+            ins = [Instruction.constant(None) if g is None else self._ref(g.array, g)
                    for g in grads]
         except Unsupported as e:
             self.unsupported(str(e))
@@ -402,7 +402,7 @@ class Recorder:
         with _Paused(self):
             out = rule(node, *grads)
         outs = out if type(out) is tuple else (out,)
-        out_slots = self._outputs([None if g is None else g.data for g in outs])
+        out_slots = self._outputs([None if g is None else g.array for g in outs])
         self._append(Instruction("backward", rule, node.name(), ins, out_slots,
                                  ctx_of=index, holds=holds))
         return out
@@ -412,13 +412,13 @@ class Recorder:
         if self.paused:
             return _write_grad_eagerly(leaf, g, owned)
         old = leaf._grad
-        if old is not None and (old.grad_fn is not None or old.data.shape != g.shape
-                                or old.data.dtype != g.dtype):
+        if old is not None and (old.grad_fn is not None or old.array.shape != g.shape
+                                or old.array.dtype != g.dtype):
             self.unsupported("a .grad that is part of a graph or of another shape or dtype")
             return _write_grad_eagerly(leaf, g, owned)
         accumulate = old is not None
         try:
-            ins = [self._ref(g)] + ([self._ref(old.data, old)] if accumulate else [])
+            ins = [self._ref(g)] + ([self._ref(old.array, old)] if accumulate else [])
         except Unsupported as e:
             self.unsupported(str(e))
             return _write_grad_eagerly(leaf, g, owned)
@@ -444,7 +444,7 @@ class Recorder:
         self._settle_grads(f"the call of {fn.__qualname__}")  # (calls read .grad)
         self._check_all(f"the call of {fn.__qualname__}")
         for a in list(args) + list(kwargs.values()):
-            if isinstance(a, TensorBase) and id(a.data) in self.slot_of:
+            if isinstance(a, TensorBase) and id(a.array) in self.slot_of:
                 self.unsupported(f"{fn.__qualname__} was passed a tensor computed in the step")
         with _Paused(self):
             result = fn(*args, **kwargs)
@@ -479,9 +479,9 @@ def tensor_arrays(result):
     if result is None:
         return []
     if isinstance(result, TensorBase):
-        return [result.data]
+        return [result.array]
     if isinstance(result, (tuple, list)) and all(isinstance(r, TensorBase) for r in result):
-        return [r.data for r in result]
+        return [r.array for r in result]
     return None
 
 

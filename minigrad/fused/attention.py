@@ -89,30 +89,30 @@ class Attention(Primitive):
             return _composite_grads(ctx, grad, q, k, v, mask, state)
         xp, params = ctx.xp, ctx.params
         scale, causal, block = params["scale"], params["causal"], params["block"]
-        qa, ka, va, g, o = q.data, k.data, v.data, grad.data, out.data
+        qa, ka, va, g, o = q.array, k.array, v.array, grad.array, out.array
         if mask is None and params["dropout_p"] == 0:
-            fast = backend.attention_backward(qa, ka, va, o, lse.data, g, scale, causal)
+            fast = backend.attention_backward(qa, ka, va, o, lse.array, g, scale, causal)
             if fast is not None:
                 needs = ctx.needs_input_grad
                 return tuple(_tensor(d) if n else None for d, n in zip(fast, needs)) + (None,)
-        m = None if mask is None else mask.data
+        m = None if mask is None else mask.array
         T, S = qa.shape[-2], ka.shape[-2]
         keep = _Dropout(params["dropout_p"], qa.dtype, xp, state)
         scale = xp.asarray(scale, dtype=qa.dtype)
         qs = qa * scale
         if weights is not None:  # one tile, whose weights forward kept
-            z = None if kept is None else keep.scaled(kept.data)
+            z = None if kept is None else keep.scaled(kept.array)
 
             def one_tile(qs, g, o, w, k, v):
                 return _weights_grads(xp, qs, g, _rowdot(g, o), w, k, v, z)
             shapes = (qa.shape[-2:], ka.shape[-2:], va.shape[-2:])
-            dq, dk, dv = _by_heads(xp, one_tile, (qs, g, o, weights.data, ka, va), shapes,
+            dq, dk, dv = _by_heads(xp, one_tile, (qs, g, o, weights.array, ka, va), shapes,
                                    T * S, keep.p)
         elif _one_tile(block, T, S, causal):
-            dq, dk, dv = _tile_grads(xp, qs, g, _rowdot(g, o), lse.data, ka, va, m, causal,
+            dq, dk, dv = _tile_grads(xp, qs, g, _rowdot(g, o), lse.array, ka, va, m, causal,
                                      (0, T), (0, S), keep)
         else:
-            dq, dk, dv = _backward_tiles(xp, qs, g, o, lse.data, ka, va, m, causal, block,
+            dq, dk, dv = _backward_tiles(xp, qs, g, o, lse.array, ka, va, m, causal, block,
                                          keep)
         dq *= scale
         needs = ctx.needs_input_grad
@@ -357,7 +357,7 @@ def composite(q, k, v, mask=None, causal=None, scale=1.0, dropout=None, safe=Tru
     Without keys (S = 0) the weights are empty and the output zeros, as PyTorch's.
     ``safe=False``: a row whose every key is masked gives NaN (a plain softmax), as the
     weights of PyTorch's MultiheadAttention do, instead of zeros."""
-    xp = backend.xp_of(q.data)
+    xp = backend.xp_of(q.array)
     T, S = q.shape[-2], k.shape[-2]
     scores = (q * scale) @ k.transpose(-2, -1)  # (..., T, S); q scaled first, as PyTorch
     if causal is not None:

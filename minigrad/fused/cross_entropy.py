@@ -14,7 +14,7 @@ def composite(x, target, weight=None, ignore_index=-100, reduction="mean",
     logp = x.log_softmax(1)
     valid = target != ignore_index
     safe = target.masked_fill(~valid, 0)
-    classes = x._make(backend.xp_of(x.data).arange(C))
+    classes = x._make(backend.xp_of(x.array).arange(C))
     picked = (logp * (safe.unsqueeze(1) == classes).to(x.dtype)).sum(1)
     v = valid.to(x.dtype)
     w_t = v if weight is None else v * weight[safe]
@@ -72,8 +72,8 @@ class CrossEntropy(Primitive):
         params = ctx.params
         M, C = x.shape
         a, const, total = on_arrays(
-            _target_terms, ctx.xp, x.dtype, C, target.data,
-            None if weight is None else weight.data, params["ignore_index"],
+            _target_terms, ctx.xp, x.dtype, C, target.array,
+            None if weight is None else weight.array, params["ignore_index"],
             params["label_smoothing"])
         if params["reduction"] == "none":
             coef = grad.reshape(M, 1)

@@ -25,4 +25,4 @@ def saved_array(ctx, i):
     if ctx.saved is not None:
         return ctx.saved[i].array
     item = ctx._to_save[i]
-    return item.data if isinstance(item, TensorBase) else item
+    return item.array if isinstance(item, TensorBase) else item

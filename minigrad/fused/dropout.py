@@ -30,7 +30,7 @@ class Dropout(Primitive):
         (keep,) = ctx.saved_tensors
         scale = 1.0 / (1.0 - ctx.params["p"])
         if not STATE.grad_enabled:  # one pass (the forward's kernel) over raw arrays
-            dx = on_arrays(backend.dropout, grad.data, keep.data, scale)
+            dx = on_arrays(backend.dropout, grad.array, keep.array, scale)
             return grad._make(ctx.xp.asarray(dx))
         return grad * keep * scale
 

@@ -39,7 +39,7 @@ class Gelu(Primitive):
         (x,) = ctx.saved_tensors
         if STATE.grad_enabled:  # create_graph
             return composite_grads(composite, (x,), grad, (True,))[0]
-        return grad._make(ctx.xp.asarray(on_arrays(backend.gelu_backward, grad.data, x.data)))
+        return grad._make(ctx.xp.asarray(on_arrays(backend.gelu_backward, grad.array, x.array)))
 
     @staticmethod
     def jvp(ctx, dx):  # dout = dx * (Phi(x) + x * phi(x))
@@ -68,7 +68,7 @@ class GeluTanh(Primitive):
         (x,) = ctx.saved_tensors
         if STATE.grad_enabled:  # create_graph
             return composite_grads(composite_tanh, (x,), grad, (True,))[0]
-        return grad._make(on_arrays(_tanh_backward, ctx.xp, grad.data, x.data))
+        return grad._make(on_arrays(_tanh_backward, ctx.xp, grad.array, x.array))
 
     @staticmethod
     def jvp(ctx, dx):  # the composite's tangent

@@ -41,8 +41,8 @@ class LayerNorm(Primitive):
         n, eps = ctx.params["n"], ctx.params["eps"]
         needs = ctx.needs_input_grad
         if not STATE.grad_enabled:  # one pass over raw arrays (one kernel on the GPU)
-            w, mean, rstd = (None if t is None else t.data for t in (weight, mean, rstd))
-            dx, gxhat = on_arrays(backend.layer_norm_backward, grad.data, x.data, w, n, eps,
+            w, mean, rstd = (None if t is None else t.array for t in (weight, mean, rstd))
+            dx, gxhat = on_arrays(backend.layer_norm_backward, grad.array, x.array, w, n, eps,
                                   mean, rstd)
             return (grad._make(dx) if needs[0] else None,
                     grad._make(gxhat) if needs[1] else None, grad if needs[2] else None)

@@ -49,7 +49,7 @@ class Linear(Primitive):
         x, weight = ctx.saved_tensors
         needs = ctx.needs_input_grad
         if not STATE.grad_enabled:  # no graph to build: the same products on raw arrays
-            grads = on_arrays(_linear_backward, ctx.xp, grad.data, _data(x), _data(weight), needs)
+            grads = on_arrays(_linear_backward, ctx.xp, grad.array, _data(x), _data(weight), needs)
             return tuple(None if g is None else grad._make(g) for g in grads[:len(needs)])
         n = math.prod(grad.shape[:-1])
         rows = grad.reshape(n, grad.shape[-1])                               # (rows, out)
@@ -66,7 +66,7 @@ class Linear(Primitive):
 
 
 def _data(t):
-    return None if t is None else t.data
+    return None if t is None else t.array
 
 
 def _linear_backward(xp, grad, x, weight, needs):

@@ -268,8 +268,8 @@ def _array(xp, a):
 def _raw_product(grad, other):
     """``grad * other`` on the raw arrays (``other`` a Tensor or a number), for a backward
     pass that records no graph."""
-    b = other.data if isinstance(other, TensorBase) else other
-    return grad._make(on_arrays(_multiply, grad.data, b))
+    b = other.array if isinstance(other, TensorBase) else other
+    return grad._make(on_arrays(_multiply, grad.array, b))
 
 
 def _multiply(a, b):
@@ -289,7 +289,7 @@ def _multiply(a, b):
 
 def _raw_negative(grad):
     """``-grad`` on the raw array, for a backward pass that records no graph."""
-    return grad._make(on_arrays(_negate, grad.data))
+    return grad._make(on_arrays(_negate, grad.array))
 
 
 def _negate(a):
@@ -485,7 +485,7 @@ class Tanh(Primitive):
         (out,) = ctx.saved_tensors
         if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again
             return grad * (1 - out * out)
-        return grad._make(on_arrays(_tanh_grad, ctx.xp, grad.data, out.data))  # one pass
+        return grad._make(on_arrays(_tanh_grad, ctx.xp, grad.array, out.array))  # one pass
 
     @staticmethod
     def jvp(ctx, dx):
@@ -506,7 +506,7 @@ class Sigmoid(Primitive):
         (out,) = ctx.saved_tensors
         if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again
             return grad * (1 - out) * out
-        return grad._make(on_arrays(_sigmoid_grad, ctx.xp, grad.data, out.data))  # one pass
+        return grad._make(on_arrays(_sigmoid_grad, ctx.xp, grad.array, out.array))  # one pass
 
     @staticmethod
     def jvp(ctx, dx):
@@ -549,7 +549,7 @@ class Relu(Primitive):
         if STATE.grad_enabled:  # create_graph: as Tensor ops, to be differentiated again (a
             # product with the mask: the same values but for inf or NaN gradients and inputs)
             return grad * (out > 0)
-        return grad._make(on_arrays(_relu_grad, ctx.xp, grad.data, out.data))
+        return grad._make(on_arrays(_relu_grad, ctx.xp, grad.array, out.array))
 
     @staticmethod
     def jvp(ctx, dx):
@@ -820,7 +820,7 @@ class NonDiff(Primitive):
 
     @staticmethod
     def backward(ctx, grad):
-        zeros = grad._make(ctx.xp.zeros_like(grad.data))
+        zeros = grad._make(ctx.xp.zeros_like(grad.array))
         return tuple(zeros if need else None for need in ctx.needs_input_grad)
 
     @staticmethod
@@ -850,7 +850,7 @@ class RoundedDiv(NonDiff):
 
     @staticmethod
     def backward(ctx, grad):
-        zeros = grad._make(on_arrays(ctx.xp.zeros_like, grad.data))  # (recorded by mg.compile)
+        zeros = grad._make(on_arrays(ctx.xp.zeros_like, grad.array))  # (recorded by mg.compile)
         return tuple(zeros if need else None for need in ctx.needs_input_grad)
 
 

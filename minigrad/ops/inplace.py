@@ -92,7 +92,7 @@ class CopySlices(Primitive):
         dbase = dvalue = None
         if ctx.needs_input_grad[0]:
             inside = grad._make(ctx.xp.zeros(grad.shape, dtype=bool))
-            replay_view(inside, chain).data[...] = True
+            replay_view(inside, chain).array[...] = True
             dbase = grad.masked_fill(inside, 0.0)
         if ctx.needs_input_grad[1]:
             dvalue = replay_view(grad, chain)

@@ -560,7 +560,7 @@ def _softmax_backward(ctx, grad, log):
     (out,) = ctx.saved_tensors
     dim = ctx.params["dim"]
     if not STATE.grad_enabled:
-        dx = on_arrays(backend.softmax_backward, grad.data, out.data, dim, log)
+        dx = on_arrays(backend.softmax_backward, grad.array, out.array, dim, log)
         if dx is not None:
             return grad._make(dx)
     if log:

@@ -85,8 +85,8 @@ class Adam(Optimizer):
                     state["exp_avg_sq"] = _zeros_like(p)
                     if update.amsgrad:
                         state["max_exp_avg_sq"] = _zeros_like(p)
-                with backend.device_context(p.data):
-                    update(p, grad.data, state)
+                with backend.device_context(p.array):
+                    update(p, grad.array, state)
         return loss
 
     def _state_keys(self, group):
@@ -114,11 +114,11 @@ class Adam(Optimizer):
         params = group["params"]
         if update.amsgrad or len(params) < 2 or len({id(p) for p in params}) < len(params):
             return False
-        dtype, state, states, steps = params[0].data.dtype, self.state, [], set()
+        dtype, state, states, steps = params[0].array.dtype, self.state, [], set()
         for p in params:
             g, s = p._grad, state.get(p)
-            if g is None or type(p.data) is not backend.np.ndarray or p.data.dtype != dtype \
-                    or g.data.dtype != dtype or g.data.shape != p.data.shape:
+            if g is None or type(p.array) is not backend.np.ndarray or p.array.dtype != dtype \
+                    or g.array.dtype != dtype or g.array.shape != p.array.shape:
                 return False
             states.append(s)
             steps.add(0 if s is None else s.get("step", 0))
@@ -131,7 +131,7 @@ class Adam(Optimizer):
         if flat is None or not flat.holds(group, states):
             flat = moments[id(group)] = _Moments(group, state)
         np = backend.np
-        g = np.concatenate([p._grad.data.reshape(-1) for p in params])
+        g = np.concatenate([p._grad.array.reshape(-1) for p in params])
         if update.maximize:
             np.negative(g, out=g)
         if update.weight_decay != 0:
@@ -139,7 +139,7 @@ class Adam(Optimizer):
                 for p in params:
                     scale(p, update.decay)
             else:
-                decay = np.concatenate([p.data.reshape(-1) for p in params])
+                decay = np.concatenate([p.array.reshape(-1) for p in params])
                 decay *= update.weight_decay
                 g += decay
         step = steps.pop() + 1
@@ -149,7 +149,7 @@ class Adam(Optimizer):
         change = backend.adam(g, flat.m, flat.v, update.beta1, update.beta2, step_size,
                               bias_correction2_sqrt, update.eps, scratch=True)
         for p, (start, stop) in zip(params, flat.bounds):
-            add_to(p, change[start:stop].reshape(p.data.shape))
+            add_to(p, change[start:stop].reshape(p.array.shape))
         return True
 
 
@@ -165,8 +165,8 @@ class _Moments:
         np = backend.np
         params = group["params"]
         self.group, self.params = group, list(params)
-        dtype = params[0].data.dtype
-        sizes = [p.data.size for p in params]
+        dtype = params[0].array.dtype
+        sizes = [p.array.size for p in params]
         starts = [0]
         for n in sizes:
             starts.append(starts[-1] + n)
@@ -179,9 +179,9 @@ class _Moments:
             s.setdefault("step", 0)  # (first, as the step of one parameter makes it)
             pair = []
             for key, flat in (("exp_avg", self.m), ("exp_avg_sq", self.v)):
-                view = flat[start:stop].reshape(p.data.shape)
+                view = flat[start:stop].reshape(p.array.shape)
                 if key in s:
-                    view[...] = s[key].data
+                    view[...] = s[key].array
                 s[key] = Tensor._make(view)
                 pair.append(view)
             self.views.append(pair)
@@ -193,9 +193,9 @@ class _Moments:
         if group is not self.group or len(params) != len(self.params):
             return False
         for p, q, s, mine, (m, v) in zip(params, self.params, states, self.states, self.views):
-            if p is not q or s is not mine or p.data.shape != m.shape or \
-                    s.get("exp_avg") is None or s["exp_avg"].data is not m or \
-                    s.get("exp_avg_sq") is None or s["exp_avg_sq"].data is not v:
+            if p is not q or s is not mine or p.array.shape != m.shape or \
+                    s.get("exp_avg") is None or s["exp_avg"].array is not m or \
+                    s.get("exp_avg_sq") is None or s["exp_avg_sq"].array is not v:
                 return False
         return True
 
@@ -230,19 +230,19 @@ class _AdamUpdate:
             if self.decoupled:
                 scale(p, self.decay)
             else:
-                g = g + self.weight_decay * p.data
-        m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+                g = g + self.weight_decay * p.array
+        m, v = state["exp_avg"].array, state["exp_avg_sq"].array
         step_size, bias_correction2_sqrt = self.corrections(step)
         beta1, beta2, eps = self.beta1, self.beta2, self.eps
         if not self.amsgrad:  # the moments and the update in one pass (one GPU kernel)
             add_to(p, backend.adam(g, m, v, beta1, beta2, step_size, bias_correction2_sqrt,
                                    eps))
             return
-        xp = backend.xp_of(p.data)
+        xp = backend.xp_of(p.array)
         _lerp_(m, g, 1.0 - beta1)
         v *= beta2
         v += (1.0 - beta2) * g * g
-        v = xp.maximum(state["max_exp_avg_sq"].data, v, out=state["max_exp_avg_sq"].data)
+        v = xp.maximum(state["max_exp_avg_sq"].array, v, out=state["max_exp_avg_sq"].array)
         denom = xp.sqrt(v)
         denom /= bias_correction2_sqrt
         denom += eps
@@ -274,7 +274,7 @@ class AdamW(Adam):
 
 
 def _zeros_like(p):
-    return Tensor(backend.xp_of(p.data).zeros_like(p.data))
+    return Tensor(backend.xp_of(p.array).zeros_like(p.array))
 
 
 def _lerp_(start, end, weight):

@@ -9,7 +9,7 @@ as ``torch.optim.Optimizer`` does, so checkpoints have PyTorch's layout::
     {"state": {0: {"momentum_buffer": Tensor}, ...},
      "param_groups": [{"lr": 0.1, ..., "params": [0, 1]}, {"lr": 0.01, ..., "params": [2]}]}
 
-Subclasses write ``step`` as array arithmetic on ``.data`` through ``backend.xp_of`` with
+Subclasses write ``step`` as array arithmetic on ``.array`` through ``backend.xp_of`` with
 Python-float hyper-parameters (so a float32 parameter never meets a float64 array), read
 once per group, and apply the result to the parameter with ``add_to`` and ``scale``: the
 in-place change that ``p.add_`` and ``p.mul_`` make under ``no_grad``, without the checks
@@ -374,10 +374,10 @@ def _cast(value, param, key, where):
     if value.shape != param.shape:
         raise ValueError(f"state {key!r} of {where} has shape {tuple(value.shape)}, but the "
                          f"parameter has shape {tuple(param.shape)}")
-    if not (value.is_floating_point() or value.data.dtype.kind == param.data.dtype.kind == "c"):
+    if not (value.is_floating_point() or value.array.dtype.kind == param.array.dtype.kind == "c"):
         raise ValueError(f"state {key!r} of {where} has dtype {value.dtype}, not a floating "
                          "point one")
-    arr = backend.to_device(value.data, param.device)
+    arr = backend.to_device(value.array, param.device)
     dtype = param.dtype if param.is_floating_point() else arr.dtype
     return Tensor(arr.astype(dtype, copy=True))
 
@@ -421,7 +421,7 @@ def add_to(p, update):
     """``p.add_(update)`` under ``no_grad``, for an array ``update`` of p's shape and dtype
     (on its device): added in place, one more version of p (shared with its views)."""
     _check_writable(p, "add_")
-    data = p.data
+    data = p.array
     data += update
     p._shared_counter()[0] += 1
 
@@ -430,13 +430,13 @@ def add_scaled_to(p, update, alpha):
     """``p.add_(update, alpha=alpha)`` under ``no_grad``, for an array ``update`` of p's shape
     and dtype: rounded once, as PyTorch's (``backend.add_scaled``), one more version of p."""
     _check_writable(p, "add_")
-    backend.add_scaled(p.data, p.data, update, alpha)
+    backend.add_scaled(p.array, p.array, update, alpha)
     p._shared_counter()[0] += 1
 
 
 def scale(p, factor):
     """``p.mul_(factor)`` under ``no_grad``, for a Python float ``factor``."""
     _check_writable(p, "mul_")
-    data = p.data
+    data = p.array
     data *= factor
     p._shared_counter()[0] += 1

@@ -64,12 +64,12 @@ class SGD(Optimizer):
                 grad = p._grad
                 if grad is None:
                     continue
-                with backend.device_context(p.data):
-                    g = grad.data
+                with backend.device_context(p.array):
+                    g = grad.array
                     if maximize:
                         g = -g
                     if weight_decay != 0:  # g.add(p, alpha=weight_decay)
-                        g = _scaled_sum(g, p.data, weight_decay)
+                        g = _scaled_sum(g, p.array, weight_decay)
                     if momentum != 0:
                         g = self._momentum(self.state[p], g, momentum, dampening, nesterov)
                     add_scaled_to(p, g, -lr)  # p.add_(g, alpha=-lr)
@@ -87,9 +87,9 @@ class SGD(Optimizer):
         if buf is None:
             buf = state["momentum_buffer"] = Tensor(g.copy())  # torch: grad.clone()
         else:
-            buf.data *= momentum  # buf.mul_(momentum).add_(g, alpha=1 - dampening)
-            backend.add_scaled(buf.data, buf.data, g, 1.0 - dampening)
-        return _scaled_sum(g, buf.data, momentum) if nesterov else buf.data
+            buf.array *= momentum  # buf.mul_(momentum).add_(g, alpha=1 - dampening)
+            backend.add_scaled(buf.array, buf.array, g, 1.0 - dampening)
+        return _scaled_sum(g, buf.array, momentum) if nesterov else buf.array
 
 
 def _scaled_sum(x, y, alpha):

@@ -191,7 +191,7 @@ def _const_text(c):
     holds (the backward pass freed what the op saved)."""
     if c is None:
         return "(a constant)"
-    return "const " + values_text(c.data if hasattr(c, "data") else c)
+    return "const " + values_text(c.array if hasattr(c, "array") else c)
 
 
 def _meta_text(node):
@@ -241,8 +241,8 @@ def _tensor_lines(d, ctx):
     t = item.tensor
     lines = [_html(_tensor_name(d, ctx), bold=True)]
     lines.append(_small(f"{shape_text(t.shape)} {t.dtype} · {t.device}"))
-    if ctx["show_values"] and t.data.size <= SMALL:
-        lines.append(_html("= " + values_text(t.data)))
+    if ctx["show_values"] and t.array.size <= SMALL:
+        lines.append(_html("= " + values_text(t.array)))
     if ctx["show_grad"] and (d.kind in ("param", "leaf") or t._grad is not None):
         lines += _grad_lines(ctx["grads"][d.key], per_block=len(d.items) > 1)
     return lines

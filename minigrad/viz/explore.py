@@ -162,7 +162,7 @@ class _PageData:
                 if cost is not None:
                     record["cost"] = _cost(cost)
             else:
-                record["val"] = [summary(item.tensor.data)]
+                record["val"] = [summary(item.tensor.array)]
         self.saved_total = held_bytes(self.view.graph.ops)[0]
 
     def run_backward(self, loss, retain_graph):
@@ -173,7 +173,7 @@ class _PageData:
         def on_node(node, grads_out, grads_in):
             k = self.item_index[("op", node)]
             self.items[k]["step"] = len(self.steps) + 1
-            self.items[k]["grad"] = [summary(None if g is None else g.data)
+            self.items[k]["grad"] = [summary(None if g is None else g.array)
                                      for g in grads_out]
             sends = []
             for edge, g in zip(node.edges, grads_in):
@@ -196,7 +196,7 @@ class _PageData:
         for key, record in zip(self.view.graph.items, self.items):
             t = self.view.graph.items[key].tensor
             if t is not None and record["k"] != "const":
-                record["grad"] = [summary(None if t._grad is None else t._grad.data)]
+                record["grad"] = [summary(None if t._grad is None else t._grad.array)]
         for g in self.groups[1:]:
             g["gnorm"] = _group_grad_norm(self.tree, g)
 
@@ -314,7 +314,7 @@ def _known_values(graph):
     for item in graph.items.values():
         t = item.tensor
         if t is not None and t.grad_fn is not None:
-            known.setdefault((t.grad_fn, t._out_idx), t.data)
+            known.setdefault((t.grad_fn, t._out_idx), t.array)
     return known
 
 
@@ -350,7 +350,7 @@ def _buffer_holders(ops):
     for node in ops:
         for e in node.edges:
             if e and isinstance(e[0], AccumulateGrad) and e[0].variable is not None:
-                leaves.add(id(_base(e[0].variable.data)))
+                leaves.add(id(_base(e[0].variable.array)))
     holders, sizes = {}, {}
     for node in ops:
         mine = {id(b): b for b in (_base(s.array) for s in node.saved or ())
@@ -395,7 +395,7 @@ def _group_grad_norm(tree, group):
         for p in tree.modules[path].parameters():
             if p.grad is not None and id(p) not in seen:
                 seen.add(id(p))
-                g = np.asarray(backend.to_host(p.grad.data), dtype=np.float64)
+                g = np.asarray(backend.to_host(p.grad.array), dtype=np.float64)
                 g = g[np.isfinite(g)]
                 total += float((g * g).sum())
     return float(np.sqrt(total)) if seen else None

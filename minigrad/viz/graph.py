@@ -122,7 +122,7 @@ def build(roots):
 def drawn_constant(const):
     """Whether a constant input gets a node of its own: a tensor of more than one element
     (a scalar is written on its op instead)."""
-    return _is_tensor(const) and const.data.size > 1
+    return _is_tensor(const) and const.array.size > 1
 
 
 def _rank(item, first_reader):
@@ -289,7 +289,7 @@ class GradStats:
 def grad_stats(g):
     if g is None:
         return None
-    a = np.asarray(backend.to_host(g.data), dtype=np.float64)
+    a = np.asarray(backend.to_host(g.array), dtype=np.float64)
     finite = np.isfinite(a)
     ok = a[finite]
     norm = float(np.sqrt((ok * ok).sum())) if ok.size else 0.0
@@ -333,7 +333,7 @@ def held_bytes(nodes):
     for node in nodes:
         for e in node.edges:
             if e and isinstance(e[0], AccumulateGrad) and e[0].variable is not None:
-                leaves.add(id(_base(e[0].variable.data)))
+                leaves.add(id(_base(e[0].variable.array)))
         for s in node.saved or ():
             base = _base(s.array)
             if hasattr(base, "nbytes"):

@@ -96,7 +96,7 @@ class ModuleTree:
         return f"{path} ({cls})"
 
     def param_count(self, path):
-        return sum(int(p.data.size) for p in self.modules[path].parameters())
+        return sum(int(p.array.size) for p in self.modules[path].parameters())
 
     # --- repeated blocks --------------------------------------------------------------------
     def repeats(self):

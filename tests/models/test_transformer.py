@@ -213,15 +213,15 @@ def test_gradcheck_of_the_loss(positional, device):
     target = ids([[5, 6, EOS]], device)
     params = (model.decoder.layers[0].self_attn.q_proj.weight, model.tgt_embed.weight,
               model.encoder.layers[0].ffn.linear1.bias)
-    saved = [p.data.copy() for p in params]
+    saved = [p.array.copy() for p in params]
 
     def loss(*values):  # gradcheck passes perturbed copies: run the model with their values
         for p, value in zip(params, values):
-            p.data = value.data
+            p.array = value.array
         return F.cross_entropy(model(src, tgt).reshape(-1, TGT_VOCAB), target.reshape(-1))
     assert gradcheck(loss, params, atol=1e-6)
     for p, value in zip(params, saved):
-        p.data = value
+        p.array = value
 
 
 def test_a_tiny_model_learns_to_copy(device):

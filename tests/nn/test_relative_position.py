@@ -151,8 +151,8 @@ def test_t5_table_gets_gradients(device):
     w0 = weight.detach().clone()
     eps, (b, h) = 1e-6, (1, 0)
     up, down = w0.clone(), w0.clone()
-    up.data[b, h] += eps
-    down.data[b, h] -= eps
+    up.array[b, h] += eps
+    down.array[b, h] -= eps
     numeric = (f(up).sum().item() - f(down).sum().item()) / (2 * eps)
     assert weight.grad.numpy()[b, h] == pytest.approx(numeric, rel=1e-5, abs=1e-8)
 

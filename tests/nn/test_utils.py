@@ -128,9 +128,9 @@ def test_below_max_norm_leaves_grads_bit_identical(device):
 
 def test_clipped_norm_is_max_norm_and_in_place(device):
     ps, _ = make_params([randn(3, 4), randn(7)], device)
-    arrays = [p.grad.data for p in ps]
+    arrays = [p.grad.array for p in ps]
     clip_grad_norm_(ps, 1.0)
-    assert all(p.grad.data is a for p, a in zip(ps, arrays))  # same arrays, changed in place
+    assert all(p.grad.array is a for p, a in zip(ps, arrays))  # same arrays, changed in place
     assert all(p.grad.dtype == F32 for p in ps)
     after = math.sqrt(sum(float((p.grad.numpy().astype(F64) ** 2).sum()) for p in ps))
     assert after == pytest.approx(1.0, rel=1e-5)
@@ -231,10 +231,10 @@ VALUE_CASES = [
 @pytest.mark.parametrize("name, grads, clip_value", VALUE_CASES, ids=[c[0] for c in VALUE_CASES])
 def test_clip_grad_value_matches_torch(device, name, grads, clip_value):
     ours, theirs = make_params(grads(), device)
-    arrays = [p.grad.data if p.grad is not None else None for p in ours]
+    arrays = [p.grad.array if p.grad is not None else None for p in ours]
     assert clip_grad_value_(ours, clip_value) is None
     torch.nn.utils.clip_grad_value_(theirs, clip_value)
-    assert all(a is None or p.grad.data is a for p, a in zip(ours, arrays))  # in place
+    assert all(a is None or p.grad.array is a for p, a in zip(ours, arrays))  # in place
     for p, q in zip(ours, theirs):
         if p.grad is not None:
             assert p.grad.dtype == q.grad.numpy().dtype
