@@ -2,7 +2,12 @@
 default; ``--device cuda`` runs the whole suite through CuPy and skips without a GPU;
 ``--device strict`` runs the tests that take ``device`` on "cuda" through the strict
 stand-in for CuPy of ``tests/strict_device.py``, which needs no GPU and refuses what CuPy
-refuses); ``two_cores`` runs it with BLAS (and so ``backend.run_split``) on two threads."""
+refuses); ``two_cores`` runs it with BLAS (and so ``backend.run_split``) on two threads.
+``needs`` (a function, and the marker ``@pytest.mark.needs(...)``) skips a test where an
+optional package or Graphviz's ``dot`` program that it needs is missing."""
+import importlib
+import shutil
+
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
@@ -19,6 +24,8 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(*what): skip unless each optional package (a "
+                            "module name) or \"dot\" (Graphviz's program) is here")
     if config.getoption("--device") == "strict":
         from tests.strict_device import install
         install()
@@ -35,6 +42,36 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="--device cuda: CuPy or a CUDA GPU is not available")
         for item in items:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        needs(*mark.args)
+
+
+def lacking(*what):
+    """Those of ``what`` that this machine lacks: each an optional Python package (its module
+    name: one that cannot be imported is missing) or "dot", Graphviz's program, on PATH."""
+    return [w for w in what if not _here(w)]
+
+
+def _here(what):
+    if what == "dot":
+        return shutil.which("dot") is not None
+    try:
+        importlib.import_module(what)
+    except ImportError:
+        return False
+    return True
+
+
+def needs(*what):
+    """Skip the calling test, with one line naming what is missing, unless each of ``what``
+    (as for ``lacking``) is here."""
+    missing = lacking(*what)
+    if missing:
+        pytest.skip("; ".join("Graphviz's dot program is not on PATH" if m == "dot" else
+                              f"the {m} Python package is not installed" for m in missing))
 
 
 @pytest.fixture

@@ -3,14 +3,17 @@
 minigrad.models and minigrad.demos.* from a folder that holds a user's own ``nn.py``,
 ``models.py`` and ``demos/``, and ``python -m minigrad.demos.seq2seq`` trains there.
 
-The environment is made with ``--system-site-packages``, so NumPy and the other
-dependencies come from this Python and nothing is downloaded; the build runs offline
-(``--no-index --no-build-isolation``). Where that cannot work here, the test skips and
-says why. It takes up to about a minute (marked ``slow``; it runs by default).
+The environment is made with ``--system-site-packages`` and a ``.pth`` file naming this
+Python's own site-packages folders (where this Python is itself a virtual environment,
+its packages are not the system's), so NumPy and the other dependencies come from this
+Python and nothing is downloaded; the build runs offline (``--no-index
+--no-build-isolation``). Where that cannot work here, the test skips and says why. It
+takes up to about a minute (marked ``slow``; it runs by default).
 """
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import venv
@@ -88,6 +91,12 @@ def installed(tmp_path_factory):
     except Exception as e:  # noqa: BLE001 (any failure here is the platform's, not ours)
         pytest.skip(f"cannot make a virtual environment here: {e}")
     python = tmp / "env" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    _sees_these_packages(python, env)
+    deps = subprocess.run([str(python), "-c", "import numpy, scipy, safetensors, threadpoolctl"],
+                          cwd=tmp, env=env, capture_output=True, text=True)
+    if deps.returncode != 0:
+        pytest.skip("minigrad's dependencies cannot be reached offline from a new virtual "
+                    f"environment here: {deps.stderr.strip().splitlines()[-1]}")
     pip = [str(python), "-m", "pip", "--no-input", "--disable-pip-version-check"]
     built = subprocess.run(pip + ["wheel", "--no-deps", "--no-index", "--no-build-isolation",
                                   "-w", str(tmp / "wheels"), str(source)],
@@ -97,6 +106,18 @@ def installed(tmp_path_factory):
     wheel, = (tmp / "wheels").glob("minigrad-*.whl")
     _run(pip + ["install", "--no-deps", "--no-index", str(wheel)], tmp, env, "pip install")
     return python, env
+
+
+def _sees_these_packages(python, env):
+    """Make the environment of ``python`` see this Python's site-packages folders, after its
+    own: a ``.pth`` file listing them (``--system-site-packages`` reaches only the base
+    installation's, not those of a virtual environment that runs the tests)."""
+    own = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+               python.parent, env, "asking the environment for its site-packages").strip()
+    folders = [*site.getsitepackages(), *([site.getusersitepackages()]
+                                          if site.ENABLE_USER_SITE else [])]
+    Path(own, "_tests_this_python.pth").write_text(
+        "".join(f"{f}\n" for f in folders if os.path.isdir(f)))
 
 
 @pytest.fixture

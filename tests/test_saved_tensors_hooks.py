@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from tests.conftest import needs
 from tests.torch_ref import needs_torch, torch
 
 
@@ -161,4 +162,5 @@ def test_the_picture_names_packed_records():
     with hooks(mg, lambda t: t.detach()):
         y = x.exp().relu()
     assert [what for what, _, _ in saved_records(y.grad_fn)] == ["packed"]
+    needs("graphviz")  # the picture itself
     assert "digraph" in mg.viz.to_dot(y.sum(), show_values=True)

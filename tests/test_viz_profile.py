@@ -11,6 +11,9 @@ from minigrad.viz.colours import LogScale
 from minigrad.viz.dot import COSTS, _cost_text
 from minigrad.viz.graph import held_bytes, nbytes_text
 from minigrad.viz.view import make_view
+from tests.conftest import needs
+
+draws = pytest.mark.needs("graphviz")  # the DOT text is made by the graphviz package
 
 
 def profiled_step(device):
@@ -48,6 +51,7 @@ def expected_costs(loss, model, backward, prof, cost):
     return found
 
 
+@draws
 @pytest.mark.parametrize("cost", ["time", "bytes"])
 @pytest.mark.parametrize("backward", [False, True])
 def test_each_costed_op_is_filled_by_its_cost_on_the_graphs_scale(device, cost, backward):
@@ -70,6 +74,7 @@ def test_each_costed_op_is_filled_by_its_cost_on_the_graphs_scale(device, cost, 
     assert COSTS[cost][1] in source  # the legend
 
 
+@draws
 def test_bad_cost_or_profile_is_named(device):
     model, loss, prof = profiled_step(device)
     with pytest.raises(ValueError, match="cost must be one of"):
@@ -97,6 +102,7 @@ def test_the_caption_after_backward_says_what_the_step_saved(device):
         loss.backward()
     peak = prof.peak_memory()[0]
     assert peak > 0
+    needs("graphviz")  # the drawing
     caption = mg.viz.to_dot(loss, model=model, backward=True, profile=prof)
     assert (f"saved for backward during the profiled step: {nbytes_text(peak)} at the peak, "
             "since freed by backward()") in caption
@@ -105,6 +111,7 @@ def test_the_caption_after_backward_says_what_the_step_saved(device):
     assert "saved for backward: freed by backward()" in plain and "0 B in 0" not in plain
 
 
+@draws
 def test_the_caption_before_backward_says_what_is_held_now(device):
     model, loss, prof = profiled_step(device)  # backward(retain_graph=True): still held
     total, buffers, _ = held_bytes(loss_ops(loss))

@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 
 from minigrad import nn
-from minigrad.demos import _cli, caption, extrapolate, seq2seq, translate, viz_neuron
+from minigrad.demos import (_cli, attention_by_hand, caption, extrapolate, seq2seq, translate,
+                            viz_neuron)
 from minigrad.demos.checkpoint import META_KEY, read_training_meta
 from minigrad.text import CharTokenizer
+from tests.conftest import needs
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--d-model", "8", "--nhead", "2", "--layers", "1", "--ff", "8", "--batch-size", "2",
@@ -303,23 +305,39 @@ def test_writing_to_names_a_file_under_out_it_cannot_write(tmp_path):
             open(tmp_path / "elsewhere" / "x")
 
 
-def _folders_in_the_way(out):
-    for suffix in ("svg", "dot"):  # the picture, or its DOT text without Graphviz
-        (out / f"neuron_forward.{suffix}").mkdir(parents=True)
+# program -> the files that may be its first write (which one depends on Graphviz: the
+# picture, its DOT text without dot, metrics.json without the graphviz package), and what
+# the program needs
+FIRST_WRITES = {
+    "viz_neuron": (["neuron_forward.svg", "neuron_forward.dot"], ["graphviz"]),
+    "attention_by_hand": (["attention_graph.dot", "metrics.json"], []),
+}
+IN_THE_WAY = pytest.mark.parametrize("name", sorted(FIRST_WRITES))
 
 
-def test_a_folder_in_place_of_an_output_file_is_one_line(tmp_path):
+def _folders_in_the_way(out, name):
+    files, what = FIRST_WRITES[name]
+    needs(*what)
+    for file in files:
+        (out / file).mkdir(parents=True)
+    return files
+
+
+@IN_THE_WAY
+def test_a_folder_in_place_of_an_output_file_is_one_line(tmp_path, name):
     """It was an IsADirectoryError traceback."""
-    _folders_in_the_way(tmp_path)
-    line = fails(viz_neuron, ["--out", str(tmp_path)], f"--out: cannot write {tmp_path}")
-    assert "neuron_forward." in line and line.endswith("(Is a directory)")
+    files = _folders_in_the_way(tmp_path, name)
+    module = {"viz_neuron": viz_neuron, "attention_by_hand": attention_by_hand}[name]
+    line = fails(module, ["--out", str(tmp_path)], f"--out: cannot write {tmp_path}")
+    assert any(file in line for file in files) and line.endswith("(Is a directory)"), line
 
 
-def test_from_the_shell_a_folder_in_place_of_an_output_file_is_one_line(tmp_path):
-    _folders_in_the_way(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "minigrad.demos.viz_neuron", "--out",
+@IN_THE_WAY
+def test_from_the_shell_a_folder_in_place_of_an_output_file_is_one_line(tmp_path, name):
+    _folders_in_the_way(tmp_path, name)
+    done = subprocess.run([sys.executable, "-m", f"minigrad.demos.{name}", "--out",
                            str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        f"python -m minigrad.demos.viz_neuron: error: --out: cannot write {tmp_path}"), lines
+        f"python -m minigrad.demos.{name}: error: --out: cannot write {tmp_path}"), lines

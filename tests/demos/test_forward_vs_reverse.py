@@ -8,10 +8,11 @@ import pytest
 import minigrad as mg
 from minigrad import func
 from minigrad.demos import forward_vs_reverse as demo
+from tests.conftest import needs
 
 
 def test_the_demo_writes_its_plot_and_prints_the_sweeps(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
+    needs("matplotlib", "graphviz")
     results = demo.main(["--out", str(tmp_path), "--max-size", "4", "--fixed", "2",
                          "--repeats", "1"])
     assert [r[0] for r in results["n"]] == [1, 2, 4] == [r[0] for r in results["m"]]
@@ -33,6 +34,7 @@ def test_the_newton_step_solves_the_quadratic_model(device):
     np.testing.assert_allclose(func.grad(loss)(w).numpy(), [0.0, 0.0], atol=1e-10)
 
 
+@pytest.mark.needs("graphviz")
 def test_the_tangent_graph_holds_the_jvp_ops():
     dot = demo.tangent_graph().source
     assert "tanh" in dot.lower() and "mul" in dot.lower()

@@ -6,13 +6,14 @@ import os
 import pytest
 
 from minigrad.demos import profile as demo
+from tests.conftest import needs
 from tests.test_profiler import _trace_checks
 
 SMALL = ["--d-model", "16", "--nhead", "2", "--layers", "1", "--ff", "32", "--batch-size", "2"]
 
 
 def run(tmp_path, device, *extra):
-    pytest.importorskip("matplotlib")
+    needs("matplotlib", "graphviz")
     out = tmp_path / "out"
     prof, paths = demo.main([*SMALL, "--out", str(out), "--device", device, *extra])
     return prof, paths, out
