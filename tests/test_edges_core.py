@@ -537,7 +537,7 @@ def _user_functions(lib):
         @staticmethod
         def backward(ctx, g):
             y, = ctx.saved_tensors
-            return g * y.array
+            return g * y.data
 
     class SquareCorrect(lib.autograd.Function):
         @staticmethod
