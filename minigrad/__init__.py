@@ -59,7 +59,7 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     outer dot mv clamp_min clamp_max broadcast_to is_floating_point absolute negative multiply
     divide subtract true_divide addcmul addcdiv lerp select diagonal trace count_nonzero
     take_along_dim diag nan_to_num aminmax std_mean var_mean diff bernoulli is_nonzero remainder
-    floor_divide""".split()
+    floor_divide log1p expm1 floor ceil trunc fix round frac""".split()
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name
