@@ -35,7 +35,8 @@ from .dtypes import (bool, double, float, float16, float32, float64, get_default
 from .dtypes import can_cast, finfo, iinfo, is_complex, promote_types  # noqa: F401
 from .tensor import (Tensor, ValuesIndices, broadcast_tensors, einsum, meshgrid,  # noqa: F401
                      set_printoptions)
-from .combine import cat, stack, where  # noqa: F401
+from .combine import (atleast_1d, atleast_2d, atleast_3d, cat, column_stack, concat,  # noqa
+                      concatenate, dstack, hstack, row_stack, stack, vstack, where)
 from . import optim  # noqa: F401  (after Tensor: optimisers update tensors)
 from . import viz  # noqa: F401
 from . import profiler  # noqa: F401  (mg.profiler.profile)
