@@ -71,6 +71,20 @@ def relu(input, inplace=False):
     return input.relu_() if inplace else input.relu()
 
 
+def relu_(input):
+    return input.relu_()
+
+
+def tanh(input):
+    """tanh elementwise (``torch.nn.functional.tanh``, the Tensor method)."""
+    return input.tanh()
+
+
+def sigmoid(input):
+    """1 / (1 + exp(-x)) elementwise (``torch.nn.functional.sigmoid``, the Tensor method)."""
+    return input.sigmoid()
+
+
 def silu(input, inplace=False):
     """x * sigmoid(x) elementwise (the swish of Ramachandran et al., 2017); with ``inplace``
     the input itself is overwritten and returned."""
