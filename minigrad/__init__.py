@@ -24,7 +24,7 @@ from .backend import (Device, DeviceError, cuda_is_available, get_num_threads,  
 device = Device  # torch.device("cuda" if torch.cuda.is_available() else "cpu")
 from .autograd.function import ShapeError  # noqa: F401
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,  # noqa
-                       full_like, linspace, ones, ones_like, rand, rand_like, randint,
+                       full_like, linspace, normal, ones, ones_like, rand, rand_like, randint,
                        randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from .creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa
                        Generator, HalfTensor, IntTensor, LongTensor, ShortTensor,
@@ -60,7 +60,7 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     outer dot mv clamp_min clamp_max broadcast_to is_floating_point absolute negative multiply
     divide subtract true_divide addcmul addcdiv lerp select diagonal trace count_nonzero
     take_along_dim diag nan_to_num aminmax std_mean var_mean diff bernoulli is_nonzero remainder
-    floor_divide log1p expm1 floor ceil trunc fix round frac""".split()
+    floor_divide log1p expm1 floor ceil trunc fix round frac sinh cosh""".split()
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name

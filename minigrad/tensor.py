@@ -30,7 +30,7 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, Co
                   Sigmoid, Sign, Sin, Softmax, Split,
                   Sqrt, Squeeze, SqueezeDim, SqueezeDims, Sub, Sum, SumDim, Tanh,
                   ToDevice, Transpose, Unsqueeze, indexing_op, replay_view)
-from .ops import (Ceil, Expm1, Floor, Frac, Log1p, Round, RoundDecimals, Trunc)
+from .ops import (Ceil, Cosh, Expm1, Floor, Frac, Log1p, Round, RoundDecimals, Sinh, Trunc)
 from .ops import (Bmm, Dot, Gather, IndexSelect, Mv, Repeat, ReshapeAlias, RoundedDiv, Rsqrt,
                   Sort, SplitWithSizes, SqueezeDimInPlace, Topk, Tril, Triu, UnsafeView)
 from .ops.reduce import AbsSumNorm, CountNonzero, MaxAbsNorm, MinAbsNorm, PNorm
@@ -872,6 +872,8 @@ class Tensor(TensorBase):
     def sin(self): return Sin.apply(_floating(self))
     def cos(self): return Cos.apply(_floating(self))
     def erf(self): return Erf.apply(_floating(self))
+    def sinh(self): return Sinh.apply(_floating(self))
+    def cosh(self): return Cosh.apply(_floating(self))
     def log1p(self): return Log1p.apply(_floating(self))
     def expm1(self): return Expm1.apply(_floating(self))
     def floor(self): return _rounded(self, "floor", Floor)
@@ -1867,6 +1869,10 @@ class Tensor(TensorBase):
     def relu_(self): return self._update("relu_", Tensor.relu)
     def tanh_(self): return self._update("tanh_", Tensor.tanh)
     def sigmoid_(self): return self._update("sigmoid_", Tensor.sigmoid)
+    def sin_(self): return self._update("sin_", Tensor.sin)
+    def cos_(self): return self._update("cos_", Tensor.cos)
+    def sinh_(self): return self._update("sinh_", Tensor.sinh)
+    def cosh_(self): return self._update("cosh_", Tensor.cosh)
     def log1p_(self): return self._update("log1p_", Tensor.log1p)
     def expm1_(self): return self._update("expm1_", Tensor.expm1)
     def floor_(self): return self._update("floor_", Tensor.floor)

@@ -230,6 +230,8 @@ ELEMENTWISE = [
     ("sin", lambda x: x.sin(), (R,)),
     ("cos", lambda x: x.cos(), (R,)),
     ("erf", lambda x: x.erf(), (R,)),
+    ("sinh", lambda x: x.sinh(), (R,)),
+    ("cosh", lambda x: x.cosh(), (R,)),
     ("log1p", lambda x: x.log1p(), (P,)),
     ("log1p_near_0", lambda x: (x * 1e-3).log1p(), (R,)),
     ("expm1", lambda x: x.expm1(), (R,)),
@@ -295,8 +297,8 @@ def test_matches_torch(device, name, fn, domains, dtype, data, seed):
 
 # The function forms mg.<name>(x) against torch.<name>(x).
 FUNCTION_FORMS = ["neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "sin", "cos",
-                  "erf", "log1p", "expm1", "floor", "ceil", "trunc", "fix", "round", "frac",
-                  "sign"]
+                  "erf", "sinh", "cosh", "log1p", "expm1", "floor", "ceil", "trunc", "fix",
+                  "round", "frac", "sign"]
 
 
 @needs_torch

@@ -185,7 +185,7 @@ ELEMENTWISE = [
     f"{x}.{op}()"
     for op in ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "sin", "cos", "neg",
                "erf", "sign", "square", "rsqrt", "logical_not", "isnan", "isfinite", "log1p",
-               "expm1", "floor", "ceil", "trunc", "fix", "round", "frac")
+               "expm1", "sinh", "cosh", "floor", "ceil", "trunc", "fix", "round", "frac")
     for x in ("r(3)", "n(3)", "(n(3) > 1)", "r((), dtype='float64')", "r(0, 2)",
               "n(3, dtype='int32')")
     if not (op in ("abs", "relu") and x == "(n(3) > 1)")  # (a bool: PyTorch refuses these)
@@ -460,6 +460,7 @@ UNARY_DTYPES = [
     f"(lambda x: (x.{op}, x)[1])({x}.clone())"  # the in-place forms
     for x in _OF_DTYPE.values() for op in ("relu_()", "abs_()", "exp_()", "clamp_(0, 1)",
                                             "log1p_()", "expm1_()", "floor_()", "ceil_()",
+                                            "sin_()", "cos_()", "sinh_()", "cosh_()",
                                             "trunc_()", "fix_()", "round_()",
                                             "round_(decimals=2)", "frac_()", "sign_()")
 ]

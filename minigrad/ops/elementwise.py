@@ -643,6 +643,40 @@ class Sin(Primitive):
         return dx * ctx.inputs[0].cos()
 
 
+class Sinh(Primitive):
+    """out = sinh(x);  dx = grad * cosh(x)"""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.sinh(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cosh()
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx * ctx.inputs[0].cosh()
+
+
+class Cosh(Primitive):
+    """out = cosh(x);  dx = grad * sinh(x)"""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.cosh(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.sinh()
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx * ctx.inputs[0].sinh()
+
+
 class Cos(Primitive):
     """out = cos(x);  dx = grad * -sin(x)"""
     @staticmethod
