@@ -38,7 +38,7 @@ def pair(device, dtype="float32", **kw):
         net = model.GPT(config(model, **kw))
         models.append(getattr(net, {"float32": "float", "float64": "double"}[dtype])())
     copy_weights(models[0], models[1], mg, device)
-    return models
+    return models[0], models[1].to(device)
 
 
 def batch(lib, seed=0, device="cpu"):
