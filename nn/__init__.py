@@ -11,6 +11,8 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # n
 from .module import (IncompatibleKeys, Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
                      ParameterDict, ParameterList, RemovableHandle, Sequential)
 from .norm import LayerNorm  # noqa: F401
+from .recurrent import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,  # noqa: F401
+                        RNNCellBase)
 from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePositionBias,  # noqa
                          RotaryEmbedding, SinusoidalPositionalEncoding)
 from .functional import ArgumentError, DTypeError  # noqa: F401
