@@ -82,6 +82,27 @@ def test_masks_schedule_and_positions_match():
                                atol=1e-6)
 
 
+def test_rate_schedule_through_lambda_lr_matches():
+    """example_simple_model's optimizer and schedule: Adam with the rate through LambdaLR."""
+    lrs = []
+    for at, model in pair("cpu"):
+        lib = torch if at.torch is torch else mg
+        optimizer = lib.optim.Adam(model.parameters(), lr=0.5, betas=(0.9, 0.98), eps=1e-9)
+        lr_scheduler = at.LambdaLR(
+            optimizer=optimizer,
+            lr_lambda=lambda step: at.rate(
+                step, model_size=model.src_embed[0].d_model, factor=1.0, warmup=3
+            ),
+        )
+        seen = []
+        for _ in range(6):
+            optimizer.step()
+            lr_scheduler.step()
+            seen.append(optimizer.param_groups[0]["lr"])
+        lrs.append(seen)
+    assert lrs[1] == lrs[0] and lrs[0][2] > lrs[0][5]
+
+
 @USES_DATA
 def test_label_smoothing_matches(device):
     (t_at, _), (m_at, _) = pair(device)
@@ -100,8 +121,8 @@ def test_label_smoothing_matches(device):
         np.testing.assert_allclose(mx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-7)
 
 
-def run_copy_task(at, lib, model, device, epochs=3, nbatches=3):
-    """example_simple_model's training, smaller (warmup 4 steps, 3 epochs of 3 batches of 6),
+def run_copy_task(at, lib, model, device, epochs=2, nbatches=3):
+    """example_simple_model's training, smaller (warmup 4 steps, 2 epochs of 3 batches of 6),
     with data_gen's batches made from NumPy's draws; the losses run_epoch returns per epoch,
     and greedy_decode's output after training."""
     criterion = at.LabelSmoothing(size=V, padding_idx=0, smoothing=0.0)
