@@ -132,3 +132,7 @@ def test_char_dataset_and_create_datasets_split(tmp_path):
     train, test = m_mm.create_datasets(str(names))
     assert len(train) + len(test) == 2 * len(WORDS) and len(test) == 2
     assert sorted(train.words + test.words) == sorted(WORDS * 2)
+    loader = m_mm.InfiniteDataLoader(train, batch_size=5, pin_memory=True, num_workers=0)
+    for _ in range(5):  # (past the end of the data set: its sampler draws 1e10 indices)
+        X, Y = loader.next()
+        assert X.shape == Y.shape == (5, train.get_output_length()) and X.dtype == mg.long

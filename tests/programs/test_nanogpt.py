@@ -90,6 +90,21 @@ def test_generate_with_top_k_matches_greedy_through_sampling(device):
     assert got.tolist() == out.tolist()
 
 
+def test_crop_block_size_and_estimate_mfu_match(device):
+    ref, net = pair(device)
+    for model in (ref, net):
+        model.crop_block_size(5)
+        assert model.config.block_size == 5 and model.transformer.wpe.weight.shape == (5, 16)
+        assert isinstance(model.transformer.wpe.weight, type(model.lm_head.weight))
+    x = get_batch(torch, 0, "cpu")[0][:, :5]
+    np.testing.assert_allclose(net(mg.tensor(x.numpy(), device=device))[0].numpy(),
+                               ref(x)[0].detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert net.get_num_params() == ref.get_num_params()
+    assert net.estimate_mfu(B, 0.5) == ref.estimate_mfu(B, 0.5)
+    with pytest.raises(AssertionError, match="block size is only 5"):
+        net(mg.tensor(get_batch(torch, 0, "cpu")[0].numpy(), device=device))
+
+
 def train(lib, model, optimizer, iter_num, stop, device, losses, checkpoint_at=None,
           out_dir=None, model_args=None):
     """train.py's loop from ``iter_num`` to ``stop``: one micro step per iteration, no
