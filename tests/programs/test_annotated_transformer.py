@@ -5,7 +5,6 @@ run_epoch with Adam and the ``rate`` schedule through LambdaLR, greedy_decode), 
 on minigrad from the same weights and batches as on PyTorch (the batches drawn with NumPy,
 as ``data_gen`` draws them with ``torch.randint``): the outputs, gradients, losses and
 decoded sequences agree."""
-import math
 
 import numpy as np
 import pytest
