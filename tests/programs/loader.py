@@ -26,7 +26,7 @@ def load(filename, lib, siblings=None, name=None, given=None, pause=None):
     scope = dict(builtins.__dict__, __import__=_importer(lib, siblings or {}))
     module.__dict__["__builtins__"] = scope
     module.__dict__.update(given or {})
-    lines = path.read_text().splitlines(keepends=True)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     parts = [lines]
     if pause is not None:
         at = next(i for i, line in enumerate(lines) if line.startswith(pause[0])) + 1
