@@ -24,7 +24,7 @@ from .backend import (Device, DeviceError, cuda_is_available, get_num_threads,  
 device = Device  # torch.device("cuda" if torch.cuda.is_available() else "cpu")
 from .autograd.function import ShapeError  # noqa: F401
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,  # noqa
-                       full_like, linspace, ones, ones_like, rand, rand_like, randint,
+                       full_like, linspace, normal, ones, ones_like, rand, rand_like, randint,
                        randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from .creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa
                        Generator, HalfTensor, IntTensor, LongTensor, ShortTensor,
@@ -35,7 +35,8 @@ from .dtypes import (bool, double, float, float16, float32, float64, get_default
 from .dtypes import can_cast, finfo, iinfo, is_complex, promote_types  # noqa: F401
 from .tensor import (Tensor, ValuesIndices, broadcast_tensors, einsum, meshgrid,  # noqa: F401
                      set_printoptions)
-from .combine import cat, stack, where  # noqa: F401
+from .combine import (atleast_1d, atleast_2d, atleast_3d, cat, column_stack, concat,  # noqa
+                      concatenate, dstack, hstack, row_stack, stack, vstack, where)
 from . import optim  # noqa: F401  (after Tensor: optimisers update tensors)
 from . import viz  # noqa: F401
 from . import profiler  # noqa: F401  (mg.profiler.profile)
@@ -59,7 +60,7 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     outer dot mv clamp_min clamp_max broadcast_to is_floating_point absolute negative multiply
     divide subtract true_divide addcmul addcdiv lerp select diagonal trace count_nonzero
     take_along_dim diag nan_to_num aminmax std_mean var_mean diff bernoulli is_nonzero remainder
-    floor_divide""".split()
+    floor_divide log1p expm1 floor ceil trunc fix round frac sinh cosh""".split()
 for _name in _FUNCTIONS:
     globals()[_name] = getattr(Tensor, _name)
 del _name

@@ -312,6 +312,38 @@ def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_g
     return Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad)
 
 
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
+    """Normal draws of mean ``mean`` and standard deviation ``std``, drawn on the host as
+    ``randn``'s. A tensor mean or std (or both): the shape the two broadcast to, in that
+    tensor's dtype and on its device; numbers alone: ``size`` is needed. As in PyTorch, no
+    gradient reaches mean or std (PyTorch's is zero)."""
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if not tensors:
+        if size is None:
+            raise TypeError("normal(): with a number mean and std, give size as well")
+        if std < 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        out = randn(size, generator=generator, dtype=dtype, device=device) * std + mean
+        return out.requires_grad_(requires_grad)
+    if size is not None:
+        raise TypeError("normal(): size is given only with a number mean and std")
+    if not isinstance(std, Tensor) and std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    like = tensors[0]
+    if not like.is_floating_point():
+        raise NotImplementedError(f"normal: mean and std must be floating point, got "
+                                  f"{like.dtype}")
+    try:
+        shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    except ValueError:
+        raise RuntimeError(f"normal: the shapes of mean {tuple(mean.shape)} and std "
+                           f"{tuple(std.shape)} do not broadcast") from None
+    draw = randn(*shape, generator=generator, dtype=like.dtype, device=like.device)
+    mean, std = (t.detach() if isinstance(t, Tensor) else t for t in (mean, std))
+    return (draw * std + mean).requires_grad_(requires_grad)
+
+
 def randint(low=None, high=None, size=(), *, generator=None, dtype=None, device=None,
             requires_grad=False):
     """Integers uniform on [low, high) (``randint(high, size)`` also works, as in PyTorch),

@@ -30,6 +30,7 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, Co
                   Sigmoid, Sign, Sin, Softmax, Split,
                   Sqrt, Squeeze, SqueezeDim, SqueezeDims, Sub, Sum, SumDim, Tanh,
                   ToDevice, Transpose, Unsqueeze, indexing_op, replay_view)
+from .ops import (Ceil, Cosh, Expm1, Floor, Frac, Log1p, Round, RoundDecimals, Sinh, Trunc)
 from .ops import (Bmm, Dot, Gather, IndexSelect, Mv, Repeat, ReshapeAlias, RoundedDiv, Rsqrt,
                   Sort, SplitWithSizes, SqueezeDimInPlace, Topk, Tril, Triu, UnsafeView)
 from .ops.reduce import AbsSumNorm, CountNonzero, MaxAbsNorm, MinAbsNorm, PNorm
@@ -866,6 +867,34 @@ class Tensor(TensorBase):
     def sin(self): return Sin.apply(_floating(self))
     def cos(self): return Cos.apply(_floating(self))
     def erf(self): return Erf.apply(_floating(self))
+    def sinh(self): return Sinh.apply(_floating(self))
+    def cosh(self): return Cosh.apply(_floating(self))
+    def log1p(self): return Log1p.apply(_floating(self))
+    def expm1(self): return Expm1.apply(_floating(self))
+    def floor(self): return _rounded(self, "floor", Floor)
+    def ceil(self): return _rounded(self, "ceil", Ceil)
+    def trunc(self): return _rounded(self, "trunc", Trunc)
+    fix = trunc
+
+    def round(self, *, decimals=0):
+        """The nearest integer, halves to even (``decimals``: to that many decimal places,
+        negative ones left of the point, as PyTorch computes it); integers are kept."""
+        if not isinstance(decimals, builtins.int) or isinstance(decimals, builtins.bool):
+            raise TypeError(f"round(): argument 'decimals' must be int, not "
+                            f"{type(decimals).__name__}")
+        if decimals == 0:
+            return _rounded(self, "round", Round)
+        if self.data.dtype.kind != "f":
+            raise NotImplementedError(f"round: decimals apply to floating point tensors, got "
+                                      f"{self.dtype} (shape {tuple(self.shape)})")
+        return RoundDecimals.apply(self, decimals=decimals)
+
+    def frac(self):
+        """``self - trunc(self)``, for floating point tensors; its gradient is ``grad``."""
+        if self.data.dtype.kind != "f":
+            raise NotImplementedError(f"frac: only floating point tensors are supported, got "
+                                      f"{self.dtype} (shape {tuple(self.shape)})")
+        return Frac.apply(self)
 
     def square(self):  # x ** 2, as PyTorch (PowBackward0; a bool squared is int64)
         return Pow.apply(self.long() if self.array.dtype.kind == "b" else self, 2)
@@ -1835,6 +1864,21 @@ class Tensor(TensorBase):
     def relu_(self): return self._update("relu_", Tensor.relu)
     def tanh_(self): return self._update("tanh_", Tensor.tanh)
     def sigmoid_(self): return self._update("sigmoid_", Tensor.sigmoid)
+    def sin_(self): return self._update("sin_", Tensor.sin)
+    def cos_(self): return self._update("cos_", Tensor.cos)
+    def sinh_(self): return self._update("sinh_", Tensor.sinh)
+    def cosh_(self): return self._update("cosh_", Tensor.cosh)
+    def log1p_(self): return self._update("log1p_", Tensor.log1p)
+    def expm1_(self): return self._update("expm1_", Tensor.expm1)
+    def floor_(self): return self._update("floor_", Tensor.floor)
+    def ceil_(self): return self._update("ceil_", Tensor.ceil)
+    def trunc_(self): return self._update("trunc_", Tensor.trunc)
+    def fix_(self): return self._update("fix_", Tensor.trunc)
+    def frac_(self): return self._update("frac_", Tensor.frac)
+    def sign_(self): return self._update("sign_", Tensor.sign)
+
+    def round_(self, *, decimals=0):
+        return self._update("round_", lambda t: t.round(decimals=decimals))
 
     def clamp_min_(self, min): return self._update("clamp_min_", lambda t: t.clamp(min=min), min)
     def clamp_max_(self, max): return self._update("clamp_max_", lambda t: t.clamp(max=max), max)
@@ -2732,6 +2776,14 @@ def _no_bool_input(t, op, error):
     if t.array.dtype.kind == "b":
         raise error(f"{op}: bool tensors are not supported (shape {tuple(t.shape)})")
     return t
+
+
+def _rounded(t, op, kind):
+    """floor, ceil, trunc or round (``kind``) of ``t``: a copy of an integer tensor, as
+    PyTorch's; bool tensors refused, as PyTorch."""
+    if _no_bool_input(t, op, NotImplementedError).data.dtype.kind != "f":
+        return t.clone()
+    return kind.apply(t, fn=op if op != "round" else "rint")
 
 
 def _floating(t):

@@ -5,12 +5,14 @@ from .activation import (GELU, CosineSimilarity, Dropout, LeakyReLU, LogSigmoid,
 from .attention import KVCache, MultiheadAttention  # noqa: F401
 from .ffn import FeedForward  # noqa: F401
 from .hyper import HyperConnection  # noqa: F401
-from .linear import Embedding, Flatten, Identity, Linear  # noqa: F401
+from .linear import Embedding, Flatten, Identity, LazyLinear, Linear  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # noqa: F401
                    KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from .module import (IncompatibleKeys, Module, ModuleDict, ModuleList, Parameter,  # noqa: F401
                      ParameterDict, ParameterList, RemovableHandle, Sequential)
 from .norm import LayerNorm  # noqa: F401
+from .recurrent import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,  # noqa: F401
+                        RNNCellBase)
 from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePositionBias,  # noqa
                          RotaryEmbedding, SinusoidalPositionalEncoding)
 from .functional import ArgumentError, DTypeError  # noqa: F401

@@ -71,6 +71,20 @@ def relu(input, inplace=False):
     return input.relu_() if inplace else input.relu()
 
 
+def relu_(input):
+    return input.relu_()
+
+
+def tanh(input):
+    """tanh elementwise (``torch.nn.functional.tanh``, the Tensor method)."""
+    return input.tanh()
+
+
+def sigmoid(input):
+    """1 / (1 + exp(-x)) elementwise (``torch.nn.functional.sigmoid``, the Tensor method)."""
+    return input.sigmoid()
+
+
 def silu(input, inplace=False):
     """x * sigmoid(x) elementwise (the swish of Ramachandran et al., 2017); with ``inplace``
     the input itself is overwritten and returned."""
@@ -105,7 +119,7 @@ def softplus(input, beta=1.0, threshold=20.0):
     scaled = input * beta
     linear = scaled > threshold
     # (exp only of the kept side: an overflow there would give the other side NaN gradients)
-    curve = _log1p(mg.where(linear, 0.0, scaled).exp()) / beta
+    curve = mg.where(linear, 0.0, scaled).exp().log1p() / beta
     return mg.where(linear, input, curve)
 
 
@@ -545,23 +559,13 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return _weighted_reduce("huber_loss", loss, reduction, weight, input, mean_by_weight=False)
 
 
-def _log1p(z):
-    """log(1 + z) to about an ulp for z >= -1, without a log1p primitive: u = 1 + z is
-    rounded, and log(u) - ((u - 1) - z) / u removes that rounding's error (to first order;
-    for |z| below half an ulp of 1 it gives z itself). The correction's derivative is
-    exactly 0, so d/dz = 1 / u up to rounding."""
-    u = 1 + z
-    error = (u - 1) - z
-    return u.log() - error / mg.where(u == 0, 1.0, u)  # (at z = -1: log 0 = -inf)
-
-
 def _log_sigmoid(x):
     """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), finite for every finite x, with the
     gradient sigmoid(-x) everywhere (the kinks of min and |x| at 0 cancel; ``where`` picks
     one side so that neither leaks a one-sided derivative)."""
     nonneg = x >= 0
     neg_abs = mg.where(nonneg, -x, x)
-    return mg.where(nonneg, 0.0, x) - _log1p(neg_abs.exp())
+    return mg.where(nonneg, 0.0, x) - neg_abs.exp().log1p()
 
 
 class BinaryCrossEntropy(mg.autograd.Function):
@@ -579,7 +583,7 @@ class BinaryCrossEntropy(mg.autograd.Function):
     def forward(ctx, x, y):
         ctx.save_for_backward(x, y)
         ctx.save_for_forward(x, y)
-        return (y - 1) * _log1p(-x).clamp(min=-100.0) - y * x.log().clamp(min=-100.0)
+        return (y - 1) * (-x).log1p().clamp(min=-100.0) - y * x.log().clamp(min=-100.0)
 
     @staticmethod
     def backward(ctx, grad):

@@ -44,6 +44,49 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
+class LazyLinear(Linear):
+    """A Linear whose ``in_features`` is the size of the last dim of its first input, as
+    PyTorch's LazyLinear: until that call it has no weight or bias (none listed by
+    ``parameters()``); the call makes them as Linear does (U(-1/sqrt(in), 1/sqrt(in))), on
+    ``device`` and in ``dtype`` where given, else on the input's device and in its (floating)
+    dtype, and the module becomes a Linear.
+
+    Args:
+        out_features: size of each output sample.
+        bias: learn an additive bias (default True).
+    """
+    cls_to_become = Linear
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        Module.__init__(self)
+        self.in_features, self.out_features = 0, out_features
+        self.weight = self.bias = None
+        self._lazy = dict(bias=bias, device=device, dtype=dtype)
+
+    def forward(self, x):
+        if type(self) is LazyLinear:
+            self._materialize(x)
+        return Linear.forward(self, x)
+
+    def _materialize(self, x):
+        if not isinstance(x, mg.Tensor) or x.ndim == 0:
+            raise RuntimeError(f"LazyLinear: expected an input tensor with at least one dim "
+                               f"to infer in_features from, got {type(x).__name__}"
+                               f"{'' if not isinstance(x, mg.Tensor) else ' of shape ()'}")
+        lazy = self.__dict__.pop("_lazy")
+        dtype = lazy["dtype"] or (x.dtype if x.is_floating_point() else None)
+        kw = dict(device=lazy["device"] or x.device, dtype=dtype)
+        self.in_features = x.shape[-1]
+        self.weight = Parameter(mg.empty(self.out_features, self.in_features, **kw))
+        self.bias = Parameter(mg.empty(self.out_features, **kw)) if lazy["bias"] else None
+        self.reset_parameters()
+        self.__class__ = self.cls_to_become
+
+    def extra_repr(self):
+        return (f"in_features=0, out_features={self.out_features}, "
+                f"bias={self._lazy['bias']}")
+
+
 class Embedding(Module):
     """A lookup table: row i of ``weight`` is the vector of token i.
 

@@ -345,3 +345,42 @@ def test_copy_broadcasts_the_source_only_to_the_target_shape_as_torch(shape, src
 @pytest.mark.parametrize("dims", [(0, -1), (-1, 0), (0, 0), (1, -1), (0, 1), (-2, -1)])
 def test_flatten_of_a_0d_tensor_takes_dims_0_and_minus_1_as_torch(dims):
     _same_result_or_error(lambda M: M.tensor(2.0).flatten(*dims), IndexError)
+
+
+# --- normal: PyTorch's overloads --------------------------------------------------------------
+
+@needs_torch
+@pytest.mark.parametrize("args", ["M.zeros(2, 1), M.ones(3)", "M.zeros(2), 1.0",
+                                  "0.0, M.ones(2, dtype=M.float64)", "2, 3, size=(4,)",
+                                  "1.0, 0.5, (2, 3)"], ids=str)
+def test_normal_shapes_and_dtypes_as_torch(args, device):
+    M = mg
+    got = eval(f"M.normal({args})")
+    M = torch
+    want = eval(f"M.normal({args})")
+    assert tuple(got.shape) == tuple(want.shape) and str(got.dtype) == str(want.dtype)[6:]
+
+
+def test_normal_draws_and_takes_no_gradient(device):
+    mean = mg.full((4000,), 3.0, device=device, requires_grad=True)
+    x = mg.normal(mean, 0.5)
+    assert abs(x.mean().item() - 3.0) < 0.05 and abs(x.std().item() - 0.5) < 0.05
+    assert not x.requires_grad and x.device == mean.device
+    mg.manual_seed(1)
+    a = mg.normal(0.0, 1.0, size=(3,))
+    mg.manual_seed(1)
+    assert a.tolist() == mg.normal(0.0, 1.0, size=(3,)).tolist()
+
+
+@needs_torch
+@pytest.mark.parametrize("program, kind", [
+    (lambda M: M.normal(0.0, 1.0), TypeError),
+    (lambda M: M.normal(0.0, -1.0, (2,)), RuntimeError),
+    (lambda M: M.normal(M.zeros(2), -1.0), RuntimeError),
+    (lambda M: M.normal(M.zeros(2, dtype=M.long), 1.0), NotImplementedError),
+    (lambda M: M.normal(M.zeros(2), M.ones(3)), RuntimeError),
+    (lambda M: M.normal(M.zeros(2), 1.0, (2,)), TypeError),
+], ids=["no size", "negative std", "negative std tensor mean", "integer mean", "shapes",
+        "size with a tensor"])
+def test_normal_errors_as_torch(program, kind, device):
+    raises_as_torch(program, kind, device)

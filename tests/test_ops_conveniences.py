@@ -1,5 +1,6 @@
 """PyTorch's conveniences made of the primitives (tril, triu, mm, bmm, gather, index_select,
-unbind, repeat, isclose, allclose, equal, from_numpy): values, dtypes and gradients against
+unbind, repeat, isclose, allclose, equal, from_numpy, concat/concatenate, hstack, vstack,
+row_stack, dstack, column_stack, atleast_1d/2d/3d): values, dtypes and gradients against
 PyTorch, gradcheck in float64, and PyTorch's errors for bad arguments."""
 import numpy as np
 import pytest
@@ -51,6 +52,28 @@ CASES = {
                 [np.array([1.0, 2.0, np.nan, 1e-9]), np.array([1.0 + 1e-6, 2.1, np.nan, 0.0])], []),
     "isclose_nan_tol": (lambda L, a, b: L.isclose(a, b, rtol=0.1, atol=0, equal_nan=True),
                         [np.array([1.0, 2.0, np.nan]), np.array([1.05, 2.5, np.nan])], []),
+    "concat": (lambda L, a, b: L.concat([a, b], 1), [r(2, 3), r(2, 1)], []),
+    "concat_dim_keyword": (lambda L, a, b: L.concat((a, b), dim=-1), [r(2, 3), r(2, 1)], []),
+    "concatenate": (lambda L, a, b: L.concatenate([a, b]), [r(2, 3), r(1, 3)], []),
+    "concatenate_axis": (lambda L, a, b: L.concatenate([a, b], axis=1), [r(2, 3), r(2, 1)], []),
+    "hstack_1d": (lambda L, a, b: L.hstack([a, b]), [r(3), r(2)], []),
+    "hstack_0d_and_1d": (lambda L, a, b: L.hstack([a, b]), [r(), r(2)], []),
+    "hstack_2d": (lambda L, a, b: L.hstack((a, b)), [r(2, 3), r(2, 1)], []),
+    "hstack_3d": (lambda L, a, b: L.hstack([a, b]), [r(2, 3, 2), r(2, 1, 2)], []),
+    "vstack_1d": (lambda L, a, b: L.vstack([a, b]), [r(3), r(3)], []),
+    "vstack_mixed": (lambda L, a, b: L.vstack([a, b]), [r(3), r(2, 3)], []),
+    "vstack_0d": (lambda L, a, b: L.vstack([a, b]), [r(), r()], []),
+    "vstack_int": (lambda L, a, i: L.vstack([a, i]), [r(2)], [i64([1, 2])]),
+    "row_stack": (lambda L, a, b: L.row_stack([a, b]), [r(2, 2), r(1, 2)], []),
+    "dstack_1d": (lambda L, a, b: L.dstack([a, b]), [r(3), r(3)], []),
+    "dstack_2d_3d": (lambda L, a, b: L.dstack([a, b]), [r(2, 3), r(2, 3, 2)], []),
+    "dstack_0d": (lambda L, a, b: L.dstack([a, b]), [r(), r()], []),
+    "column_stack": (lambda L, a, b, c: L.column_stack([a, b, c]), [r(3), r(3, 2), r(3)], []),
+    "column_stack_0d": (lambda L, a, b: L.column_stack([a, b]), [r(), r()], []),
+    "atleast_1d": (lambda L, a, b: L.atleast_1d(a, b), [r(), r(2, 3)], []),
+    "atleast_2d": (lambda L, a, b, c: L.atleast_2d([a, b, c]), [r(), r(3), r(1, 2, 3)], []),
+    "atleast_3d": (lambda L, a, b, c: L.atleast_3d((a, b, c)), [r(), r(3), r(2, 3)], []),
+    "atleast_3d_one": (lambda L, a: L.atleast_3d(a), [r(4)], []),
 }
 
 
@@ -94,6 +117,10 @@ GRADCHECKS = {
     "index_select": (lambda x: x.index_select(0, mg.tensor([1, 1, 0])), (2, 3)),
     "unbind": (lambda x: x.unbind(1)[1] * x.unbind(1)[0], (3, 2)),
     "repeat": (lambda x: x.repeat(2, 1, 3), (2, 2)),
+    "hstack": (lambda x: mg.hstack([x, x * x]), (2, 3)),
+    "vstack": (lambda x: mg.vstack([x[0], x * x]), (2, 3)),
+    "dstack": (lambda x: mg.dstack([x, x.exp()]), (2, 3)),
+    "column_stack": (lambda x: mg.column_stack([x[:, 0], x * x]), (2, 3)),
 }
 
 
@@ -120,6 +147,16 @@ def test_equal_and_allclose_are_python_bools_as_torch(pair, device):
 
 
 BAD = {
+    "cat_of_a_tensor": (lambda L: L.cat(L.ones(2, 2)), TypeError),
+    "stack_of_a_tensor": (lambda L: L.stack(L.ones(2, 2)), TypeError),
+    "hstack_of_a_tensor": (lambda L: L.hstack(L.ones(2, 2)), TypeError),
+    "hstack_empty": (lambda L: L.hstack([]), RuntimeError),
+    "vstack_empty": (lambda L: L.vstack(()), RuntimeError),
+    "dstack_empty": (lambda L: L.dstack([]), RuntimeError),
+    "column_stack_empty": (lambda L: L.column_stack([]), RuntimeError),
+    "hstack_dims_differ": (lambda L: L.hstack([L.ones(2), L.ones(2, 2)]), RuntimeError),
+    "vstack_sizes_differ": (lambda L: L.vstack([L.ones(2), L.ones(3)]), RuntimeError),
+    "column_stack_rows_differ": (lambda L: L.column_stack([L.ones(2), L.ones(3)]), RuntimeError),
     "tril_1d": (lambda L: L.ones(3).tril(), RuntimeError),
     "triu_0d": (lambda L: L.tensor(1.0).triu(), RuntimeError),
     "mm_3d": (lambda L: L.ones(2, 2, 2).mm(L.ones(2, 2)), RuntimeError),

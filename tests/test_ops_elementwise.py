@@ -230,6 +230,19 @@ ELEMENTWISE = [
     ("sin", lambda x: x.sin(), (R,)),
     ("cos", lambda x: x.cos(), (R,)),
     ("erf", lambda x: x.erf(), (R,)),
+    ("sinh", lambda x: x.sinh(), (R,)),
+    ("cosh", lambda x: x.cosh(), (R,)),
+    ("log1p", lambda x: x.log1p(), (P,)),
+    ("log1p_near_0", lambda x: (x * 1e-3).log1p(), (R,)),
+    ("expm1", lambda x: x.expm1(), (R,)),
+    ("floor", lambda x: x.floor(), (OG,)),
+    ("ceil", lambda x: x.ceil(), (OG,)),
+    ("trunc", lambda x: x.trunc(), (OG,)),
+    ("round", lambda x: x.round(), (OG,)),
+    ("round_decimals", lambda x: x.round(decimals=2), (P,)),
+    ("round_negative_decimals", lambda x: (x * 100).round(decimals=-1), (P,)),
+    ("frac", lambda x: x.frac(), (OG,)),
+    ("floor_in_a_sum", lambda x: x * 2 + x.floor() * x, (OG,)),
     ("clamp_both", lambda x: x.clamp(-0.5, 0.5), (OG,)),
     ("clamp_min", lambda x: x.clamp(min=-0.5), (OG,)),
     ("clamp_max", lambda x: x.clamp(max=0.5), (OG,)),
@@ -284,7 +297,8 @@ def test_matches_torch(device, name, fn, domains, dtype, data, seed):
 
 # The function forms mg.<name>(x) against torch.<name>(x).
 FUNCTION_FORMS = ["neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "sin", "cos",
-                  "erf"]
+                  "erf", "sinh", "cosh", "log1p", "expm1", "floor", "ceil", "trunc", "fix",
+                  "round", "frac", "sign"]
 
 
 @needs_torch
@@ -322,6 +336,15 @@ SPECIAL = [
     ("rpow_0_base", lambda x: 0.0 ** x, [f64([0.0, 1.0, 2.0])]),
     ("sqrt_at_0", lambda x: x.sqrt(), [f64([0.0, 1.0])]),
     ("log_at_0", lambda x: x.log(), [f64([0.0, 1.0])]),
+    ("log1p_at_-1_and_tiny", lambda x: x.log1p(), [f64([-1.0, 1e-20, -1e-10, 3.0])]),
+    ("expm1_tiny_and_large", lambda x: x.expm1(), [f64([1e-20, -1e-10, 50.0, -50.0])]),
+    ("round_halves_to_even", lambda x: x.round(), [f64([0.5, 1.5, 2.5, -0.5, -2.5, 3.7])]),
+    ("round_decimals_halves", lambda x: x.round(decimals=1), [f64([0.25, 0.35, -1.25, 12.3456])]),
+    ("round_decimals_large", lambda x: x.round(decimals=-2), [f64([1234.5, 150.0, -250.0, 49.9])]),
+    ("floor_ceil_trunc_at_integers", lambda x: x.floor() + x.ceil() * 2 + x.trunc() * 3,
+     [f64([-2.0, -0.0, 0.0, 1.0, -1.5, 1.5])]),
+    ("frac_of_negatives", lambda x: x.frac(), [f64([-1.25, -0.5, 2.75, -3.0])]),
+    ("sign_at_0", lambda x: x.sign(), [f64([-2.0, -0.0, 0.0, 3.0])]),
     ("sigmoid_large", lambda x: x.sigmoid(), [f64([-800.0, -30.0, 30.0, 800.0])]),
     ("tanh_large", lambda x: x.tanh(), [f64([-30.0, 30.0])]),
     ("where_same_tensor", lambda c, x: lib(x).where(c, x, x), [np.array([True, False]),

@@ -184,7 +184,8 @@ ELEMENTWISE = [
 ] + [
     f"{x}.{op}()"
     for op in ("exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "sin", "cos", "neg",
-               "erf", "sign", "square", "rsqrt", "logical_not", "isnan", "isfinite")
+               "erf", "sign", "square", "rsqrt", "logical_not", "isnan", "isfinite", "log1p",
+               "expm1", "sinh", "cosh", "floor", "ceil", "trunc", "fix", "round", "frac")
     for x in ("r(3)", "n(3)", "(n(3) > 1)", "r((), dtype='float64')", "r(0, 2)",
               "n(3, dtype='int32')")
     if not (op in ("abs", "relu") and x == "(n(3) > 1)")  # (a bool: PyTorch refuses these)
@@ -446,9 +447,10 @@ UNARY_DTYPES = [
     f"{x}.{op}"
     for x in _OF_DTYPE.values()
     for op in ("exp()", "log()", "sqrt()", "abs()", "tanh()", "sigmoid()", "relu()", "sin()",
-               "cos()", "erf()", "square()", "rsqrt()",
-               "argmax()", "argmin(1)", "max()", "min(0)", "neg()", "clamp(0, 1)",
-               "clamp(0.5)", "softmax(1)")
+               "cos()", "erf()", "square()", "rsqrt()", "log1p()", "expm1()", "floor()",
+               "ceil()", "trunc()", "round()", "round(decimals=1)", "round(decimals=-1)",
+               "frac()", "sign()", "argmax()", "argmin(1)", "max()", "min(0)", "neg()",
+               "clamp(0, 1)", "clamp(0.5)", "softmax(1)")
 ] + [
     f"{call}({x})"
     for x in _OF_DTYPE.values()
@@ -456,7 +458,11 @@ UNARY_DTYPES = [
                  "M.nn.GELU()", "M.nn.GELU(approximate='tanh')", "M.argmax")
 ] + [
     f"(lambda x: (x.{op}, x)[1])({x}.clone())"  # the in-place forms
-    for x in _OF_DTYPE.values() for op in ("relu_()", "abs_()", "exp_()", "clamp_(0, 1)")
+    for x in _OF_DTYPE.values() for op in ("relu_()", "abs_()", "exp_()", "clamp_(0, 1)",
+                                            "log1p_()", "expm1_()", "floor_()", "ceil_()",
+                                            "sin_()", "cos_()", "sinh_()", "cosh_()",
+                                            "trunc_()", "fix_()", "round_()",
+                                            "round_(decimals=2)", "frac_()", "sign_()")
 ]
 
 # every binary op between a tensor of each dtype and a tensor of each dtype or a number:

@@ -127,6 +127,23 @@ def test_samplers():
     assert len(data.BatchSampler(range(7), 3, False)) == 3
 
 
+def test_sampler_with_replacement_draws_as_it_goes():
+    """As PyTorch's, a RandomSampler with replacement draws its indices 32 at a time, so a
+    huge num_samples (minGPT's Trainer asks for 1e10 and stops when it likes) costs nothing."""
+    it = iter(data.RandomSampler(range(5), replacement=True, num_samples=int(1e10)))
+    first = [next(it) for _ in range(70)]
+    assert set(first) <= set(range(5)) and len(set(first)) == 5
+    assert len(list(data.RandomSampler(range(5), replacement=True, num_samples=70))) == 70
+
+
+def test_modules_where_pytorch_puts_the_loader():
+    from minigrad.utils.data.dataloader import DataLoader
+    from minigrad.utils.data.dataset import Dataset, TensorDataset  # noqa: F401
+    from minigrad.utils.data.sampler import BatchSampler, RandomSampler
+    assert DataLoader is data.DataLoader and Dataset is data.Dataset
+    assert RandomSampler is data.RandomSampler and BatchSampler is data.BatchSampler
+
+
 @needs_torch
 def test_sampler_and_batch_sampler_give_torchs_batches():
     def run(M, DL):

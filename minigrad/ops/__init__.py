@@ -12,11 +12,13 @@ its derivative rule in its docstring and its ``backward``:
 Every other differentiable method of Tensor is a few lines of these. The layers' hot
 composites, fused into one op each for speed, live in ``minigrad.fused``.
 """
-from .elementwise import (Abs, Add, Cast, Clamp, ClampTensor, Clone, Cos, Div, Erf, Exp,  # noqa
-                          FloorDivide, Log, MaskedFill, Maximum, Minimum, Mul, Neg, NonDiff,
-                          Pow, Reciprocal, Relu, Remainder, RemainderOfNumber,
-                          RemainderScalar, RoundedDiv, Rsqrt, Rsub, ScalarPow,
-                          Sigmoid, Sign, Sin, Sqrt, Sub, Tanh, TensorPow, ToDevice, Where)
+from .elementwise import (Abs, Add, Cast, Ceil, Clamp, ClampTensor, Clone, Cos, Cosh,  # noqa
+                          Div, Erf, Exp, Expm1, Floor, FloorDivide, Frac, Log, Log1p, MaskedFill,
+                          Maximum, Minimum, Mul, Neg, NonDiff, Pow, Reciprocal, Relu,
+                          Remainder, RemainderOfNumber, RemainderScalar, Round,
+                          RoundDecimals, RoundedDiv, Rsqrt, Rsub, ScalarPow,
+                          Sigmoid, Sign, Sin, Sinh, Sqrt, Sub, Tanh, TensorPow, ToDevice, Trunc,
+                          Where)
 from .linalg import Bmm, Dot, MatMul, Mm, Mv  # noqa: F401
 from .reduce import (Amax, Amin, Cumprod, Cumsum, LogSoftmax, LogSumExp, Max, MaxDim,  # noqa
                      Mean, MeanAll, Min, MinDim, Prod, ProdDim, SafeSoftmax, Softmax, Std, Sum,

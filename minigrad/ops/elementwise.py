@@ -437,6 +437,58 @@ class Log(Primitive):
         return dx / ctx.inputs[0]
 
 
+class Log1p(Primitive):
+    """out = log(1 + x);  dx = grad / (x + 1)"""
+    node_name = "Log1PBackward0"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.log1p(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / (x + 1)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx / (ctx.inputs[0] + 1)
+
+
+class Expm1(Primitive):
+    """out = exp(x) - 1;  dx = grad * (out + 1)"""
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.expm1(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * (out + 1)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx * (ctx.result + 1)
+
+
+class Frac(Primitive):
+    """out = x - trunc(x);  dx = grad"""
+    @staticmethod
+    def forward(ctx, x):
+        return x - ctx.xp.trunc(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx
+
+
 class Sqrt(Primitive):
     """out = sqrt(x);  dx = grad / (2 * out)"""
     @staticmethod
@@ -589,6 +641,40 @@ class Sin(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return dx * ctx.inputs[0].cos()
+
+
+class Sinh(Primitive):
+    """out = sinh(x);  dx = grad * cosh(x)"""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.sinh(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cosh()
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx * ctx.inputs[0].cosh()
+
+
+class Cosh(Primitive):
+    """out = cosh(x);  dx = grad * sinh(x)"""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.cosh(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.sinh()
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return dx * ctx.inputs[0].sinh()
 
 
 class Cos(Primitive):
@@ -865,3 +951,36 @@ class Sign(NonDiff):
         if out.dtype.kind == "f":
             out = ctx.xp.where(out != out, out.dtype.type(0), out)
         return out
+
+
+class Floor(NonDiff):
+    """out = floor(x);  dx = 0"""
+    node_name = "FloorBackward0"
+
+
+class Ceil(NonDiff):
+    """out = ceil(x);  dx = 0"""
+    node_name = "CeilBackward0"
+
+
+class Trunc(NonDiff):
+    """out = x rounded toward zero;  dx = 0"""
+    node_name = "TruncBackward0"
+
+
+class Round(NonDiff):
+    """out = x rounded to the nearest integer, halves to even;  dx = 0"""
+    node_name = "RoundBackward0"
+
+
+class RoundDecimals(NonDiff):
+    """out = x rounded to ``decimals`` decimal places, as PyTorch: rint(x * 10^d) / 10^d,
+    or rint(x / 10^-d) * 10^-d for negative d;  dx = 0"""
+    node_name = "RoundBackward1"
+
+    @staticmethod
+    def forward(ctx, x, decimals):
+        xp, scale = ctx.xp, x.dtype.type(10.0 ** abs(decimals))
+        if decimals > 0:
+            return xp.rint(x * scale) / scale
+        return xp.rint(x / scale) * scale

@@ -69,8 +69,9 @@ class RandomSampler(Sampler):
 
     def __iter__(self):
         n, rng = len(self.data_source), _numpy_generator(self.generator)
-        if self.replacement:
-            yield from rng.integers(0, n, self.num_samples).tolist()
+        if self.replacement:  # in draws of 32, as PyTorch: num_samples may be huge
+            for start in range(0, self.num_samples, 32):
+                yield from rng.integers(0, n, min(32, self.num_samples - start)).tolist()
             return
         for _ in range(self.num_samples // n):
             yield from rng.permutation(n).tolist()

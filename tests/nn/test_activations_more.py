@@ -163,9 +163,19 @@ def test_elementwise_modules_match_torch(module, shape, dtype, device):
 
 @needs_torch
 @DTYPES
-def test_silu_function_matches_torch(dtype, device):
-    x, tx = pair(rng_for("silu").standard_normal((4, 5)) * 3, dtype, device)
-    same_values_and_grads(F.silu(x), torch.nn.functional.silu(tx), x, tx, dtype)
+@pytest.mark.parametrize("name", ["silu", "sigmoid", "tanh"])
+def test_elementwise_functions_match_torch(name, dtype, device):
+    x, tx = pair(rng_for(name).standard_normal((4, 5)) * 3, dtype, device)
+    same_values_and_grads(getattr(F, name)(x), getattr(torch.nn.functional, name)(tx), x, tx,
+                          dtype)
+
+
+@needs_torch
+def test_functional_relu_inplace_as_torch(device):
+    x, tx = pair(rng_for("relu_").standard_normal(6), np.float64, device)
+    h, th = x * 1, tx * 1
+    assert F.relu_(h) is h and torch.nn.functional.relu_(th) is th
+    same_values_and_grads(h, th, x, tx, np.float64)
 
 
 @needs_torch

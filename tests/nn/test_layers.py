@@ -558,3 +558,36 @@ def test_calculate_gain_matches_torch(nonlinearity, param, expected):
 def test_calculate_gain_rejects_unknown_names():
     with pytest.raises(ValueError):
         nn.init.calculate_gain("softplus")
+
+
+# --- LazyLinear ---------------------------------------------------------------------------------
+
+@needs_torch
+def test_lazy_linear_takes_its_size_from_the_first_input_as_torch(device):
+    ours, theirs = nn.LazyLinear(4), torch.nn.LazyLinear(4)
+    assert repr(ours) == repr(theirs) and list(ours.parameters()) == []
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    theirs(torch.tensor(x))
+    ours(mg.tensor(x, device=device))
+    assert type(ours) is nn.Linear and repr(ours) == repr(theirs)
+    assert ours.weight.shape == (4, 3) and ours.bias.shape == (4,)
+    assert ours.weight.device == mg.tensor(x, device=device).device
+    ours.load_state_dict({k: mg.tensor(v.detach().numpy(), device=device)
+                          for k, v in theirs.state_dict().items()})
+    np.testing.assert_allclose(ours(mg.tensor(x, device=device)).detach().numpy(),
+                               theirs(torch.tensor(x)).detach().numpy(), rtol=1e-6)
+
+
+def test_lazy_linear_draws_as_linear_in_the_inputs_dtype(device):
+    mg.manual_seed(0)
+    eager = nn.Linear(3, 2)
+    mg.manual_seed(0)
+    lazy = nn.LazyLinear(2)
+    lazy(mg.ones(1, 3))
+    assert lazy.weight.tolist() == eager.weight.tolist()
+    assert lazy.bias.tolist() == eager.bias.tolist()
+    wide = nn.LazyLinear(2, bias=False)
+    out = wide(mg.ones(5, 3, dtype=mg.float64, device=device))
+    assert wide.weight.dtype == mg.float64 and wide.bias is None and out.shape == (5, 2)
+    with pytest.raises(RuntimeError, match="at least one dim"):
+        nn.LazyLinear(2)(mg.tensor(1.0))

@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 
 import minigrad as mg
-from .samplers import (BatchSampler, RandomSampler, Sampler, SequentialSampler,  # noqa: F401
+from ..samplers import (BatchSampler, RandomSampler, Sampler, SequentialSampler,  # noqa: F401
                        SubsetRandomSampler, WeightedRandomSampler, _numpy_generator)
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
