@@ -884,14 +884,14 @@ class Tensor(TensorBase):
                             f"{type(decimals).__name__}")
         if decimals == 0:
             return _rounded(self, "round", Round)
-        if self.data.dtype.kind != "f":
+        if self.array.dtype.kind != "f":
             raise NotImplementedError(f"round: decimals apply to floating point tensors, got "
                                       f"{self.dtype} (shape {tuple(self.shape)})")
         return RoundDecimals.apply(self, decimals=decimals)
 
     def frac(self):
         """``self - trunc(self)``, for floating point tensors; its gradient is ``grad``."""
-        if self.data.dtype.kind != "f":
+        if self.array.dtype.kind != "f":
             raise NotImplementedError(f"frac: only floating point tensors are supported, got "
                                       f"{self.dtype} (shape {tuple(self.shape)})")
         return Frac.apply(self)
@@ -2781,7 +2781,7 @@ def _no_bool_input(t, op, error):
 def _rounded(t, op, kind):
     """floor, ceil, trunc or round (``kind``) of ``t``: a copy of an integer tensor, as
     PyTorch's; bool tensors refused, as PyTorch."""
-    if _no_bool_input(t, op, NotImplementedError).data.dtype.kind != "f":
+    if _no_bool_input(t, op, NotImplementedError).array.dtype.kind != "f":
         return t.clone()
     return kind.apply(t, fn=op if op != "round" else "rint")
 

@@ -16,10 +16,6 @@ from tests.torch_ref import needs_torch, torch
 pytestmark = needs_torch
 V = 11
 SIZES = dict(N=2, d_model=16, d_ff=32, h=2, dropout=0.0)  # (dropout draws differ)
-USES_DATA = pytest.mark.xfail(
-    reason="the program reads Tensor.data as PyTorch's (a tensor: .clone(), .type_as(x.data), "
-           ".unsqueeze), where minigrad's Tensor.data is still the backend array",
-    strict=False)
 
 
 def pair(device, dtype="float32"):
@@ -102,7 +98,6 @@ def test_rate_schedule_through_lambda_lr_matches():
     assert lrs[1] == lrs[0] and lrs[0][2] > lrs[0][5]
 
 
-@USES_DATA
 def test_label_smoothing_matches(device):
     (t_at, _), (m_at, _) = pair(device)
     x = np.log(np.random.RandomState(0).dirichlet(np.ones(V), size=6)).astype(np.float32)
@@ -165,7 +160,6 @@ def run_copy_task(at, lib, model, device, epochs=2, nbatches=3):
                                     start_symbol=0).tolist()
 
 
-@USES_DATA
 def test_copy_task_training_and_greedy_decode_match(device):
     (t_at, ref), (m_at, net) = pair(device, "float64")
     t_losses, t_decoded = run_copy_task(t_at, torch, ref, "cpu")
@@ -175,7 +169,6 @@ def test_copy_task_training_and_greedy_decode_match(device):
     assert t_losses[-2] < t_losses[0]
 
 
-@USES_DATA
 def test_inference_test_runs():
     """The notebook's inference_test: an untrained model's greedy prediction."""
     m_at = load("annotated_transformer.py", mg)

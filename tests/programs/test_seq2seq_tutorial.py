@@ -110,9 +110,6 @@ def test_train_iters_matches(tmp_path, monkeypatch):
                                    err_msg=name)
 
 
-@pytest.mark.xfail(reason="evaluate reads Tensor.data as PyTorch's (decoder_attention.data, "
-                          "decoder_output.data.topk), where minigrad's Tensor.data is still "
-                          "the backend array", strict=False)
 def test_evaluate_matches(tmp_path, monkeypatch):
     (t_s2s, _, t_models), (m_s2s, _, m_models) = both(tmp_path, monkeypatch)
     for sentence in (t_s2s.pairs[0][0], t_s2s.pairs[4][0]):

@@ -36,10 +36,9 @@ def run(lib, initial):
 
 
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")  # (PyTorch's)
-@pytest.mark.xfail(reason="two differences from PyTorch: minigrad's transformer layers are "
-                          "batch first by default (PyTorch's, and this sequence-first "
-                          "tutorial's, are not), and TransformerModel.init_weights reads "
-                          "Tensor.data as PyTorch's (.data.uniform_)", strict=False)
+@pytest.mark.xfail(reason="minigrad's attention and transformer layers are batch first by "
+                          "default, where PyTorch's (and this sequence-first tutorial's) are "
+                          "not", strict=True)
 def test_the_tutorial_trains_as_in_pytorch():
     initial = {}
     ref = run(torch, initial)
