@@ -7,6 +7,7 @@ import operator
 import numpy as np
 
 from . import backend
+from .autograd.function import on_arrays
 from .autograd.graph import TensorBase
 
 
@@ -91,27 +92,33 @@ def _index(index, like):
         index = _index_item(index, like)
         items = (index,)
     if builtins.any(type(i) in backend._XP_BY_TYPE and i.dtype.kind in "iu" for i in items):
-        _check_index_arrays(items, like.shape)
+        items = _check_index_arrays(items, like.shape)
+        index = items if isinstance(index, tuple) else items[0]
     return index
 
 
 def _check_index_arrays(items, shape):
     """IndexError for a value of an integer index array outside [-size, size) of the dim
     it indexes, on every device: NumPy raises it itself, CuPy would wrap the value around
-    (``backend.check_index_bounds`` reads the bounds back there, a no-op on NumPy)."""
+    (``backend.check_index_bounds`` checks there without a read-back, the error raised at
+    the next read on the host, and wraps the index into range). Returns the items to use."""
     is_array = [type(i) in backend._XP_BY_TYPE for i in items]
     used = sum(_dims_used(i, a) for i, a in zip(items, is_array)
                if i is not None and i is not Ellipsis)
-    dim = 0
+    dim, out = 0, []
     for i, array in zip(items, is_array):
         if i is Ellipsis:
             dim += len(shape) - used
         elif array and i.dtype.kind in "iu":
-            if dim < len(shape):  # (too many indices: the indexing itself says so)
-                backend.check_index_bounds(i, shape[dim], dim)
+            # (too many indices: the indexing itself says so; NumPy checks its own). The
+            # check is recorded by mg.compile: a replay checks and wraps its own index
+            if dim < len(shape) and type(i) is not np.ndarray:
+                i = on_arrays(backend.check_index_bounds, i, shape[dim], dim)
             dim += 1
         elif i is not None:
             dim += _dims_used(i, array)
+        out.append(i)
+    return tuple(out)
 
 
 def _split_index(index, ndim):

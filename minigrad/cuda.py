@@ -93,6 +93,7 @@ def synchronize(device=None):
     """Wait until the GPU (default: the current one) has run everything queued on it."""
     index = _index(device)
     _device(_cupy("synchronize"), index).synchronize()
+    backend.raise_pending()  # a failed check of values on the GPU (backend.checks)
 
 
 def get_device_name(device=None):

@@ -1596,11 +1596,8 @@ class Tensor(TensorBase):
             value = _fitting(_py_scalar(value), self.array.dtype, "index_fill_")
         x = self.reshape(1) if self.ndim == 0 else self
         n = x.shape[d]
-        if index.numel():
-            low, high = builtins.int(index.array.min()), builtins.int(index.array.max())
-            if low < -n or high >= n:
-                raise IndexError(f"index {low if low < -n else high} is out of bounds for "
-                                 f"dimension {d} with size {n}")
+        _in_range(index, -n, n, IndexError,
+                  f"index {{}} is out of bounds for dimension {d} with size {n}")
         # the mask by ops, not on raw arrays: a replayed step reads each call's index
         places = index.reshape(-1).remainder(n) if n else index.reshape(-1)
         mask = x.new_zeros(n, dtype=dtypes.bool).scatter(0, places, True)
@@ -2578,13 +2575,26 @@ def _index_tensor(op, index, like, dim, allowed):
         raise RuntimeError(f"{op}: expected an index tensor of dtype "
                            f"{' or '.join(str(d) for d in allowed)}, got {got}")
     n = like.shape[dim]
-    if index.numel():
-        low, high = builtins.int(index.array.min()), builtins.int(index.array.max())
-        if low < 0 or high >= n:
-            raise IndexOutOfRange(f"{op}: index {low if low < 0 else high} is out of bounds "
-                                  f"for dim {dim} of size {n} (input shape "
-                                  f"{tuple(like.shape)})")
-    return index
+    return _in_range(index, 0, n, IndexOutOfRange, f"{op}: index {{}} is out of bounds for "
+                     f"dim {dim} of size {n} (input shape {tuple(like.shape)})")
+
+
+def _in_range(index, low, high, error, message):
+    """``index`` (a tensor), after the check that its entries lie in [low, high):
+    ``error(message.format(entry))`` names the smallest entry below, else the largest above.
+    On the CPU it is raised here; on a GPU the check runs on the device without a
+    synchronisation, its error is raised at the next read on the host (``backend.checks``),
+    and the index returned is wrapped into range meanwhile, as CuPy's indexing wraps it."""
+    a = index.array
+    if a.size == 0:
+        return index
+    if type(a) is np.ndarray:
+        lo, hi = builtins.int(a.min()), builtins.int(a.max())
+        if lo < low or hi >= high:
+            raise error(message.format(lo if lo < low else hi))
+        return index
+    backend.checks.check(*backend.checks.out_of_range(a, low, high), error, message)
+    return Tensor._make(on_arrays(backend.wrap_index, a, high))  # (a replay wraps its own)
 
 
 def _check_view_writable(t, op):
@@ -3012,13 +3022,10 @@ def _has_mask(index):
 
 
 def _check_index_range(op, index, n, dim, error=RuntimeError):
-    """PyTorch's error (RuntimeError; IndexError for index_add into a vector) for an index
-    outside [0, n) along ``dim`` (one read-back)."""
-    if index.numel():
-        low, high = builtins.int(index.array.min()), builtins.int(index.array.max())
-        if low < 0 or high >= n:
-            raise error(f"{op}(): index {low if low < 0 else high} is out of bounds for "
-                               f"dimension {dim} with size {n}")
+    """``index`` after PyTorch's error (RuntimeError; IndexError for index_add into a
+    vector) for an entry outside [0, n) along ``dim`` (on a GPU: see ``_in_range``)."""
+    return _in_range(index, 0, n, error, f"{op}(): index {{}} is out of bounds for "
+                                         f"dimension {dim} with size {n}")
 
 
 def _scatter_args(op, t, dim, index, src):
@@ -3053,7 +3060,7 @@ def _scatter_args(op, t, dim, index, src):
         raise RuntimeError(f"{op}(): expected index {list(idx.shape)} to be no larger than self "
                            f"{list(x.shape)} apart from dimension {d} and to be no larger than "
                            f"src {list(getattr(src, 'shape', ()))}")
-    _check_index_range(op, idx, x.shape[d], d)
+    idx = _check_index_range(op, idx, x.shape[d], d)
     xp = backend.xp_of(x.array)
     places = tuple(idx.array if k == d else xp.arange(n).reshape((n,) + (1,) * (idx.ndim - k - 1))
                    for k, n in enumerate(idx.shape))
@@ -3094,5 +3101,5 @@ def _index_add_args(t, d, index, source):
                            f"{tuple(t.shape)} and source shape {tuple(source.shape)}")
     # PyTorch's kernel for a vector (or 0-d) self raises IndexError, its others RuntimeError
     error = IndexError if t.ndim <= 1 else RuntimeError
-    _check_index_range(op, index, t.shape[d] if t.ndim else 1, d, error)
+    index = _check_index_range(op, index, t.shape[d] if t.ndim else 1, d, error)
     return index, source

@@ -12,7 +12,7 @@ import numpy as np
 import minigrad as mg
 from minigrad import backend, dtypes
 from minigrad.arguments import _dim
-from minigrad.autograd.function import read_on_host
+from minigrad.autograd.function import on_arrays, read_on_host
 from minigrad.fused import Attention, CrossEntropy, Dropout, LayerNorm, Linear
 from minigrad.fused.attention import blocks as attention_blocks
 from minigrad.fused.attention import composite as attention_composite
@@ -247,17 +247,17 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise ArgumentError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), "
                             f"got shape {weight.shape}")
     n = weight.shape[0]
-    bad = _first_out_of_range(input, n)
-    if bad is not None:
-        raise IndexError(f"embedding: index {bad} is out of range for {n} embeddings "
-                         f"(expected ids in [0, {n}))")
+    _check_in_range(input, n, f"embedding: index {{}} is out of range for {n} embeddings "
+                              f"(expected ids in [0, {n}))")
     padding_idx = padding_index("embedding", padding_idx, n)
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
-    # the rows by the ids (one op; weight[input] would check the ids again: on a GPU, a
-    # second read-back)
-    return Embedding.apply(weight, index=backend.to_device(input.array, weight.device),
-                           padding_idx=padding_idx)
+    # the rows by the ids (one op; weight[input] would check the ids again); on a GPU, ids
+    # out of range (an error at the next read on the host) are wrapped, as CuPy wraps them
+    ids = backend.to_device(input.array, weight.device)
+    if type(ids) is not np.ndarray:  # (recorded by mg.compile: a replay wraps its own ids)
+        ids = on_arrays(backend.wrap_index, ids, n)
+    return Embedding.apply(weight, index=ids, padding_idx=padding_idx)
 
 
 def _embedding_renorm_(weight, input, max_norm, norm_type):
@@ -288,19 +288,21 @@ def padding_index(op, padding_idx, num_embeddings):
     return padding_idx + num_embeddings if padding_idx < 0 else padding_idx
 
 
-def _first_out_of_range(ids, n, ignore_index=None):
-    """The first of the integer ``ids`` outside [0, n) (other than ``ignore_index``), or None.
-    On a GPU this reads back from the device once: whether there is one, and its value."""
+def _check_in_range(ids, n, message, ignore_index=None):
+    """IndexError(message.format(first)) where ``first`` is the first of the integer ``ids``
+    outside [0, n) (other than ``ignore_index``). On the CPU it is raised here; on a GPU
+    the check runs on the device and the error is raised at the next read on the host
+    (``backend.checks``): no synchronisation. With n = 0 (no row to wrap an id into) it is
+    read at once on every device."""
     flat = ids.array.reshape(-1)
     if flat.size == 0:
-        return None
-    bad = (flat < 0) | (flat >= n)
-    if ignore_index is not None:
-        bad &= flat != ignore_index
-    first = bad.argmax()  # the first True (0 when there is none)
-    xp = backend.xp_of(flat)
-    found, value = backend.to_host(xp.stack((bad[first].astype(flat.dtype), flat[first])))
-    return int(value) if found else None
+        return
+    bad, value = backend.checks.first_out_of_range(flat, n, ignore_index)
+    if type(flat) is np.ndarray or n == 0:
+        if bad:
+            raise IndexError(message.format(int(value)))
+    else:
+        backend.checks.check(bad, value, IndexError, message)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
@@ -395,10 +397,9 @@ def _check_class_target(input, target, weight, ignore_index, n_classes):
     if target.shape != expected and not (input.ndim == 1 and target.shape == (1,)):
         raise mg.ShapeError(f"cross_entropy: target of shape {target.shape} does not fit input "
                             f"of shape {input.shape} (expected {expected})")
-    bad = _first_out_of_range(target, n_classes, ignore_index)
-    if bad is not None:
-        raise IndexError(f"cross_entropy: Target {bad} is out of bounds for {n_classes} "
-                         f"classes (expected [0, {n_classes}) or ignore_index {ignore_index})")
+    _check_in_range(target, n_classes, f"cross_entropy: Target {{}} is out of bounds for "
+                    f"{n_classes} classes (expected [0, {n_classes}) or ignore_index "
+                    f"{ignore_index})", ignore_index)
 
 
 # --- more losses ------------------------------------------------------------------------------
@@ -758,10 +759,9 @@ def _check_nll_loss(input, target, weight, ignore_index):
             raise DTypeError(f"{op}: weight of dtype {weight.dtype} should have the input's "
                              f"dtype {input.dtype}")
         _check_not_differentiable(op, "weight", weight)
-    bad = _first_out_of_range(target, n_classes, ignore_index)
-    if bad is not None:
-        raise IndexError(f"{op}: Target {bad} is out of bounds for {n_classes} classes "
-                         f"(expected [0, {n_classes}) or ignore_index {ignore_index})")
+    _check_in_range(target, n_classes, f"{op}: Target {{}} is out of bounds for {n_classes} "
+                    f"classes (expected [0, {n_classes}) or ignore_index {ignore_index})",
+                    ignore_index)
 
 
 def one_hot(tensor, num_classes=-1):
@@ -782,15 +782,23 @@ def one_hot(tensor, num_classes=-1):
     if num_classes == -1:  # (the result's last dim is read from the values)
         read_on_host("F.one_hot() without num_classes")
     flat = tensor.array.reshape(-1)
-    low, high = (int(v) for v in backend.to_host(backend.xp_of(flat).stack((flat.min(),
-                                                                           flat.max()))))
-    if low < 0:
-        raise RuntimeError(f"one_hot: class values must be non-negative, got {low}")
-    if num_classes == -1:
-        num_classes = high + 1
-    elif num_classes <= high:
-        raise RuntimeError(f"one_hot: class values must be smaller than num_classes "
-                           f"({num_classes}), got {high}")
+    negative = "one_hot: class values must be non-negative, got {}"
+    too_big = f"one_hot: class values must be smaller than num_classes ({num_classes}), got {{}}"
+    if num_classes != -1 and type(flat) is not np.ndarray:
+        # on a GPU, checked there and raised at the next read (backend.checks), as PyTorch
+        # leaves it to its CUDA kernel's assert: no synchronisation
+        low, high = flat.min(), flat.max()
+        backend.checks.check(low < 0, low, RuntimeError, negative)
+        backend.checks.check(high >= num_classes, high, RuntimeError, too_big)
+    else:
+        low, high = (int(v) for v in backend.to_host(backend.xp_of(flat).stack((flat.min(),
+                                                                               flat.max()))))
+        if low < 0:
+            raise RuntimeError(negative.format(low))
+        if num_classes == -1:
+            num_classes = high + 1
+        elif num_classes <= high:
+            raise RuntimeError(too_big.format(high))
     classes = mg.arange(num_classes, device=tensor.device)
     return (tensor.unsqueeze(-1) == classes).to(mg.int64)
 

@@ -115,3 +115,31 @@ def strict():
         yield backend.cupy()
     finally:
         uninstall()
+
+
+@pytest.fixture
+def host_reads(request):
+    """Counting device synchronisations: ``with host_reads() as reads:`` lists every read of
+    a device array's values back to the host made inside the block (``reads.report()`` says
+    how and where). The "cuda" of these tests is the strict stand-in for CuPy, under
+    ``--device strict`` and, installed for the test, under ``--device cpu``; with a real GPU
+    (``--device cuda``) reads cannot be counted, and the test is skipped."""
+    from tests import strict_device
+    chosen = request.config.getoption("--device")
+    if chosen == "cuda":
+        pytest.skip("counting host reads needs the strict stand-in for CuPy (--device strict)")
+    uninstall = None if strict_device.installed() else strict_device.install()
+    try:
+        yield strict_device.host_reads
+    finally:
+        if uninstall is not None:
+            uninstall()
+
+
+@pytest.fixture(autouse=True)
+def _no_pending_device_checks():
+    """A check of values that failed on a GPU (``backend.checks``) and that no read has
+    raised yet belongs to its test: dropped at the test's end."""
+    yield
+    from minigrad.backend import checks
+    checks.forget()

@@ -18,10 +18,14 @@ what a CPU run misses and a GPU run catches:
 - reductions and full indexing give 0-d arrays, not NumPy scalars; ``ufunc.at`` takes only
   the dtypes CuPy's scatter kernels take (``cupy.add.at`` no bool, int8, int16 or uint8);
 - no ``ElementwiseKernel``, ``RawModule`` or ``RawKernel``: minigrad's backend runs its
-  array formulas where the real CuPy would run its CUDA kernels.
+  array formulas where the real CuPy would run its CUDA kernels;
+- every host read that it allows (each a synchronisation on a GPU) is counted:
+  ``with host_reads() as reads:`` lists those made inside the block, each with where it came
+  from (the stack's first minigrad frame), so that a test can ask for none.
 
 It holds the arrays on one pretend device, ``cuda:0``. Numbers come out as NumPy computes
 them, so it cannot show where CuPy's own kernels round differently from NumPy's."""
+import builtins  # (the module's own names shadow any, all, ... once used: see __getattr__)
 import functools
 import sys
 import types
@@ -98,6 +102,8 @@ def _unwrap_host(x):
 
 
 def _call(fn, args, kwargs):
+    if getattr(fn, "__name__", None) in _READING_FUNCTIONS and _holds_array((args, kwargs)):
+        _read(f"{fn.__name__}()")
     args, kwargs = _unwrap(args), {k: _unwrap(v) for k, v in kwargs.items()}
     with np.errstate(all="ignore"):  # CuPy never warns of overflow, 0/0 and such
         return _wrap(fn(*args, **kwargs))
@@ -108,6 +114,119 @@ def _function(fn):
     def call(*args, **kwargs):
         return _call(fn, args, kwargs)
     return call
+
+
+# --- counting host reads ---------------------------------------------------------------------
+#
+# Every way this module lets an array's values reach the host (``get()``, ``asnumpy``,
+# ``item()``, ``tolist()``, ``float()``, ``int()``, ``complex()``, ``bool()``, ``repr``,
+# ``str``, ``format``, pickling, NumPy's ``tobytes``/``tofile``/``dump``/``dumps``, and
+# NumPy's functions whose Python result depends on the values: ``allclose``,
+# ``array_equal``, ``array_equiv``) is one read, a device synchronisation on a GPU. Inside
+# ``host_reads()`` each is recorded with where it came from; outside, reads cost nothing.
+# So are the reads that CuPy makes itself for a result whose shape depends on the values
+# (``nonzero``, ``argwhere``, ``flatnonzero``, ``unique``, ``compress``, ``extract``,
+# ``bincount``, indexing with a boolean array), which NumPy's values here do not show.
+# What the module refuses is unchanged.
+
+_READING_METHODS = ("tobytes", "tofile", "dump", "dumps")
+_READING_FUNCTIONS = ("allclose", "array_equal", "array_equiv",  # a Python bool
+                      # a shape that depends on the values: CuPy reads a count back
+                      "nonzero", "argwhere", "flatnonzero", "unique", "compress", "extract",
+                      "bincount")
+_observers = []  # the record lists of the open ``host_reads()`` blocks
+
+
+class HostRead(tuple):
+    """One read: ``how`` (e.g. "item()"), ``where`` ("module:line in function" of the stack's
+    first minigrad frame, else of the frame that read) and ``stack`` (the frames, innermost
+    first, outside this module)."""
+
+    __slots__ = ()
+
+    def __new__(cls, how, where, stack):
+        return super().__new__(cls, (how, where, stack))
+
+    how = property(lambda self: self[0])
+    where = property(lambda self: self[1])
+    stack = property(lambda self: self[2])
+
+    def __repr__(self):
+        return f"{self.how} at {self.where}"
+
+
+class HostReads(list):
+    """The reads made inside a ``host_reads()`` block, in order (HostRead items)."""
+
+    def report(self):
+        """One line per read: how and where, with the frames that led to it."""
+        if not self:
+            return "no host reads"
+        lines = [f"{len(self)} host read(s):"]
+        for r in self:
+            lines.append(f"  {r.how} at {r.where}  <- " + " <- ".join(r.stack[1:5]))
+        return "\n".join(lines)
+
+    def wheres(self):
+        """The distinct places (``where``) of the reads, in order of first appearance."""
+        return list(dict.fromkeys(r.where for r in self))
+
+
+class host_reads:
+    """``with host_reads() as reads:`` records every host read of this module's arrays made
+    inside the block into ``reads`` (a HostReads list). Blocks nest; each sees its own."""
+
+    def __enter__(self):
+        self.reads = HostReads()
+        _observers.append(self.reads)
+        return self.reads
+
+    def __exit__(self, *exc):
+        del _observers[next(i for i, o in enumerate(_observers) if o is self.reads)]
+        return False
+
+
+def _read(how):
+    if not _observers:
+        return
+    frame, stack, where = sys._getframe(1), [], None
+    this = __name__
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name != this:
+            place = f"{name}:{frame.f_lineno} in {frame.f_code.co_name}"
+            stack.append(place)
+            if where is None and (name == "minigrad" or name.startswith("minigrad.")):
+                where = place
+        frame = frame.f_back
+    record = HostRead(how, where or (stack[0] if stack else "?"), tuple(stack))
+    for reads in _observers:
+        reads.append(record)
+
+
+def _reading(name, method):
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        _read(f"{name}()")
+        return _call(method, args, kwargs)
+    return call
+
+
+def _has_mask(key):
+    """Whether an index holds a boolean array of this module (a selection whose size CuPy
+    reads back)."""
+    keys = key if type(key) is tuple else (key,)
+    return builtins.any(type(k) is ndarray and k.dtype == np.bool_ and k.ndim for k in keys)
+
+
+def _holds_array(x):
+    if type(x) is ndarray:
+        return True
+    if type(x) in (tuple, list):
+        return builtins.any(_holds_array(i) for i in x)
+    if type(x) is dict:
+        return builtins.any(_holds_array(i) for i in x.values())
+    return False
 
 
 # --- the array -------------------------------------------------------------------------------
@@ -207,41 +326,54 @@ class ndarray:
         if name.startswith("_") or name in ("ctypes",):
             raise AttributeError(f"'cupy.ndarray' object has no attribute {name!r}")
         value = getattr(self._a, name)
+        if name in _READING_METHODS or name in _READING_FUNCTIONS:
+            return _reading(name, value)
         return _function(value) if callable(value) else _wrap(value)
 
-    # explicit reads, as CuPy allows them
+    # explicit reads, as CuPy allows them (each one counted: see ``host_reads``)
     def get(self, stream=None, order="C", out=None):
+        _read("get()")
         return np.array(self._a, order=order)
 
     def item(self):
+        _read("item()")
         return self._a.item()
 
     def tolist(self):
+        _read("tolist()")
         return self._a.tolist()
 
     def __float__(self):
+        _read("float()")
         return float(self._a)
 
     def __int__(self):
+        _read("int()")
         return int(self._a)
 
     def __complex__(self):
+        _read("complex()")
         return complex(self._a)
 
     def __bool__(self):
+        _read("bool()")
         return bool(self._a)
 
     def __repr__(self):
+        _read("repr()")
         return repr(self._a)
 
     def __str__(self):
+        _read("str()")
         return str(self._a)
 
     def __format__(self, spec):
+        _read("format()")
         return format(self._a, spec)
 
     def __reduce__(self):
-        return array, (self.get(),)
+        _read("pickle")
+        return array, (np.array(self._a),)
 
     # the array's own
     @property
@@ -285,6 +417,8 @@ class ndarray:
         return (self[i] for i in range(len(self._a)))
 
     def __getitem__(self, key):
+        if _observers and _has_mask(key):
+            _read("boolean-mask indexing")
         return _wrap(self._a[_unwrap_host(key)])
 
     def __setitem__(self, key, value):
@@ -396,11 +530,14 @@ asanyarray = asarray
 
 
 def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
-    return a.get() if type(a) is ndarray else np.asarray(a, order=order)
+    if type(a) is not ndarray:
+        return np.asarray(a, order=order)
+    _read("asnumpy()")
+    return np.array(a._a, order=order)
 
 
 def get_array_module(*args):
-    return sys.modules[__name__] if any(type(a) is ndarray for a in args) else np
+    return sys.modules[__name__] if builtins.any(type(a) is ndarray for a in args) else np
 
 
 class _Namespace(types.ModuleType):

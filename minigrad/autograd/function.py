@@ -47,9 +47,13 @@ def on_arrays(fn, *args):
 def read_on_host(method):
     """Called by the Tensor methods that bring values to the host (``item``, ``numpy``,
     ``bool(t)``, ...). While ``mg.compile`` captures a step, such a read makes the step run
-    eagerly: a Python branch on the value would be frozen into the replay."""
+    eagerly: a Python branch on the value would be frozen into the replay. A read is where
+    the GPU's failed checks of values (an index out of range) are raised
+    (``backend.checks``)."""
     if capture is not None:
         capture.read_on_host(method)
+    if backend.checks._states:
+        backend.checks.raise_pending()
 
 
 def _no_array_module(cls, data):

@@ -10,13 +10,16 @@ which the rest of minigrad reaches as ``backend.<name>``:
   (``check_same_device``) and making an array's GPU current (``device_context``).
 - ``kernels.py``: array-level kernels shared by the ops: ``scatter_add`` (and
   ``embedding_backward``), ``erf``, ``check_index_bounds`` (CuPy does not check index
-  arrays), the fused ``gelu``, ``gelu_backward``, ``dropout``, ``adam`` (the moments and
+  arrays: checked on the device, see ``checks.py``), the fused ``gelu``, ``gelu_backward``, ``dropout``, ``adam`` (the moments and
   the update), ``layer_norm`` (and its backward) and ``softmax`` (and log-softmax, and
   their backward), each one CUDA kernel on the GPU and the same formula through the array
   module elsewhere; ``attention`` and its backward (FlashAttention kernels on the GPU, None
   where the tiled array code runs instead); ``row_sum`` and ``row_mean``, the row
   reductions inside those kernels, and ``lead_sum``, sums over leading dims (both by BLAS
   on the CPU); and ``run_split``, which shares CPU work among cores.
+- ``checks.py``: checks of values on the GPU without a synchronisation (``check``; an
+  index out of range), raised at the next read on the host (``raise_pending``), and the
+  index wrapped into range meanwhile (``wrap_index``).
 - ``cuda.py``: the CUDA source of those kernels, compiled by CuPy on first use.
 - ``host.py``: host memory kept for the next step (``keep_host_memory``, called on import).
 - ``threads.py``: BLAS on one thread unless the user sets its threads (``one_blas_thread``,
@@ -39,6 +42,8 @@ from .kernels import (adam, add_scaled, attention, attention_backward,  # noqa: 
 from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa: F401
                      manual_seed, set_rng_state, source)
 from . import random as _random
+from . import checks  # noqa: F401
+from .checks import raise_pending, wrapped as wrap_index  # noqa: F401
 from .host import keep_host_memory, keeps_by_default  # noqa: F401
 
 from . import threads  # noqa: F401

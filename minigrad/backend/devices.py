@@ -104,9 +104,13 @@ def to_device(array, device):
 
 
 def to_host(array):
-    """A NumPy array with the values of ``array`` (no copy when it already is one)."""
+    """A NumPy array with the values of ``array`` (no copy when it already is one). A read
+    from the GPU first raises any failed check of values recorded there (``checks``)."""
     if type(array) is np.ndarray:
         return array
+    from . import checks
+    if checks._states:
+        checks.raise_pending()
     return array.get()
 
 

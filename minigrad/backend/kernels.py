@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from . import threads
+from . import checks, threads
 from .devices import cupy, xp_of
 
 
@@ -141,16 +141,19 @@ def _add_rows(target, rows, values, few=8, most=64):
 
 
 def check_index_bounds(index, size, dim):
-    """Raise IndexError when an integer index array holds a value outside [-size, size).
+    """Check that an integer index array holds values in [-size, size) only: an IndexError
+    (PyTorch's message) otherwise. Returns the index to use.
 
-    NumPy's indexing checks this itself (a no-op here); CuPy's wraps such indices around
-    silently, so on the GPU the bounds are read back (one synchronisation)."""
+    NumPy's indexing checks this itself (a no-op here: the index is returned as it is).
+    CuPy's wraps such indices around silently, and reading the bounds back would stall the
+    GPU; there the check is made on the device and raised at the next read on the host
+    (``checks.check``), and the index comes back wrapped into range."""
     if type(index) is np.ndarray or index.size == 0:
-        return
-    low, high = (int(b) for b in xp_of(index).stack((index.min(), index.max())).get())
-    if low < -size or high >= size:
-        bad = low if low < -size else high
-        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+        return index
+    bad, value = checks.out_of_range(index, -size, size)
+    checks.check(bad, value, IndexError,
+                 "index {} is out of bounds for dimension %d with size %d" % (dim, size))
+    return checks.wrapped(index, size)
 
 
 def erf(array):

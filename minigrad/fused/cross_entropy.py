@@ -45,7 +45,9 @@ class CrossEntropy(Primitive):
         M, C = x.shape
         e = label_smoothing
         valid = target != ignore_index
-        safe = xp.where(valid, target, 0)  # targets are in range (nn.functional checks)
+        # targets are in range (nn.functional checks them; on a GPU its error comes at the
+        # next read on the host, and meanwhile they are wrapped into range, as CuPy wraps)
+        safe = backend.wrap_index(xp.where(valid, target, 0), C)
         v = valid.astype(x.dtype)  # (a bool times a Python float would be float64)
         w_t = v if weight is None else v * weight[safe]
         logp = backend.softmax(x, 1, log=True)  # one kernel on the GPU
@@ -96,7 +98,7 @@ def _target_terms(xp, dtype, C, t, w, ignore, e):
     (M, C), the divisor of 'mean'), dx = (softmax(x) * a - const) * grad / divisor."""
     M = t.shape[0]
     valid = t != ignore
-    safe = xp.where(valid, t, 0)
+    safe = backend.wrap_index(xp.where(valid, t, 0), C)
     v = valid.astype(dtype)
     w_t = v if w is None else v * w[safe]
     # the constant part: (1 - e) * w_t at the target, e / C * v * w everywhere
