@@ -21,7 +21,7 @@ from minigrad.demos._cli import clipped_update
 from minigrad.demos.seq2seq import make_update
 from minigrad.models import GPT, Transformer
 
-CUDA = "cuda"  # the stand-in's GPU, on every --device but a real GPU's (then skipped)
+CUDA = "cuda"  # the stand-in's GPU (a real one under --device cuda: the tests of ``gpu``)
 V = 13         # vocabulary of the models' steps
 
 
@@ -36,7 +36,7 @@ def reads(device, host_reads):
 def gpu(request, device):
     """A "cuda" for the tests that need no counting: a real GPU under --device cuda (skipped
     without one), else the strict stand-in, installed for the test under --device cpu. It
-    gives ``reads``, which records host reads on the stand-in and nothing on a GPU."""
+    gives ``reads`` (as the fixture above) on the stand-in, an empty record on a GPU."""
     from tests import strict_device
     if device == "cuda" and not strict_device.installed():
         if not mg.cuda_is_available():
@@ -282,9 +282,9 @@ ALLOWED = {
 
 
 @pytest.mark.parametrize("name", list(ALLOWED))
-def test_the_reads_pytorch_makes_too_are_the_only_ones(reads, name):
-    """Each of these reads back, as PyTorch's does (the reason beside it); the list says
-    where a read is expected, so that the others stay at zero."""
+def test_the_reads_pytorch_makes_too_are_counted(reads, name):
+    """Each of these reads back, as PyTorch's does (the reason beside it): the reads that
+    remain, each expected, while the tests above ask for none."""
     program, reason = ALLOWED[name]
     x = mg.tensor(np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32),
                   device=CUDA, requires_grad=True)
