@@ -1496,6 +1496,9 @@ class Tensor(TensorBase):
         x = self.reshape(-1) if dim is None else self
         d = 0 if dim is None else _dim(self, dim)
         if isinstance(repeats, Tensor):
+            if output_size is not None and type(repeats.array) is not np.ndarray:
+                index = _repeat_index_on_device(repeats, x.shape[d], output_size)
+                return x.index_select(d, index)
             index = np.repeat(np.arange(x.shape[d]), _repeat_counts(repeats, x.shape[d]))
             _check_output_size(output_size, index.size)
             return x.index_select(d, Tensor(index, device=self.device))
@@ -2980,10 +2983,11 @@ def _broadcast_shape(op, x, y):
                          "broadcast") from None
 
 
-def _repeat_counts(repeats, n, alone=False):
+def _repeat_counts(repeats, n, alone=False, check=True):
     """The counts of ``repeat_interleave`` as a host int64 array, after PyTorch's checks:
     an int32 or int64 tensor of one dim (or, with an input, 0-d), one count per entry of
-    the ``n`` entries or one for all, none negative."""
+    the ``n`` entries or one for all, none negative (``check=False``: the checks of the
+    dtype and shape only, and nothing read)."""
     if repeats.dtype not in (dtypes.int64, dtypes.int32):
         raise NotImplementedError(f"repeat_interleave: repeats must be an int32 or int64 "
                                   f"tensor, got {repeats.dtype}")
@@ -2994,12 +2998,39 @@ def _repeat_counts(repeats, n, alone=False):
     if repeats.ndim == 1 and repeats.shape[0] not in ((n,) if alone else (1, n)):
         raise RuntimeError(f"repeat_interleave: repeats must have the same size as input along "
                            f"dim, got {repeats.shape[0]} counts for {n} entries")
+    if not check:
+        return None
     read_on_host("Tensor.repeat_interleave()")
     counts = backend.to_host(repeats.array).astype(np.int64)
     if (counts < 0).any():
         raise RuntimeError(f"repeat_interleave: repeats can not be negative, got "
                            f"{builtins.int(counts.min())}")
     return counts
+
+
+def _repeat_index_on_device(repeats, n, output_size):
+    """``repeat_interleave``'s index on a GPU when ``output_size`` is given: made there
+    without reading the counts back, as PyTorch's; a negative count or an output_size
+    other than their sum is raised at the next read on the host (``backend.checks``)."""
+    _repeat_counts(repeats, n, check=False)
+    counts = on_arrays(_repeat_index, repeats.array, n, output_size)
+    return Tensor._make(counts)
+
+
+def _repeat_index(counts, n, output_size):
+    """The entries 0..n-1, entry i ``counts[i]`` times (one count: each that many times), as
+    ``output_size`` indices (cut or padded with n where the counts sum otherwise, flagged)."""
+    xp = backend.xp_of(counts)
+    counts = xp.broadcast_to(counts.reshape(-1).astype(np.int64), (n,))
+    low, total = counts.min() if n else xp.zeros((), np.int64), counts.sum()
+    backend.checks.check(low < 0, low, RuntimeError,
+                         "repeat_interleave: repeats can not be negative, got {}")
+    backend.checks.check(total != output_size, total, RuntimeError,
+                         f"repeat_interleave: invalid output_size, expected {{}} but got "
+                         f"{output_size}")
+    ends = xp.cumsum(xp.maximum(counts, 0))
+    index = xp.searchsorted(ends, xp.arange(output_size, dtype=np.int64), side="right")
+    return xp.minimum(index, max(n - 1, 0))  # (in range while an error is pending)
 
 
 def _check_output_size(output_size, size):

@@ -622,18 +622,25 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         _check_not_differentiable(op, "weight", weight)
         _check_broadcasts_to(op, "weight", weight, input.shape)
     for name, t in (("input", input), ("target", target)):
-        if not _all_between_0_and_1(t):
-            raise RuntimeError(f"{op}: all elements of {name} should be between 0 and 1")
+        _check_between_0_and_1(t, f"{op}: all elements of {name} should be between 0 and 1")
     loss = BinaryCrossEntropy.apply(input, target)
     if weight is not None:
         loss = loss * weight.to(loss.dtype)
     return _reduce(loss, reduction)
 
 
-def _all_between_0_and_1(t):
-    """Whether every element of ``t`` lies in [0, 1] (NaN does not); one read-back on a GPU."""
+def _check_between_0_and_1(t, message):
+    """RuntimeError(message) unless every element of ``t`` lies in [0, 1] (NaN does not): at
+    once on the CPU; on a GPU checked there and raised at the next read on the host
+    (``backend.checks``), as PyTorch's CUDA kernel asserts it on the device."""
     d = t.array
-    return bool(((d >= 0) & (d <= 1)).all())
+    outside = ~((d >= 0) & (d <= 1)).all()
+    if type(d) is np.ndarray:
+        if outside:
+            raise RuntimeError(message)
+    else:
+        backend.checks.check(outside, backend.xp_of(d).zeros((), np.int64), RuntimeError,
+                             message)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,

@@ -45,7 +45,9 @@ def run(expr, M):
     """(result, exception, env) of ``expr`` evaluated with library ``M``."""
     env = Env(M)
     try:
-        return eval(expr, env), None, env
+        result = eval(expr, env)
+        mg.backend.raise_pending()  # (on a GPU an error of values comes at the next read)
+        return result, None, env
     except Exception as e:  # noqa: BLE001  (the exception is what is compared)
         return None, e, env
 
