@@ -14,7 +14,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import backend, dtypes
-from .autograd import engine, forward_ad, graph
+from .autograd import batching, engine, forward_ad, graph
 from .autograd.grad_mode import STATE, no_grad
 from .autograd.function import ShapeError, _new_history, _refresh_view, multiple_views_op
 from .autograd.graph import TensorBase
@@ -1912,6 +1912,8 @@ class Tensor(TensorBase):
         else:
             with no_grad():
                 new = _fitted(self, op, compute(self), cast)
+        if batching.LEVELS:  # (a batched value cannot be written into an unbatched tensor)
+            batching.check_inplace(self, new)
         on_arrays(_write_values, data, new.data)
         self._shared_counter()[0] += 1
         if recording:

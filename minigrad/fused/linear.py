@@ -2,6 +2,7 @@
 import math
 
 from .. import backend
+from ..autograd import batching
 from ..autograd.function import Primitive, ShapeError, on_arrays
 from ..autograd.grad_mode import STATE
 from ..ops.elementwise import tangent_sum
@@ -63,6 +64,18 @@ class Linear(Primitive):
         x, weight = ctx.inputs[:2]
         return tangent_sum(None if dx is None else Linear.apply(dx, weight),
                            None if dw is None else Linear.apply(x, dw), db)
+
+    @staticmethod
+    def vmap(ctx, x, weight, bias=None):  # rows of every element through one weight, or
+        if not (ctx.batched[1] or ctx.batched[2:3] == (True,)):  # each element's own weight:
+            return Linear.apply(x, weight, bias)  # one batched product (per-example gradients)
+        n = ctx.size
+        x = ctx.expanded(0, x)
+        rows = x.reshape((n, -1, x.shape[-1]))  # (N, M, in)
+        out = rows.matmul(ctx.expanded(1, weight).transpose(1, 2))  # (N, M, out)
+        if bias is not None:
+            out = out + (bias.unsqueeze(1) if ctx.batched[2] else bias)
+        return out.reshape(x.shape[:-1] + out.shape[-1:])
 
 
 def _data(t):
