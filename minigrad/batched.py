@@ -19,6 +19,7 @@ from .autograd.batching import LEVELS
 from .tensor import Tensor
 
 _RANDOMNESS = ("error", "different", "same")
+_RANDOM_RULE = []  # the random ops whose rule is running
 
 
 class Level:
@@ -97,7 +98,7 @@ def apply_batched(cls, args, params):
         if type(a) is BatchedTensor and (level is None or a.level.index > level.index):
             level = a.level
     if level is None:
-        if not getattr(cls, "random", False):
+        if not getattr(cls, "random", False) or _RANDOM_RULE:
             return None
         level = LEVELS[-1]  # a random op asks the level's randomness mode all the same
     values, batched = [], []
@@ -107,7 +108,14 @@ def apply_batched(cls, args, params):
         batched.append(mine)
     ctx = batching.BatchContext(cls, level.size, tuple(batched), level)
     rule = cls.vmap if cls._raw and cls.vmap is not None else batching.loop
-    out = rule(ctx, *values, **params)
+    if getattr(cls, "random", False):  # (its rule calls the op on unbatched values)
+        _RANDOM_RULE.append(cls)
+        try:
+            out = rule(ctx, *values, **params)
+        finally:
+            _RANDOM_RULE.pop()
+    else:
+        out = rule(ctx, *values, **params)
     if isinstance(out, tuple):
         return tuple(BatchedTensor(o, level) for o in out)
     return BatchedTensor(out, level)

@@ -1700,7 +1700,7 @@ class Tensor(TensorBase):
     def add_(self, other, *, alpha=1):
         if type(alpha) is not builtins.int or alpha != 1:  # (rounded once, as add's)
             return self._update("add_", lambda t: t.add(other, alpha=alpha), other)
-        if _recording(self, other) or forward_ad.LEVELS:
+        if _recording(self, other) or forward_ad.LEVELS or batching.LEVELS:
             return self._update("add_", lambda t: t + other, other)
         return _arithmetic_(self, "add_", "add", other)
 
@@ -1708,12 +1708,12 @@ class Tensor(TensorBase):
         _no_bool("sub_", self, other)
         if type(alpha) is not builtins.int or alpha != 1:
             return self._update("sub_", lambda t: t.sub(other, alpha=alpha), other)
-        if _recording(self, other) or forward_ad.LEVELS:
+        if _recording(self, other) or forward_ad.LEVELS or batching.LEVELS:
             return self._update("sub_", lambda t: t - other, other)
         return _arithmetic_(self, "sub_", "subtract", other)
 
     def mul_(self, other):
-        if _recording(self, other) or forward_ad.LEVELS:
+        if _recording(self, other) or forward_ad.LEVELS or batching.LEVELS:
             return self._update("mul_", lambda t: t * other, other)
         return _arithmetic_(self, "mul_", "multiply", other)
 
@@ -1721,7 +1721,7 @@ class Tensor(TensorBase):
         if rounding_mode is not None:
             return self._update("div_", lambda t: t.div(other, rounding_mode=rounding_mode),
                                 other)
-        if _recording(self, other) or forward_ad.LEVELS:
+        if _recording(self, other) or forward_ad.LEVELS or batching.LEVELS:
             return self._update("div_", lambda t: t / other, other)
         return _arithmetic_(self, "div_", "true_divide", other)
 

@@ -233,6 +233,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise ArgumentError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), "
                             f"got shape {weight.shape}")
     n = weight.shape[0]
+    if getattr(input, "level", None) is not None:  # inside vmap: each element's own ids
+        return _batched_embedding(input, weight, padding_index("embedding", padding_idx, n))
     bad = _first_out_of_range(input, n)
     if bad is not None:
         raise IndexError(f"embedding: index {bad} is out of range for {n} embeddings "
@@ -244,6 +246,16 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     # second read-back)
     return Embedding.apply(weight, index=backend.to_device(input.data, weight.device),
                            padding_idx=padding_idx)
+
+
+def _batched_embedding(input, weight, padding_idx):
+    """embedding of ids batched by vmap, in ops with batching rules (the ids are not read
+    on the host): each id against every row's, then one product with the weight."""
+    ids = mg.arange(weight.shape[0], device=weight.device)
+    one_hot = (input.unsqueeze(-1) == ids).to(weight.dtype)
+    if padding_idx is not None:  # (its row gets no gradient)
+        weight = mg.where((ids == padding_idx).unsqueeze(-1), weight.detach(), weight)
+    return one_hot @ weight
 
 
 def _embedding_renorm_(weight, input, max_norm, norm_type):

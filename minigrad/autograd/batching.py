@@ -118,10 +118,10 @@ def run_per_element(ctx, args, params):
     return stack(results)
 
 
-def random_op(name):
-    """Called by a random op with a batched input, or inside vmap: the level's randomness
-    ("error", "different" or "same"); raises in "error" mode, as PyTorch."""
-    level = LEVELS[-1]
+def random_op(ctx, name):
+    """The randomness of the level of a random op's rule ("error", "different" or "same");
+    raises in "error" mode, as PyTorch."""
+    level = ctx.level
     if level.randomness == "error":
         raise RuntimeError("vmap: called random operation while in randomness error mode. "
                            "Please either use the 'same' or 'different' randomness flags on "

@@ -137,7 +137,7 @@ class Attention(Primitive):
 
     @staticmethod
     def vmap(ctx, q, k, v, mask, **params):  # the batch is one more leading dim; a mask of
-        if params["dropout_p"] and batching.random_op("attention dropout") == "same":
+        if params["dropout_p"] and batching.random_op(ctx, "attention dropout") == "same":
             return batching.run_per_element(ctx, (q, k, v, mask), params)
         q, k, v = (ctx.expanded(i, t) for i, t in enumerate((q, k, v)))
         if ctx.batched[3]:  # each element lines up with the scores' dims from the right

@@ -44,7 +44,7 @@ class Dropout(Primitive):
 
     @staticmethod
     def vmap(ctx, x, p):  # "different": a mask drawn for the whole batch; "same": one mask
-        if batching.random_op("dropout") == "different":  # of an element's shape for all
+        if batching.random_op(ctx, "dropout") == "different":  # of an element's shape for all
             return Dropout.apply(ctx.expanded(0, x), p=p)
         mask = Dropout.apply(x.new_ones(x.shape[1:] if ctx.batched[0] else x.shape), p=p)
         return ctx.expanded(0, x) * mask
