@@ -100,3 +100,17 @@ def test_same_gradients_as_torch():
         return [t.grad.numpy() for t in (x, w1, w2)]
     for ours, theirs in zip(run(mg, checkpoint), run(torch, tc.checkpoint)):
         np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_gpt_with_checkpointed_blocks_has_the_same_gradients():
+    from minigrad.models import GPT
+    idx = mg.tensor(np.random.default_rng(3).integers(0, 11, (2, 6)))
+    results = []
+    for flag in (False, True):
+        mg.manual_seed(0)
+        model = GPT(11, d_model=8, nhead=2, num_layers=2, dim_feedforward=16, dropout=0.2,
+                    max_len=8, checkpoint=flag)
+        F.cross_entropy(model(idx).reshape(-1, 11), idx.reshape(-1)).backward()
+        results.append([p.grad.numpy() for p in model.parameters()])
+    for plain, ckpt in zip(*results):
+        np.testing.assert_array_equal(plain, ckpt)

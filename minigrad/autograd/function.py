@@ -513,7 +513,8 @@ def _pack(saved, hooks, make, results):
     ``graph.Packed``)."""
     out = []
     for tensor, arr, output, counter, version, _, k in saved:
-        if type(arr) in _PLAIN or arr is None:
+        if type(arr) in _PLAIN or arr is None or type(arr) not in _XP_BY_TYPE:
+            # (no array: a number, or an op's own record such as a random stream's state)
             out.append((tensor, arr, output, counter, version, make, k))
             continue
         if tensor is None:
