@@ -1,22 +1,26 @@
 """Function transforms with ``torch.func``'s names and signatures: ``grad``,
-``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``hvp`` and
-``functional_call``.
+``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``hvp``, ``vmap``
+and ``functional_call``.
 
 Each takes a function of tensors (or of tuples, lists and dicts of tensors) and returns a
-function, or values, built from the two modes of the same engine:
+function, or values, built from the two modes of the same engine and from batching:
 
-* reverse mode (``vjp``, ``grad``, ``jacrev``): one forward pass records the graph, then one
-  backward pass per output element (a row of the Jacobian: u^T J);
-* forward mode (``jvp``, ``jacfwd``): one forward pass per input element, with tangents
-  (a column of the Jacobian: J v), see ``autograd.forward_ad``.
+* reverse mode (``vjp``, ``grad``): one forward pass records the graph, then one backward
+  pass gives u^T J for a cotangent u shaped like the output;
+* forward mode (``jvp``): one forward pass with tangents gives J v (see
+  ``autograd.forward_ad``);
+* ``vmap`` (see ``batched.py``): a function of one example run once on a whole batch, each
+  primitive through its batching rule.
 
-For f: R^n -> R^m, ``jacfwd`` costs n forward passes and ``jacrev`` one forward and m
-backward passes: forward mode wins for few inputs and many outputs, reverse mode for many
+``jacrev`` is vmap of reverse mode over the basis vectors of the output (every row of the
+Jacobian in one batched pass), ``jacfwd`` vmap of forward mode over those of the input
+(every column). For f: R^n -> R^m the work of ``jacfwd`` grows with n and that of
+``jacrev`` with m: forward mode for few inputs and many outputs, reverse mode for many
 inputs and few outputs (a loss). The transforms compose: ``hessian(f)`` is
-``jacfwd(jacrev(f))`` (forward over reverse), and ``hvp`` gives a Hessian-vector product
-in one forward-over-reverse pass without forming the Hessian.
-
-There is no ``vmap``: a Jacobian is assembled from one pass per row or column.
+``jacfwd(jacrev(f))`` (forward over reverse), ``hvp`` gives a Hessian-vector product in
+one forward-over-reverse pass without forming the Hessian, and ``vmap(grad(loss))`` gives
+per-example gradients: inside vmap, reverse and forward mode run on the batch's values
+with every input batched (expanded where it was not), so each example has its own.
 """
 import weakref
 
