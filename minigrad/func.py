@@ -419,6 +419,21 @@ def _structure(blocks, out_rebuild, in_rebuild, many):
     return out_rebuild(per_output)
 
 
+def _batched_or_looped(batched, one, basis):
+    """``batched(*basis)``; where the function writes a batched value in place into a tensor
+    of its own that has no batch (``y = zeros(n); y[0] = x``: vmap refuses that, where
+    torch.func's Jacobians batch only the tangents or cotangents), ``one`` per basis vector
+    instead, the results stacked alike."""
+    try:
+        return batched(*basis)
+    except RuntimeError as e:
+        if not str(e).startswith("vmap: inplace arithmetic"):
+            raise
+    from .combine import stack
+    outs = [one(*[b[k] for b in basis]) for k in range(basis[0].shape[0])]
+    return tuple(stack(list(parts)) for parts in zip(*outs))
+
+
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """A function returning the Jacobian of ``func`` at its arguments by reverse mode: the
     gradients of every output element at once, vmap over the basis vectors of the output
@@ -426,8 +441,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     def wrapper(*args, **kwargs):
         chosen, many, call = _select(args, argnums, "jacrev")
         f = call(func, kwargs)
-        out, _, aux = _vjp(lambda *c: _split_aux(f(*c), has_aux, "jacrev"), chosen, True,
-                           "jacrev")
+        out, vjp_fn, aux = _vjp(lambda *c: _split_aux(f(*c), has_aux, "jacrev"), chosen, True,
+                                "jacrev")
         out_leaves, out_rebuild = _flatten(out)
         in_leaves, in_rebuild = _flatten(chosen)
         n = sum(o.numel() for o in out_leaves)
@@ -436,8 +451,10 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             _, vjp_fn = _vjp(lambda *c: _split_aux(f(*c), has_aux, "jacrev")[0], chosen,
                              False, "jacrev")
             return tuple(_flatten(vjp_fn(out_rebuild(list(cotangents))))[0])
-        rows = vmap(rows_of, randomness="same", chunk_size=chunk_size)(
-            *_unit_vectors(out_leaves)) if n else None
+        rows = _batched_or_looped(
+            vmap(rows_of, randomness="same", chunk_size=chunk_size),
+            lambda *u: tuple(_flatten(vjp_fn(out_rebuild(list(u))))[0]),
+            _unit_vectors(out_leaves)) if n else None
         blocks, start = [], 0
         for o in out_leaves:
             shape = tuple(o.shape)
@@ -467,8 +484,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
             result = jvp(lambda *c: _split_aux(f(*c), has_aux, "jacfwd")[0], chosen,
                          in_rebuild(list(tangents)))
             return tuple(_flatten(result[1])[0])
-        columns = vmap(columns_of, randomness=randomness)(*_unit_vectors(in_leaves)) \
-            if n else None
+        columns = _batched_or_looped(vmap(columns_of, randomness=randomness), columns_of,
+                                     _unit_vectors(in_leaves)) if n else None
         blocks = []
         for i, o in enumerate(out_leaves):
             row, start = [], 0

@@ -154,3 +154,18 @@ def test_jacobians_by_vmap_equal_row_by_row(device, chunk_size):
     np.testing.assert_allclose(func.jacrev(f, chunk_size=chunk_size)(x).numpy(),
                                rows.numpy(), **TOL)
     np.testing.assert_allclose(func.jacfwd(f)(x).numpy(), rows.numpy(), **TOL)
+
+
+@needs_torch
+def test_jacobians_of_a_function_writing_into_a_tensor_of_its_own_match_torch():
+    """vmap refuses to write a batched value into an unbatched tensor; the Jacobians then go
+    one basis vector at a time, and agree with torch.func's (which batch only the tangents
+    or cotangents)."""
+    x, tx = data(3)
+
+    def f(M, a):
+        y = M.zeros(5, dtype=a.dtype)
+        y[1:4] = a.sin() * a[0]
+        return y
+    for ours, theirs in ((func.jacrev, torch.func.jacrev), (func.jacfwd, torch.func.jacfwd)):
+        close(ours(lambda a: f(mg, a))(x), theirs(lambda a: f(torch, a))(tx))
