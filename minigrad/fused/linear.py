@@ -2,7 +2,6 @@
 import math
 
 from .. import backend
-from ..autograd import batching
 from ..autograd.function import Primitive, ShapeError, on_arrays
 from ..autograd.grad_mode import STATE
 from ..ops.elementwise import tangent_sum
