@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from . import backend, dtypes
+from .autograd import batching
 from .autograd.function import read_on_host
 from .tensor import Tensor, _fitting, _py_scalar, _shape_arg, as_array
 
@@ -425,6 +426,8 @@ def _entropy_seed():
 
 def host_generator(generator):
     """Where a draw comes from: ``generator``'s own or, without one, the global generator."""
+    if batching.LEVELS:  # inside vmap: as its randomness allows
+        batching.random_draw("a random draw")
     if generator is None:
         return backend.generator()
     if not isinstance(generator, Generator):

@@ -218,6 +218,12 @@ def test_randomness():
         vmap(lambda a: F.dropout(a, 0.5))(x)
     with pytest.raises(RuntimeError, match="randomness error mode"):
         vmap(lambda a: F.dropout(mg.ones(50), 0.5) + a)(x)
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        vmap(lambda a: a + mg.randn(50))(x)
+    with pytest.raises(NotImplementedError, match="dropout only"):
+        vmap(lambda a: a + mg.randn(50), randomness="different")(x)
+    drawn = vmap(lambda a: a * 0 + mg.rand(50), randomness="same")(x).numpy()
+    assert all(np.array_equal(drawn[0], row) for row in drawn[1:])
     different = vmap(lambda a: F.dropout(a, 0.5), randomness="different")(x).numpy()
     assert not all(np.array_equal(different[0], row) for row in different[1:])
     same_ = vmap(lambda a: F.dropout(a, 0.5), randomness="same")(x).numpy()

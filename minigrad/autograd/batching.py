@@ -121,7 +121,20 @@ def run_per_element(ctx, args, params):
 def random_op(ctx, name):
     """The randomness of the level of a random op's rule ("error", "different" or "same");
     raises in "error" mode, as PyTorch."""
-    level = ctx.level
+    return _allowed(ctx.level, name)
+
+
+def random_draw(name):
+    """A random creation op (``rand``, ``randn``, ``uniform_``, ...) inside vmap: one draw
+    for every element, which is randomness "same"; PyTorch's error in "error" mode. Draws
+    of their own per element ("different") are implemented for dropout only."""
+    if _allowed(LEVELS[-1], name) == "different":
+        raise NotImplementedError(
+            f"vmap: randomness='different' is implemented for dropout only; {name} would draw "
+            "the same values for every element (use randomness='same', or draw outside vmap)")
+
+
+def _allowed(level, name):
     if level.randomness == "error":
         raise RuntimeError("vmap: called random operation while in randomness error mode. "
                            "Please either use the 'same' or 'different' randomness flags on "
