@@ -12,6 +12,9 @@ and forward mode run on ``physical`` tensors, every input batched at every open 
 ``vmap(grad(loss), in_dims=(None, 0))(params, x)`` gives per-example gradients.
 """
 import functools
+import warnings
+
+import numpy as np
 
 from . import backend
 from .autograd import batching
@@ -32,12 +35,36 @@ class Level:
         return f"<vmap level {self.index}, size {self.size}>"
 
 
+class _NoValues(np.ndarray):
+    """The array of a batched tensor's ``data`` on the CPU (see ``_stand_in``): any NumPy
+    function or ufunc given it raises, instead of computing on values it does not have."""
+
+    def __array_ufunc__(self, *args, **kwargs):
+        _values_read()
+
+    def __array_function__(self, *args, **kwargs):
+        _values_read()
+
+
+def _values_read():
+    raise RuntimeError("vmap: an operation read the values of a batched tensor's .data "
+                       "directly (outside the ops' batching rules); it is not supported "
+                       "inside vmap")
+
+
+backend._XP_BY_TYPE[_NoValues] = np
+
+
 def _stand_in(t):
     """``t.data`` of a batched tensor: an array of its logical shape and dtype that holds no
-    values (all zeros, read-only), so code that only reads shapes works; the values are in
-    ``value``."""
+    values (read-only, and on the CPU refusing any NumPy function), so code that only reads
+    shapes and dtypes works; the values are in ``value``."""
     v = t.value.data
     xp = backend.xp_of(v)
+    if xp is np:
+        return np.lib.stride_tricks.as_strided(np.zeros((), v.dtype).view(_NoValues),
+                                               v.shape[1:], (0,) * (v.ndim - 1),
+                                               subok=True, writeable=False)
     return xp.broadcast_to(xp.zeros((), v.dtype), v.shape[1:])
 
 
@@ -70,6 +97,7 @@ class BatchedTensor(Tensor):
         return f"BatchedTensor(lvl={self.level.index}, bdim=0, value=\n{self.value!r})"
 
     item = _no_values(".item()")
+    _one_value = _no_values("int() or float()")
     numpy = _no_values(".numpy()")
     tolist = _no_values(".tolist()")
     __array__ = _no_values("np.asarray()")
@@ -122,6 +150,25 @@ def apply_batched(cls, args, params):
 
 
 batching.dispatch = apply_batched
+
+
+def index_per_element(x, index):
+    """``x[index]`` where the index holds batched tensors: once per element of the innermost
+    of their levels, stacked (with the loop's warning)."""
+    items = index if isinstance(index, tuple) else (index,)
+    level = max((t.level for t in (x,) + items if type(t) is BatchedTensor),
+                key=lambda lv: lv.index)
+    warnings.warn("vmap: there is no batching rule for indexing with a batched index "
+                  "tensor; it runs once per batch element", stacklevel=3)
+
+    def element(t, b):
+        return t.value[b] if type(t) is BatchedTensor and t.level is level else t
+    from .combine import stack
+    outs = [element(x, b)[tuple(element(i, b) for i in items)] for b in range(level.size)]
+    return BatchedTensor(stack(outs), level)
+
+
+batching.index_per_element = index_per_element
 
 
 # --- the physical view of the other transforms ---------------------------------------------

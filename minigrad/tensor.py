@@ -1334,6 +1334,8 @@ class Tensor(TensorBase):
         return Roll.apply(self, shifts=tuple(total.values()), dims=tuple(total))
 
     def __getitem__(self, index):
+        if batching.LEVELS and batching.batched_index(index):  # (inside vmap)
+            return batching.index_per_element(self, index)
         index = _index(index, self)
         if function.capture is not None and _has_mask(index):
             read_on_host("Tensor.__getitem__() with a bool mask")  # (its count: the shape)

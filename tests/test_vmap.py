@@ -144,6 +144,17 @@ def test_looping_warns_with_the_op_name_and_loops():
     same(out, looped(lambda t: t.masked_select(mask), [x], (0,)))
 
 
+def test_indexing_with_a_batched_index_loops_and_reading_values_raises():
+    x, idx = rand(3, 4), mg.tensor([[0, 1], [2, 3], [1, 1]])
+    with pytest.warns(UserWarning, match="batched index"):
+        out = vmap(lambda a, i: a[i] * 2)(x, idx)
+    same(out, looped(lambda a, i: a[i] * 2, [x, idx], (0, 0)))
+    for fn in (lambda a: a.sort().values, lambda a: a * float(a.sum()),
+               lambda a: a.gather(0, mg.tensor([1])) if a.sum().item() else a):
+        with pytest.raises(RuntimeError, match="vmap"):
+            vmap(fn)(x)
+
+
 @pytest.mark.parametrize("in_dims,out_dims", [(0, 0), (1, 0), (-1, 1), (2, -1), (1, 2)])
 def test_in_dims_and_out_dims(device, in_dims, out_dims):
     x = rand(3, 4, 5, device=device)

@@ -142,6 +142,15 @@ def _allowed(level, name):
     return level.randomness
 
 
+def batched_index(index):
+    """Whether an index holds a batched tensor (an index tensor of each element's own)."""
+    items = index if isinstance(index, tuple) else (index,)
+    return any(getattr(i, "level", None) is not None for i in items)
+
+
+index_per_element = None  # minigrad.batched's: x[index] with such an index, element by element
+
+
 def check_inplace(t, new):
     """An in-place op on ``t`` that is batched at fewer levels than the value written:
     PyTorch's error."""
