@@ -109,6 +109,24 @@ class BatchedTensor(Tensor):
     def detach(self):
         return BatchedTensor(self.value.detach(), self.level)
 
+    def backward(self, *args, **kwargs):
+        raise RuntimeError("backward() called inside a functorch transform. This is not "
+                           "supported, please use func.grad or func.vjp instead or call "
+                           "backward() outside of functorch transforms.")
+
+    def __setitem__(self, index, value):
+        """``x[index] = value`` into each element (basic indexing: ints, slices, None, ...)."""
+        items = index if isinstance(index, tuple) else (index,)
+        if any(isinstance(i, Tensor) or hasattr(i, "__len__") for i in items):
+            raise NotImplementedError("vmap: x[index] = value with an index tensor or list "
+                                      "is not implemented inside vmap")
+        batching.check_inplace(self, value)
+        index = (slice(None),) + items
+        if type(value) is BatchedTensor:
+            region = self.value[index]
+            value = batching.pad(lift(value, self.level.index + 1).value, region.ndim - 1)
+        self.value[index] = value
+
     def _update(self, op, compute, *others, cast=False, written=None):
         """An in-place op: computed out of place, then written into the batch's values."""
         new = compute(self)

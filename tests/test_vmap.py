@@ -144,6 +144,19 @@ def test_looping_warns_with_the_op_name_and_loops():
     same(out, looped(lambda t: t.masked_select(mask), [x], (0,)))
 
 
+def test_setitem_and_backward_inside_vmap():
+    x, y = rand(3, 4), rand(3, 2, seed=1)
+
+    def write(a, b):
+        out = a.clone()
+        out[1:3] = b
+        out[0] = 7.0
+        return out
+    same(vmap(write)(x, y), looped(write, [x, y], (0, 0)))
+    with pytest.raises(RuntimeError, match="backward"):
+        vmap(lambda a: a.sum().backward())(x)
+
+
 def test_indexing_with_a_batched_index_loops_and_reading_values_raises():
     x, idx = rand(3, 4), mg.tensor([[0, 1], [2, 3], [1, 1]])
     with pytest.warns(UserWarning, match="batched index"):
