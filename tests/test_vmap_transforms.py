@@ -136,8 +136,8 @@ def _rows(f, x):
     out = f(x)
     rows = []
     for k in range(out.numel()):
-        u = mg.zeros(out.numel(), dtype=out.dtype)
-        u.data[k] = 1
+        u = mg.zeros(out.numel(), dtype=out.dtype, device=out.device)
+        u[k] = 1
         rows.append(func.vjp(f, x)[1](u.reshape(out.shape))[0])
     return mg.stack(rows).reshape(tuple(out.shape) + tuple(x.shape))
 
