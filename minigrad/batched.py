@@ -19,7 +19,8 @@ import numpy as np
 from . import backend
 from .autograd import batching
 from .autograd.batching import LEVELS
-from .tensor import Tensor
+from .arguments import _dim
+from .tensor import Tensor, ValuesIndices
 
 _RANDOMNESS = ("error", "different", "same")
 _RANDOM_RULE = []  # the random ops whose rule is running
@@ -127,6 +128,24 @@ class BatchedTensor(Tensor):
             value = batching.pad(lift(value, self.level.index + 1).value, region.ndim - 1)
         self.value[index] = value
 
+    # The methods that compute indices on the host (sort's order) or read an index tensor's
+    # values (gather's), run on the batch's values, one dim further in.
+    def argsort(self, dim=-1, descending=False, *, stable=False):
+        return BatchedTensor(self.value.argsort(_dim(self, dim) + 1, descending), self.level)
+
+    def sort(self, dim=-1, descending=False, *, stable=False):
+        values, indices = self.value.sort(_dim(self, dim) + 1, descending)
+        return ValuesIndices(BatchedTensor(values, self.level),
+                             BatchedTensor(indices, self.level))
+
+    def topk(self, k, dim=-1, largest=True, sorted=True):
+        values, indices = self.value.topk(k, _dim(self, dim) + 1, largest)
+        return ValuesIndices(BatchedTensor(values, self.level),
+                             BatchedTensor(indices, self.level))
+
+    def gather(self, dim, index):
+        return _gathered(self, dim, index)
+
     def _update(self, op, compute, *others, cast=False, written=None):
         """An in-place op: computed out of place, then written into the batch's values."""
         new = compute(self)
@@ -134,6 +153,14 @@ class BatchedTensor(Tensor):
         new = lift(new, self.level.index + 1)
         self.value._update(op, lambda _: new.value, cast=cast)
         return self
+
+
+def _gathered(x, dim, index):
+    """``x.gather(dim, index)`` where either is batched: both lifted to the innermost of
+    their levels, gathered one dim further in."""
+    k = max(t.level.index for t in (x, index) if type(t) is BatchedTensor) + 1
+    x, index = lift(x, k), lift(index, k)
+    return BatchedTensor(x.value.gather(_dim(x, dim) + 1, index.value), x.level)
 
 
 def apply_batched(cls, args, params):
