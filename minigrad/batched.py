@@ -239,14 +239,30 @@ def physical(t):
     return t
 
 
-def rewrap(t):
-    """The inverse of ``physical``: ``t``'s leading dims as the batch dims of the open
-    levels."""
+def rewrap(t, k=None):
+    """The inverse of ``physical``: ``t``'s leading dims as the batch dims of the first
+    ``k`` open levels (all by default)."""
     if not isinstance(t, Tensor):
         return t
-    for level in LEVELS:
+    for level in LEVELS[:k]:
         t = BatchedTensor(t, level)
     return t
+
+
+def values_at(t, k):
+    """``physical(lift(t, k))`` for a tensor that may also be batched at levels opened
+    after the first ``k`` (a cotangent that a vmap inside gives to a vjp_fn made outside
+    it): those stay batched tensors, over the values of the first k."""
+    if type(t) is BatchedTensor and t.level.index >= k:
+        return BatchedTensor(values_at(t.value, k).movedim(k, 0), t.level)
+    return physical(lift(t, k))
+
+
+def from_values(t, k):
+    """The inverse of ``values_at``."""
+    if type(t) is BatchedTensor and t.level.index >= k:
+        return BatchedTensor(from_values(t.value.movedim(0, k), k), t.level)
+    return rewrap(t, k)
 
 
 # --- vmap --------------------------------------------------------------------------------

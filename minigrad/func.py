@@ -29,7 +29,7 @@ from .autograd import forward_ad
 from .autograd.batching import LEVELS
 from .autograd.grad_mode import STATE, enable_grad
 from .autograd.graph import AccumulateGrad
-from .batched import lift, physical, rewrap, vmap
+from .batched import from_values, lift, physical, rewrap, values_at, vmap
 from .tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp",
@@ -246,23 +246,32 @@ def _vjp_of_values(func, leaves, rebuild, has_aux, who, integer_outputs):
         return (out, aux) if has_aux else out
     values = tuple(physical(lift(x)) for x in leaves)
     out, vjp_fn, *aux = _vjp(of_values, values, has_aux, who, integer_outputs, on_values=True)
+    k = len(LEVELS)  # (a vmap opened later may batch the cotangents: see _backward)
 
     def batched_vjp_fn(cotangents):
         cot_leaves, cot_rebuild = _flatten(cotangents)
-        grads = vjp_fn(cot_rebuild([physical(lift(u)) for u in cot_leaves]))
-        return rebuild([rewrap(g) for g in grads])
+        grads = vjp_fn(cot_rebuild([values_at(u, k) for u in cot_leaves]))
+        return rebuild([from_values(g, k) for g in grads])
     out_leaves, out_rebuild = _flatten(out)
     return (out_rebuild([rewrap(o) for o in out_leaves]), batched_vjp_fn, *aux)
 
 
 def _backward(outputs, inputs, cotangents, create):
-    """One backward pass: the gradients of sum(outputs * cotangents), zeros where unused."""
+    """One backward pass: the gradients of sum(outputs * cotangents), zeros where unused.
+
+    Cotangents batched by a vmap around a graph recorded outside it (``vmap(vjp_fn)``) run
+    the backward rules' Tensor ops through their batching rules: the pass then keeps a
+    graph, as with ``create``, so that the engine sums gradients with ops too."""
     pairs = [(o, u) for o, u in zip(outputs, cotangents) if o.requires_grad]
     if not pairs:
         return [x.new_zeros(x.shape) for x in inputs]
+    batched = bool(LEVELS) and any(getattr(u, "level", None) is not None for _, u in pairs)
     with enable_grad():
         grads = autograd.grad([o for o, _ in pairs], inputs, [u for _, u in pairs],
-                              retain_graph=True, create_graph=create, allow_unused=True)
+                              retain_graph=True, create_graph=create or batched,
+                              allow_unused=True)
+    if batched and not create:
+        grads = [None if g is None else g.detach() for g in grads]
     return [x.new_zeros(x.shape) if g is None else g for x, g in zip(inputs, grads)]
 
 
@@ -435,9 +444,9 @@ def _batched_or_looped(batched, one, basis):
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
-    """A function returning the Jacobian of ``func`` at its arguments by reverse mode: the
-    gradients of every output element at once, vmap over the basis vectors of the output
-    (``chunk_size`` of them at a time), each row a backward pass of the batch."""
+    """A function returning the Jacobian of ``func`` at its arguments by reverse mode: one
+    forward pass, then the gradients of every output element at once, vmap of the backward
+    pass over the basis vectors of the output (``chunk_size`` of them at a time)."""
     def wrapper(*args, **kwargs):
         chosen, many, call = _select(args, argnums, "jacrev")
         f = call(func, kwargs)
@@ -447,14 +456,10 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         in_leaves, in_rebuild = _flatten(chosen)
         n = sum(o.numel() for o in out_leaves)
 
-        def rows_of(*cotangents):  # the vjp recorded inside vmap: one pass for all rows
-            _, vjp_fn = _vjp(lambda *c: _split_aux(f(*c), has_aux, "jacrev")[0], chosen,
-                             False, "jacrev")
+        def rows_of(*cotangents):  # one backward pass of a batch of cotangents
             return tuple(_flatten(vjp_fn(out_rebuild(list(cotangents))))[0])
-        rows = _batched_or_looped(
-            vmap(rows_of, randomness="same", chunk_size=chunk_size),
-            lambda *u: tuple(_flatten(vjp_fn(out_rebuild(list(u))))[0]),
-            _unit_vectors(out_leaves)) if n else None
+        rows = _batched_or_looped(vmap(rows_of, chunk_size=chunk_size), rows_of,
+                                  _unit_vectors(out_leaves)) if n else None
         blocks, start = [], 0
         for o in out_leaves:
             shape = tuple(o.shape)

@@ -288,7 +288,10 @@ def padding_index(op, padding_idx, num_embeddings):
 
 def _first_out_of_range(ids, n, ignore_index=None):
     """The first of the integer ``ids`` outside [0, n) (other than ``ignore_index``), or None.
-    On a GPU this reads back from the device once: whether there is one, and its value."""
+    On a GPU this reads back from the device once: whether there is one, and its value.
+    Ids batched by vmap (each element's own) are not read: None."""
+    if getattr(ids, "level", None) is not None:
+        return None
     flat = ids.data.reshape(-1)
     if flat.size == 0:
         return None
