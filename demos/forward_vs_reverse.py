@@ -5,9 +5,9 @@ products, and the graph of a forward-mode computation.
 
 1. The Jacobian of f: R^n -> R^m, f(x) = tanh(W2 tanh(W1 x)), by ``func.jacfwd`` (vmap of
    forward mode over the n basis vectors of the input: one forward pass carrying n
-   tangents) and by ``func.jacrev`` (vmap of reverse mode over the m basis vectors of the
-   output: one forward and one backward pass of a batch of m), timed as n grows with m
-   fixed and as m grows with n fixed. ``jacobians.png`` shows where each wins: the work
+   tangents) and by ``func.jacrev`` (one forward pass, then vmap of the backward pass over
+   the m basis vectors of the output: one backward pass of a batch of m), timed as n grows
+   with m fixed and as m grows with n fixed. ``jacobians.png`` shows where each wins: the work
    grows with n for forward mode and with m for reverse mode, but at small sizes both are
    mostly the per-op overhead of one batched pass, which vmap pays once.
 2. A Newton step on a small logistic regression: the Newton direction solves H d = -g by
