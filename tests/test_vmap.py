@@ -208,6 +208,10 @@ def test_nested_vmap():
     same(out, mg.stack([mg.stack([a.softmax(-1) @ a.T for a in row]) for row in x]), False)
 
 
+def test_mg_vmap_is_func_vmap_as_in_torch():
+    assert mg.vmap is vmap
+
+
 def test_chunk_size():
     x = rand(7, 3)
     same(vmap(lambda a: a.exp().sum(), chunk_size=3)(x), x.exp().sum(1))
