@@ -136,11 +136,13 @@ class Attention(Primitive):
         return tangent_by(attention, q, k, v, mask)
 
     @staticmethod
-    def vmap(ctx, q, k, v, mask, **params):  # the batch is one more leading dim; a mask of
+    def vmap(ctx, q, k, v, mask, **params):
+        """The batch is one more leading dim; a batched mask lines up with the scores' dims
+        from the right. Dropout with randomness "same" goes element by element."""
         if params["dropout_p"] and batching.random_op(ctx, "attention dropout") == "same":
             return batching.run_per_element(ctx, (q, k, v, mask), params)
         q, k, v = (ctx.expanded(i, t) for i, t in enumerate((q, k, v)))
-        if ctx.batched[3]:  # each element lines up with the scores' dims from the right
+        if ctx.batched[3]:
             mask = batching.pad(mask, q.ndim - 1)
         return Attention.apply(q, k, v, mask, **params)
 

@@ -43,8 +43,10 @@ class Dropout(Primitive):
     random = True  # (vmap asks its randomness mode, even for an unbatched x)
 
     @staticmethod
-    def vmap(ctx, x, p):  # "different": a mask drawn for the whole batch; "same": one mask
-        if batching.random_op(ctx, "dropout") == "different":  # of an element's shape for all
+    def vmap(ctx, x, p):
+        """randomness "different": one mask drawn for the whole batch; "same": one mask of
+        an element's shape, for every element."""
+        if batching.random_op(ctx, "dropout") == "different":
             return Dropout.apply(ctx.expanded(0, x), p=p)
         mask = Dropout.apply(x.new_ones(x.shape[1:] if ctx.batched[0] else x.shape), p=p)
         return ctx.expanded(0, x) * mask

@@ -79,8 +79,10 @@ class LayerNorm(Primitive):
         return tangent_sum(dxhat, None if dw is None else xhat * dw, db)
 
     @staticmethod
-    def vmap(ctx, x, weight, bias, n, eps):  # the last n dims of each element; an affine
-        x = ctx.expanded(0, x)  # part of each element's own after the normalisation
+    def vmap(ctx, x, weight, bias, n, eps):
+        """The last n dims of each element; a batched weight or bias (each element's own)
+        applied after the normalisation."""
+        x = ctx.expanded(0, x)
         if not (ctx.batched[1] or ctx.batched[2]):
             return LayerNorm.apply(x, weight, bias, n=n, eps=eps)
         out = LayerNorm.apply(x, None, None, n=n, eps=eps)

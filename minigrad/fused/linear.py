@@ -65,9 +65,11 @@ class Linear(Primitive):
                            None if dw is None else Linear.apply(x, dw), db)
 
     @staticmethod
-    def vmap(ctx, x, weight, bias=None):  # rows of every element through one weight, or
-        if not (ctx.batched[1] or ctx.batched[2:3] == (True,)):  # each element's own weight:
-            return Linear.apply(x, weight, bias)  # one batched product (per-example gradients)
+    def vmap(ctx, x, weight, bias=None):
+        """The rows of every element through one weight; or each element's own weight (as in
+        per-example gradients, where the weight is expanded): one batched product."""
+        if not (ctx.batched[1] or ctx.batched[2:3] == (True,)):
+            return Linear.apply(x, weight, bias)
         n = ctx.size
         x = ctx.expanded(0, x)
         rows = x.reshape((n, -1, x.shape[-1]))  # (N, M, in)

@@ -429,8 +429,10 @@ class Max(Amax):
         return (grad / mask.sum()).expand(x.shape).where(mask, 0.0)
 
     @staticmethod
-    def vmap(ctx, x, dims, keepdim):  # amax over each element (this backward counts the ties
-        op = Amin if issubclass(ctx.op, Min) else Amax  # of the whole tensor it is given)
+    def vmap(ctx, x, dims, keepdim):
+        """amax (amin) over each element: this op's backward counts the ties of the whole
+        tensor it is given, which would be the whole batch."""
+        op = Amin if issubclass(ctx.op, Min) else Amax
         return op.apply(x, dims=batching.shifted(dims, x.ndim - 1), keepdim=keepdim)
 
 

@@ -209,9 +209,11 @@ class GetItem(Primitive):
         return GetItem.apply(dx, **ctx.params)
 
     @staticmethod
-    def vmap(ctx, x, index):  # the whole batch dim, then index; index arrays that are apart
-        items = index if isinstance(index, tuple) else (index,)  # (NumPy would move their
-        if not _adjacent_arrays(items):  # dims in front) go one element at a time
+    def vmap(ctx, x, index):
+        """The whole batch dim, then index. Index arrays apart from each other go one
+        element at a time (NumPy would move their dims in front of the batch dim)."""
+        items = index if isinstance(index, tuple) else (index,)
+        if not _adjacent_arrays(items):
             return batching.run_per_element(ctx, (x,), {"index": index})
         return ctx.op.apply(x, index=(slice(None),) + items)
 
