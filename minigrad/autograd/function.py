@@ -14,6 +14,9 @@ Two kinds of forward share this class:
 Both write ``backward`` with Tensor ops, so ``create_graph=True`` only means "run backward
 with grad mode on".
 
+Inside ``func.vmap``, an op with a batched input goes to its batching rule instead (see
+``batching``), which calls the op again on the whole batch's values.
+
 A view op (``view = True``: reshape, permute, basic indexing, ...) also links its output
 to its input (``Tensor._view_of``) and shares the input's version counter, so an in-place
 change through either is seen by the other, as in PyTorch.
