@@ -146,6 +146,24 @@ class BatchedTensor(Tensor):
     def gather(self, dim, index):
         return _gathered(self, dim, index)
 
+    def _draw_in_place(self, name, *args, **kwargs):
+        """An in-place random fill: with randomness "different", of the batch's values (each
+        element its own draw); else one draw for every element."""
+        if not batching.LEVELS or batching.random_draw(name, ())[1] == []:
+            return getattr(Tensor, name)(self, *args, **kwargs)
+        batching.PER_ELEMENT.append(name)
+        try:
+            getattr(self.value, name)(*args, **kwargs)
+        finally:
+            batching.PER_ELEMENT.pop()
+        return self
+
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):
+        return self._draw_in_place("uniform_", a, b, generator=generator)
+
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        return self._draw_in_place("normal_", mean, std, generator=generator)
+
     def _update(self, op, compute, *others, cast=False, written=None):
         """An in-place op: computed out of place, then written into the batch's values."""
         new = compute(self)
@@ -214,6 +232,17 @@ def index_per_element(x, index):
 
 
 batching.index_per_element = index_per_element
+
+
+def per_element(t, levels):
+    """A draw whose leading dims are the sizes of ``levels`` (outermost first), as a tensor
+    batched at those levels: each element has its own values."""
+    for level in levels:
+        t = BatchedTensor(t, level)
+    return t
+
+
+batching.per_element = per_element
 
 
 # --- the physical view of the other transforms ---------------------------------------------

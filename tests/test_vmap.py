@@ -256,10 +256,16 @@ def test_randomness():
         vmap(lambda a: F.dropout(mg.ones(50), 0.5) + a)(x)
     with pytest.raises(RuntimeError, match="randomness error mode"):
         vmap(lambda a: a + mg.randn(50))(x)
-    with pytest.raises(NotImplementedError, match="dropout only"):
-        vmap(lambda a: a + mg.randn(50), randomness="different")(x)
-    drawn = vmap(lambda a: a * 0 + mg.rand(50), randomness="same")(x).numpy()
-    assert all(np.array_equal(drawn[0], row) for row in drawn[1:])
+    draws = {"randn": lambda a: a * 0 + mg.randn(50), "rand_like": lambda a: mg.rand_like(a),
+             "randint": lambda a: a * 0 + mg.randint(0, 1000, (50,)),
+             "uniform_": lambda a: a.clone().uniform_(), "normal_": lambda a: a.clone().normal_()}
+    for name, draw in draws.items():
+        rows = vmap(draw, randomness="different")(x).numpy()
+        assert all(not np.array_equal(rows[0], row) for row in rows[1:]), name
+        rows = vmap(draw, randomness="same")(x).numpy()
+        assert all(np.array_equal(rows[0], row) for row in rows[1:]), name
+    with pytest.raises(NotImplementedError, match="randomness='different'"):
+        vmap(lambda a: a * 0 + mg.randperm(50), randomness="different")(x)
     different = vmap(lambda a: F.dropout(a, 0.5), randomness="different")(x).numpy()
     assert not all(np.array_equal(different[0], row) for row in different[1:])
     same_ = vmap(lambda a: F.dropout(a, 0.5), randomness="same")(x).numpy()

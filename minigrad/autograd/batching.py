@@ -124,14 +124,22 @@ def random_op(ctx, name):
     return _allowed(ctx.level, name)
 
 
-def random_draw(name):
-    """A random creation op (``rand``, ``randn``, ``uniform_``, ...) inside vmap: one draw
-    for every element, which is randomness "same"; PyTorch's error in "error" mode. Draws
-    of their own per element ("different") are implemented for dropout only."""
-    if _allowed(LEVELS[-1], name) == "different":
-        raise NotImplementedError(
-            f"vmap: randomness='different' is implemented for dropout only; {name} would draw "
-            "the same values for every element (use randomness='same', or draw outside vmap)")
+def random_draw(name, shape=None):
+    """A random creation op (``rand``, ``randn``, ``uniform_``, ...) inside vmap, as the
+    open levels' randomness asks: PyTorch's error for "error"; "same": one draw for every
+    element. "different": given the ``shape`` of one element's draw, the shape to draw
+    instead (the sizes of those levels in front) and those levels, to wrap the draw in
+    (``per_element``); the ops that cannot draw so raise."""
+    if PER_ELEMENT:  # (a batched tensor's values take the draw: already one per element)
+        return shape, ()
+    levels = [lv for lv in LEVELS if _allowed(lv, name) == "different"]
+    if levels and shape is None:
+        raise NotImplementedError(f"vmap: randomness='different' is not implemented for {name}")
+    return (None if shape is None else tuple(lv.size for lv in levels) + tuple(shape)), levels
+
+
+PER_ELEMENT = []  # non-empty while a batched tensor's values take an in-place draw
+per_element = None  # minigrad.batched's: a draw with the levels' sizes in front, batched
 
 
 def _allowed(level, name):
