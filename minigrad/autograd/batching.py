@@ -7,8 +7,8 @@ open, ``Function.apply`` hands each op with a batched input to ``dispatch``: the
 batching rule, ``vmap(ctx, *args, **params)``, written beside its forward, backward and jvp
 in ``minigrad/ops``, gets the inputs' values (batched ones with the batch at dim 0, others
 as they are) and returns the op's result for the whole batch, with the batch at dim 0 of
-each output. A rule moves nothing but dims: it pads operands so that logical dims line up,
-shifts the op's ``dim`` arguments by one, or expands an unbatched operand, then calls the
+each output. Most rules move nothing but dims: they pad operands so that logical dims line
+up, shift the op's ``dim`` arguments by one, or expand an unbatched operand, then call the
 primitive itself once. ``ctx`` (``BatchContext``) says which inputs are batched.
 
 Rules here are shared by the ops: ``elementwise`` (broadcasting ops), ``along(*names)``
