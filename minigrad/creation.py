@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from . import backend, dtypes
+from .autograd import batching
 from .autograd.function import read_on_host
 from .tensor import Tensor, _fitting, _py_scalar, _shape_arg, as_array
 
@@ -299,17 +300,30 @@ def rand(*shape, size=None, generator=None, dtype=None, device=None, requires_gr
     """Uniform on [0, 1). Drawn on the host by minigrad's one generator and copied to
     ``device``, so a seed gives the same numbers on the CPU and the GPU."""
     dtype = _floating_draw("rand", dtype)
-    arr = host_generator(generator).random(_new_shape("rand", _size("rand", shape, size)),
-                                           dtype=_draw_dtype(dtype)).astype(dtype)
-    return Tensor(arr, device=device, requires_grad=requires_grad)
+    shape, levels = _draw_shape("rand", _new_shape("rand", _size("rand", shape, size)))
+    arr = host_generator(generator, True).random(shape, dtype=_draw_dtype(dtype)).astype(dtype)
+    return _batched(Tensor(arr, device=device, requires_grad=requires_grad), levels)
 
 
 def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal, drawn on the host as ``rand``'s."""
     dtype = _floating_draw("randn", dtype)
-    shape = _new_shape("randn", _size("randn", shape, size))
-    arr = host_generator(generator).standard_normal(shape, dtype=_draw_dtype(dtype))
-    return Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad)
+    shape, levels = _draw_shape("randn", _new_shape("randn", _size("randn", shape, size)))
+    arr = host_generator(generator, True).standard_normal(shape, dtype=_draw_dtype(dtype))
+    return _batched(Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad),
+                    levels)
+
+
+def _draw_shape(op, shape):
+    """The shape to draw and the vmap levels to batch the draw at (see
+    ``batching.random_draw``): ``shape`` and none outside vmap."""
+    if not batching.LEVELS:
+        return shape, ()
+    return batching.random_draw(op, shape)
+
+
+def _batched(t, levels):
+    return batching.per_element(t, levels) if levels else t
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
@@ -380,8 +394,10 @@ def _randint(op, low, high, size, dtype, device, requires_grad, generator=None):
             if not info.min <= v <= info.max:
                 raise RuntimeError(f"{op}: {name} = {v} is out of bounds for {dtype} "
                                    f"([{info.min}, {info.max}])")
-    arr = host_generator(generator).integers(low, high, _new_shape(op, (size,)), dtype=np.int64)
-    return Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad)
+    shape, levels = _draw_shape(op, _new_shape(op, (size,)))
+    arr = host_generator(generator, True).integers(low, high, shape, dtype=np.int64)
+    return _batched(Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad),
+                    levels)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
@@ -455,8 +471,11 @@ def _entropy_seed():
     return builtins.int(np.random.SeedSequence().entropy % 2 ** 63)
 
 
-def host_generator(generator):
-    """Where a draw comes from: ``generator``'s own or, without one, the global generator."""
+def host_generator(generator, checked=False):
+    """Where a draw comes from: ``generator``'s own or, without one, the global generator.
+    Inside vmap, as its randomness allows (unless the caller ``checked``)."""
+    if batching.LEVELS and not checked:
+        batching.random_draw("this random op")
     if generator is None:
         return backend.generator()
     if not isinstance(generator, Generator):

@@ -1,33 +1,39 @@
 """Function transforms with ``torch.func``'s names and signatures: ``grad``,
-``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``hvp`` and
-``functional_call``.
+``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``hvp``, ``vmap``
+and ``functional_call``.
 
 Each takes a function of tensors (or of tuples, lists and dicts of tensors) and returns a
-function, or values, built from the two modes of the same engine:
+function, or values, built from the two modes of the same engine and from batching:
 
-* reverse mode (``vjp``, ``grad``, ``jacrev``): one forward pass records the graph, then one
-  backward pass per output element (a row of the Jacobian: u^T J);
-* forward mode (``jvp``, ``jacfwd``): one forward pass per input element, with tangents
-  (a column of the Jacobian: J v), see ``autograd.forward_ad``.
+* reverse mode (``vjp``, ``grad``): one forward pass records the graph, then one backward
+  pass gives u^T J for a cotangent u shaped like the output;
+* forward mode (``jvp``): one forward pass with tangents gives J v (see
+  ``autograd.forward_ad``);
+* ``vmap`` (see ``batched.py``): a function of one example run once on a whole batch, each
+  primitive through its batching rule.
 
-For f: R^n -> R^m, ``jacfwd`` costs n forward passes and ``jacrev`` one forward and m
-backward passes: forward mode wins for few inputs and many outputs, reverse mode for many
+``jacrev`` is vmap of reverse mode over the basis vectors of the output (every row of the
+Jacobian in one batched pass), ``jacfwd`` vmap of forward mode over those of the input
+(every column). For f: R^n -> R^m the work of ``jacfwd`` grows with n and that of
+``jacrev`` with m: forward mode for few inputs and many outputs, reverse mode for many
 inputs and few outputs (a loss). The transforms compose: ``hessian(f)`` is
-``jacfwd(jacrev(f))`` (forward over reverse), and ``hvp`` gives a Hessian-vector product
-in one forward-over-reverse pass without forming the Hessian.
-
-There is no ``vmap``: a Jacobian is assembled from one pass per row or column.
+``jacfwd(jacrev(f))`` (forward over reverse), ``hvp`` gives a Hessian-vector product in
+one forward-over-reverse pass without forming the Hessian, and ``vmap(grad(loss))`` gives
+per-example gradients: inside vmap, reverse and forward mode run on the batch's values
+with every input batched (expanded where it was not), so each example has its own.
 """
 import weakref
 
 from . import autograd
 from .autograd import forward_ad
+from .autograd.batching import LEVELS
 from .autograd.grad_mode import STATE, enable_grad
 from .autograd.graph import AccumulateGrad
+from .batched import from_values, lift, physical, rewrap, values_at, vmap
 from .tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp",
-           "functional_call"]
+           "vmap", "functional_call"]
 
 
 # --- pytrees: tuples, lists and dicts of tensors ---------------------------------------------
@@ -180,11 +186,13 @@ def vjp(func, *primals, has_aux=False):
     return _vjp(func, primals, has_aux, "vjp")
 
 
-def _vjp(func, primals, has_aux, who, integer_outputs=False):
+def _vjp(func, primals, has_aux, who, integer_outputs=False, on_values=False):
     """vjp; with ``integer_outputs`` (grad's), an output of integers or bools is taken, and
     its gradient is zeros, as torch.func.grad's, where vjp refuses it."""
     leaves, rebuild = _flatten(primals)
     _differentiable_inputs(leaves, who)
+    if LEVELS and not on_values:
+        return _vjp_of_values(func, leaves, rebuild, has_aux, who, integer_outputs)
     grad_mode = STATE.grad_enabled
     with enable_grad():
         copies = _watched_copies(leaves)
@@ -227,14 +235,43 @@ def _vjp(func, primals, has_aux, who, integer_outputs=False):
     return (out, vjp_fn) if not has_aux else (out, vjp_fn, aux)
 
 
+def _vjp_of_values(func, leaves, rebuild, has_aux, who, integer_outputs):
+    """vjp inside vmap: reverse mode on the batch's values, each input batched at every open
+    level first (expanded where it was not), so that every element has inputs of its own
+    and its own gradient (per-example gradients of unbatched parameters)."""
+    def of_values(*values):
+        out, aux = _split_aux(func(*rebuild([rewrap(v) for v in values])), has_aux, who)
+        out_leaves, out_rebuild = _flatten(out)
+        out = out_rebuild([physical(lift(o)) for o in out_leaves])
+        return (out, aux) if has_aux else out
+    values = tuple(physical(lift(x)) for x in leaves)
+    out, vjp_fn, *aux = _vjp(of_values, values, has_aux, who, integer_outputs, on_values=True)
+    k = len(LEVELS)  # (a vmap opened later may batch the cotangents: see _backward)
+
+    def batched_vjp_fn(cotangents):
+        cot_leaves, cot_rebuild = _flatten(cotangents)
+        grads = vjp_fn(cot_rebuild([values_at(u, k) for u in cot_leaves]))
+        return rebuild([from_values(g, k) for g in grads])
+    out_leaves, out_rebuild = _flatten(out)
+    return (out_rebuild([rewrap(o) for o in out_leaves]), batched_vjp_fn, *aux)
+
+
 def _backward(outputs, inputs, cotangents, create):
-    """One backward pass: the gradients of sum(outputs * cotangents), zeros where unused."""
+    """One backward pass: the gradients of sum(outputs * cotangents), zeros where unused.
+
+    Cotangents batched by a vmap around a graph recorded outside it (``vmap(vjp_fn)``) run
+    the backward rules' Tensor ops through their batching rules: the pass then keeps a
+    graph, as with ``create``, so that the engine sums gradients with ops too."""
     pairs = [(o, u) for o, u in zip(outputs, cotangents) if o.requires_grad]
     if not pairs:
         return [x.new_zeros(x.shape) for x in inputs]
+    batched = bool(LEVELS) and any(getattr(u, "level", None) is not None for _, u in pairs)
     with enable_grad():
         grads = autograd.grad([o for o, _ in pairs], inputs, [u for _, u in pairs],
-                              retain_graph=True, create_graph=create, allow_unused=True)
+                              retain_graph=True, create_graph=create or batched,
+                              allow_unused=True)
+    if batched and not create:
+        grads = [None if g is None else g.detach() for g in grads]
     return [x.new_zeros(x.shape) if g is None else g for x, g in zip(inputs, grads)]
 
 
@@ -308,6 +345,13 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to "
                                f"have the same shape: primal {tuple(p.shape)}, tangent "
                                f"{tuple(t.shape)}")
+    if LEVELS:
+        return _jvp_of_values(func, p_leaves, t_leaves, rebuild, has_aux)
+    return _jvp(func, p_leaves, t_leaves, rebuild, has_aux)
+
+
+def _jvp(func, p_leaves, t_leaves, rebuild, has_aux):
+    """jvp on checked, flattened primals and tangents."""
     grad_mode = STATE.grad_enabled
     level = forward_ad.enter_level()
     try:
@@ -329,17 +373,35 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     return tuple(_outside_part(r, grad_mode) for r in result)
 
 
+def _jvp_of_values(func, p_leaves, t_leaves, rebuild, has_aux):
+    """jvp inside vmap: forward mode on the batch's values, primals and tangents batched at
+    every open level first (expanded where they were not)."""
+    def of_values(*values):
+        out, aux = _split_aux(func(*rebuild([rewrap(v) for v in values])), has_aux, "jvp")
+        out_leaves, out_rebuild = _flatten(out)
+        out = out_rebuild([physical(lift(o)) for o in out_leaves])
+        return (out, aux) if has_aux else out
+    primals = [physical(lift(p)) for p in p_leaves]
+    tangents = [physical(lift(t)) for t in t_leaves]
+    out, tangent, *aux = _jvp(of_values, primals, tangents, lambda v: tuple(v), has_aux)
+    out_leaves, out_rebuild = _flatten(out)
+    tangent_leaves, _ = _flatten(tangent)
+    return (out_rebuild([rewrap(o) for o in out_leaves]),
+            out_rebuild([rewrap(t) for t in tangent_leaves]), *aux)
+
+
 # --- Jacobians and Hessians -----------------------------------------------------------------
 
-def _basis(leaves, k):
-    """The k-th unit vector of the flattened ``leaves``, as one tensor per leaf."""
-    out = []
+def _unit_vectors(leaves):
+    """The rows of the identity over the flattened ``leaves`` (n their total size), as one
+    (n, *leaf.shape) tensor per leaf: vmap's batch of basis vectors."""
+    from .creation import eye
+    n = sum(x.numel() for x in leaves)
+    rows = eye(n, dtype=leaves[0].dtype, device=leaves[0].device)
+    out, start = [], 0
     for x in leaves:
-        e = x.new_zeros(x.shape)
-        if 0 <= k < x.numel():
-            e.array.reshape(-1)[k] = 1
-        k -= x.numel()
-        out.append(e)
+        out.append(rows[:, start:start + x.numel()].reshape((n,) + tuple(x.shape)))
+        start += x.numel()
     return out
 
 
@@ -357,32 +419,6 @@ def _select(args, argnums, who):
     return chosen, many, call
 
 
-def _assemble(out_leaves, in_leaves, pieces, along_inputs):
-    """Jacobian blocks J[o][x] of shape o.shape + x.shape from one-element passes: columns
-    (one per input element, ``along_inputs``) or rows (one per output element)."""
-    blocks = []
-    for i, o in enumerate(out_leaves):
-        row = []
-        start = 0
-        for j, x in enumerate(in_leaves):
-            if along_inputs:
-                parts = [pieces[k][i].reshape(-1) for k in range(start, start + x.numel())]
-                start += x.numel()
-                block = _stack(parts, 1, (o.numel(), x.numel()), o)
-            else:
-                offset = sum(q.numel() for q in out_leaves[:i])
-                parts = [pieces[offset + k][j].reshape(-1) for k in range(o.numel())]
-                block = _stack(parts, 0, (o.numel(), x.numel()), o)
-            row.append(block.reshape(tuple(o.shape) + tuple(x.shape)))
-        blocks.append(row)
-    return blocks
-
-
-def _stack(parts, dim, shape, like):
-    from .combine import stack
-    return stack(parts, dim) if parts else like.new_zeros(shape)
-
-
 def _structure(blocks, out_rebuild, in_rebuild, many):
     """The blocks in the shape torch.func gives: the output's structure, holding at each
     leaf the inputs' structure (a tuple over argnums when argnums is a tuple)."""
@@ -392,42 +428,81 @@ def _structure(blocks, out_rebuild, in_rebuild, many):
     return out_rebuild(per_output)
 
 
+def _batched_or_looped(batched, one, basis):
+    """``batched(*basis)``; where the function writes a batched value in place into a tensor
+    of its own that has no batch (``y = zeros(n); y[0] = x``: vmap refuses that, where
+    torch.func's Jacobians batch only the tangents or cotangents), ``one`` per basis vector
+    instead, the results stacked alike."""
+    try:
+        return batched(*basis)
+    except RuntimeError as e:
+        if not str(e).startswith("vmap: inplace arithmetic"):
+            raise
+    from .combine import stack
+    outs = [one(*[b[k] for b in basis]) for k in range(basis[0].shape[0])]
+    return tuple(stack(list(parts)) for parts in zip(*outs))
+
+
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """A function returning the Jacobian of ``func`` at its arguments by reverse mode: one
-    forward pass, then one backward pass per output element (a row each)."""
+    forward pass, then the gradients of every output element at once, vmap of the backward
+    pass over the basis vectors of the output (``chunk_size`` of them at a time)."""
     def wrapper(*args, **kwargs):
         chosen, many, call = _select(args, argnums, "jacrev")
-        out, vjp_fn, aux = _vjp(lambda *c: _split_aux(call(func, kwargs)(*c), has_aux,
-                                                      "jacrev"), chosen, True, "jacrev")
+        f = call(func, kwargs)
+        out, vjp_fn, aux = _vjp(lambda *c: _split_aux(f(*c), has_aux, "jacrev"), chosen, True,
+                                "jacrev")
         out_leaves, out_rebuild = _flatten(out)
         in_leaves, in_rebuild = _flatten(chosen)
-        rows = [_flatten(vjp_fn(out_rebuild(_basis(out_leaves, k))))[0]
-                for k in range(sum(o.numel() for o in out_leaves))]
-        blocks = _assemble(out_leaves, in_leaves, rows, along_inputs=False)
+        n = sum(o.numel() for o in out_leaves)
+
+        def rows_of(*cotangents):  # one backward pass of a batch of cotangents
+            return tuple(_flatten(vjp_fn(out_rebuild(list(cotangents))))[0])
+        rows = _batched_or_looped(vmap(rows_of, chunk_size=chunk_size), rows_of,
+                                  _unit_vectors(out_leaves)) if n else None
+        blocks, start = [], 0
+        for o in out_leaves:
+            shape = tuple(o.shape)
+            blocks.append([o.new_zeros(shape + tuple(x.shape)) if rows is None else
+                           rows[j][start:start + o.numel()].reshape(shape + tuple(x.shape))
+                           for j, x in enumerate(in_leaves)])
+            start += o.numel()
         jac = _structure(blocks, out_rebuild, in_rebuild, many)
         return (jac, aux) if has_aux else jac
     return wrapper
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    """A function returning the Jacobian of ``func`` at its arguments by forward mode: one
-    forward pass with tangents per input element (a column each)."""
+    """A function returning the Jacobian of ``func`` at its arguments by forward mode: the
+    derivatives along every input element at once, vmap over the basis vectors of the
+    inputs, each column a tangent of one forward pass of the batch."""
     def wrapper(*args, **kwargs):
         chosen, many, call = _select(args, argnums, "jacfwd")
         in_leaves, in_rebuild = _flatten(chosen)
         _tensors(in_leaves, "jacfwd", "the inputs")
-        columns, out, aux = [], None, None
-        for k in range(sum(x.numel() for x in in_leaves)):
-            tangents = in_rebuild(_basis(in_leaves, k))
-            result = jvp(call(func, kwargs), chosen, tangents, has_aux=has_aux)
-            out, column = result[0], result[1]
-            aux = result[2] if has_aux else None
-            columns.append(_flatten(column)[0])
-        if out is None:  # no input elements: one plain call for the output's shape
-            out = _split_aux(call(func, kwargs)(*chosen), has_aux, "jacfwd")
-            out, aux = out
+        f = call(func, kwargs)
+        out, aux = _split_aux(f(*chosen), has_aux, "jacfwd")
         out_leaves, out_rebuild = _flatten(out)
-        blocks = _assemble(out_leaves, in_leaves, columns, along_inputs=True)
+        n = sum(x.numel() for x in in_leaves)
+
+        def columns_of(*tangents):
+            result = jvp(lambda *c: _split_aux(f(*c), has_aux, "jacfwd")[0], chosen,
+                         in_rebuild(list(tangents)))
+            return tuple(_flatten(result[1])[0])
+        columns = _batched_or_looped(vmap(columns_of, randomness=randomness), columns_of,
+                                     _unit_vectors(in_leaves)) if n else None
+        blocks = []
+        for i, o in enumerate(out_leaves):
+            row, start = [], 0
+            for x in in_leaves:
+                shape = tuple(o.shape) + tuple(x.shape)
+                if columns is None:
+                    row.append(o.new_zeros(shape))
+                    continue
+                part = columns[i][start:start + x.numel()]  # (x.numel(), *o.shape)
+                row.append(part.reshape((x.numel(), o.numel())).T.reshape(shape))
+                start += x.numel()
+            blocks.append(row)
         jac = _structure(blocks, out_rebuild, in_rebuild, many)
         return (jac, aux) if has_aux else jac
     return wrapper

@@ -14,7 +14,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import backend, dtypes
-from .autograd import engine, forward_ad, graph
+from .autograd import batching, engine, forward_ad, graph
 from .autograd.grad_mode import STATE, no_grad
 from .autograd.function import ShapeError, _new_history, _refresh_view, multiple_views_op
 from .autograd.graph import TensorBase
@@ -1358,6 +1358,8 @@ class Tensor(TensorBase):
         return Roll.apply(self, shifts=tuple(total.values()), dims=tuple(total))
 
     def __getitem__(self, index):
+        if batching.LEVELS and batching.batched_index(index):  # (inside vmap)
+            return batching.index_per_element(self, index)
         index = _index(index, self)
         if function.capture is not None and _has_mask(index):
             read_on_host("Tensor.__getitem__() with a bool mask")  # (its count: the shape)
@@ -1724,7 +1726,7 @@ class Tensor(TensorBase):
     def add_(self, other, *, alpha=1):
         if type(alpha) is not builtins.int or alpha != 1:  # (rounded once, as add's)
             return self._update("add_", lambda t: t.add(other, alpha=alpha), other)
-        if _recording(self, other) or forward_ad.LEVELS:
+        if _recording(self, other) or forward_ad.LEVELS or batching.LEVELS:
             return self._update("add_", lambda t: t + other, other)
         return _arithmetic_(self, "add_", "add", other)
 
@@ -1732,12 +1734,12 @@ class Tensor(TensorBase):
         _no_bool("sub_", self, other)
         if type(alpha) is not builtins.int or alpha != 1:
             return self._update("sub_", lambda t: t.sub(other, alpha=alpha), other)
-        if _recording(self, other) or forward_ad.LEVELS:
+        if _recording(self, other) or forward_ad.LEVELS or batching.LEVELS:
             return self._update("sub_", lambda t: t - other, other)
         return _arithmetic_(self, "sub_", "subtract", other)
 
     def mul_(self, other):
-        if _recording(self, other) or forward_ad.LEVELS:
+        if _recording(self, other) or forward_ad.LEVELS or batching.LEVELS:
             return self._update("mul_", lambda t: t * other, other)
         return _arithmetic_(self, "mul_", "multiply", other)
 
@@ -1745,7 +1747,7 @@ class Tensor(TensorBase):
         if rounding_mode is not None:
             return self._update("div_", lambda t: t.div(other, rounding_mode=rounding_mode),
                                 other)
-        if _recording(self, other) or forward_ad.LEVELS:
+        if _recording(self, other) or forward_ad.LEVELS or batching.LEVELS:
             return self._update("div_", lambda t: t / other, other)
         return _arithmetic_(self, "div_", "true_divide", other)
 
@@ -1951,6 +1953,8 @@ class Tensor(TensorBase):
         else:
             with no_grad():
                 new = _fitted(self, op, compute(self), cast)
+        if batching.LEVELS:  # (a batched value cannot be written into an unbatched tensor)
+            batching.check_inplace(self, new)
         on_arrays(_write_values, data, new.array)
         self._shared_counter()[0] += 1
         if recording:

@@ -12,6 +12,7 @@ import minigrad as mg
 from minigrad import nn
 from minigrad.models import decoding
 from minigrad.nn.hyper import collapse_streams, expand_streams
+from minigrad.utils.checkpoint import checkpoint
 
 
 class Block(nn.TransformerEncoderLayer):
@@ -45,18 +46,22 @@ class GPT(nn.Module):
             hyper-connections with ``n_streams`` streams, carried from block to block).
         tie_embeddings: lm_head shares its weight with the token embedding (as GPT-2; the
             demos untie it, which learned both of their tasks markedly faster).
+        checkpoint: recompute each block's activations in backward instead of keeping
+            them (``utils.checkpoint``): less memory for one more forward pass of the
+            blocks; the gradients are the same.
     Shape:
         idx (B, T) integer, T <= max_len -> logits (B, T, vocab_size)
     """
 
     def __init__(self, vocab_size, d_model=128, nhead=4, num_layers=4, dim_feedforward=512,
                  dropout=0.0, max_len=256, positional="learned", norm_first=True,
-                 tie_embeddings=True, residual="add", n_streams=4):
+                 tie_embeddings=True, residual="add", n_streams=4, checkpoint=False):
         super().__init__()
         if positional not in ("learned", "rope"):
             raise ValueError(f"positional must be 'learned' or 'rope', got {positional!r}")
         self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
         self.residual, self.n_streams = residual, n_streams
+        self.checkpoint = checkpoint
         self.tok_emb = nn.Embedding(vocab_size, d_model)
         learned = positional == "learned"
         self.pos_emb = nn.LearnedPositionalEmbedding(max_len, d_model) if learned else None
@@ -89,7 +94,10 @@ class GPT(nn.Module):
         if self.residual == "mhc":  # the blocks pass the streams on: widened once
             x = expand_streams(x, self.n_streams)                            # (B, T, n, E)
         for block, kv in zip(self.blocks, caches):
-            x = block(x, kv)
+            if self.checkpoint and kv is None:
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x, kv)
         if self.residual == "mhc":
             x = collapse_streams(x)                                          # (B, T, E)
         return self.lm_head(self.norm(x))                                    # (B, T, V)

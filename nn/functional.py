@@ -247,6 +247,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise ArgumentError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), "
                             f"got shape {weight.shape}")
     n = weight.shape[0]
+    if getattr(input, "level", None) is not None:  # inside vmap: each element's own ids
+        return _batched_embedding(input, weight, padding_index("embedding", padding_idx, n))
     _check_in_range(input, n, f"embedding: index {{}} is out of range for {n} embeddings "
                               f"(expected ids in [0, {n}))")
     padding_idx = padding_index("embedding", padding_idx, n)
@@ -258,6 +260,16 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if type(ids) is not np.ndarray:  # (recorded by mg.compile: a replay wraps its own ids)
         ids = on_arrays(backend.wrap_index, ids, n)
     return Embedding.apply(weight, index=ids, padding_idx=padding_idx)
+
+
+def _batched_embedding(input, weight, padding_idx):
+    """embedding of ids batched by vmap, in ops with batching rules (the ids are not read
+    on the host): each id against every row's, then one product with the weight."""
+    ids = mg.arange(weight.shape[0], device=weight.device)
+    one_hot = (input.unsqueeze(-1) == ids).to(weight.dtype)
+    if padding_idx is not None:  # (its row gets no gradient)
+        weight = mg.where((ids == padding_idx).unsqueeze(-1), weight.detach(), weight)
+    return one_hot @ weight
 
 
 def _embedding_renorm_(weight, input, max_norm, norm_type):
@@ -294,6 +306,8 @@ def _check_in_range(ids, n, message, ignore_index=None):
     the check runs on the device and the error is raised at the next read on the host
     (``backend.checks``): no synchronisation. With n = 0 (no row to wrap an id into) it is
     read at once on every device."""
+    if getattr(ids, "level", None) is not None:  # (ids batched by vmap: each element's own)
+        return
     flat = ids.array.reshape(-1)
     if flat.size == 0:
         return

@@ -464,3 +464,21 @@ def test_compiled_arguments_are_checked(capsys, argv):
         compiled.main(argv)
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert e.value.code == 2 and last.startswith(f"python -m benchmarks.compiled: error: {argv[0]}")
+
+
+@needs_torch
+def test_vmap_rows_time_vmap_and_the_loop_in_both_libraries(capsys):
+    """benchmarks.vmap: a row for per-example gradients and one for jacrev, each with the
+    four times and the ratios; vmap and the loop compute the same gradients."""
+    from benchmarks import vmap as bench
+    bench.main(["--repeats", "1", "--threads", "1"])
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [r.split("  ")[0] for r in rows] == ["per-example grads, batch 64", "jacrev 16 -> 64"]
+    for row in rows:
+        for label in ("minigrad vmap", "minigrad loop", "torch vmap", "torch loop"):
+            assert re.search(label + r" +\d+\.\d\d ms", row)
+    by_vmap, by_loop = bench.per_example(mg, mg.func, *bench.mlp(mg, np.random.default_rng(0)))
+    batched, looped = by_vmap(), by_loop()
+    for k in batched:
+        np.testing.assert_allclose(batched[k].numpy(), np.stack([g[k].numpy() for g in looped]),
+                                   rtol=1e-5, atol=1e-6)

@@ -14,6 +14,9 @@ Two kinds of forward share this class:
 Both write ``backward`` with Tensor ops, so ``create_graph=True`` only means "run backward
 with grad mode on".
 
+Inside ``func.vmap``, an op with a batched input goes to its batching rule instead (see
+``batching``), which calls the op again on the whole batch's values.
+
 A view op (``view = True``: reshape, permute, basic indexing, ...) also links its output
 to its input (``Tensor._view_of``) and shares the input's version counter, so an in-place
 change through either is seen by the other, as in PyTorch.
@@ -21,7 +24,7 @@ change through either is seen by the other, as in PyTorch.
 import functools
 
 from .. import backend
-from . import anomaly, forward_ad
+from . import anomaly, batching, forward_ad
 from .grad_mode import PROCESS, STATE, no_grad
 from .graph import _PLAIN, SEQUENCE, Node, Packed, TensorBase, accumulator_of
 
@@ -30,6 +33,7 @@ _NOTHING_SAVED = (None, None, None, None, 0, None, None)  # (SavedTensor's field
 _ndarray = backend.np.ndarray
 _generic = backend.np.generic
 _XP_BY_TYPE = backend._XP_BY_TYPE
+_VMAP_LEVELS = batching.LEVELS  # (the list itself: vmap is on while it is not empty)
 # mg.compile's recorder while it captures a step (it is then one of PROCESS.watchers), else None
 capture = None
 
@@ -107,6 +111,10 @@ class Function(Node):
         backward needs on ctx."""
         raise NotImplementedError
 
+    # The batching rule, ``vmap(ctx, *args, **params)``: the op on inputs that carry a batch
+    # dimension (see ``batching``); None: the op runs once per batch element
+    vmap = None
+
     node_name = None  # the name of the op's nodes where it is not PyTorch's usual one
 
     def __init_subclass__(cls, **kwargs):
@@ -153,6 +161,10 @@ class Function(Node):
 
         This is the hot path of the whole engine: plain loops, no helper calls on the way.
         """
+        if _VMAP_LEVELS:  # inside vmap: an input that carries a batch runs the batching rule
+            out = batching.dispatch(cls, args, params)
+            if out is not None:
+                return out
         node = _new(cls.node_type)
         if params:
             node.params = params
@@ -507,7 +519,8 @@ def _pack(saved, hooks, make, results):
     ``graph.Packed``)."""
     out = []
     for tensor, arr, output, counter, version, _, k in saved:
-        if type(arr) in _PLAIN or arr is None:
+        if type(arr) in _PLAIN or arr is None or type(arr) not in _XP_BY_TYPE:
+            # (no array: a number, or an op's own record such as a random stream's state)
             out.append((tensor, arr, output, counter, version, make, k))
             continue
         if tensor is None:

@@ -86,7 +86,7 @@ def xp_of(array):
 
 
 def device_of(array):
-    if type(array) is np.ndarray:
+    if type(array) is np.ndarray or isinstance(array, np.ndarray):  # (a subclass: vmap's)
         return CPU
     return Device(f"cuda:{array.device.id}")
 
@@ -117,9 +117,10 @@ def to_host(array):
 def check_same_device(op, arrays):
     """Raise DeviceError naming ``op`` and both devices when ``arrays`` live on two devices."""
     first = arrays[0]
+    xp = _XP_BY_TYPE.get(type(first))
     for a in arrays[1:]:
-        if type(a) is not type(first) or (type(a) is not np.ndarray
-                                          and a.device.id != first.device.id):
+        if _XP_BY_TYPE.get(type(a)) is not xp or (xp is not np
+                                                  and a.device.id != first.device.id):
             raise DeviceError(f"{op}: expected all tensors on the same device, but found "
                               f"{device_of(first)} and {device_of(a)}")
 

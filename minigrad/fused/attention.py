@@ -25,6 +25,7 @@ masks: exact to any order, at the composite's O(T S) memory.
 import math
 
 from .. import backend
+from ..autograd import batching
 from ..autograd.function import Primitive, ShapeError
 from ..autograd.grad_mode import STATE
 from ..ops.reduce import SafeSoftmax
@@ -133,6 +134,17 @@ class Attention(Primitive):
         def attention(q, k, v, mask):
             return composite(q, k, v, mask, params["causal"], params["scale"], dropout)[0]
         return tangent_by(attention, q, k, v, mask)
+
+    @staticmethod
+    def vmap(ctx, q, k, v, mask, **params):
+        """The batch is one more leading dim; a batched mask lines up with the scores' dims
+        from the right. Dropout with randomness "same" goes element by element."""
+        if params["dropout_p"] and batching.random_op(ctx, "attention dropout") == "same":
+            return batching.run_per_element(ctx, (q, k, v, mask), params)
+        q, k, v = (ctx.expanded(i, t) for i, t in enumerate((q, k, v)))
+        if ctx.batched[3]:
+            mask = batching.pad(mask, q.ndim - 1)
+        return Attention.apply(q, k, v, mask, **params)
 
 
 def _check(q, k, v, mask):

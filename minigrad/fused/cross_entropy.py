@@ -1,6 +1,7 @@
 """``cross_entropy`` of logits against class indices (label smoothing, class weights,
 ignored targets) as one op, beside the composite it equals."""
 from .. import backend
+from ..autograd import batching
 from ..autograd.function import Primitive
 from ..autograd.function import on_arrays
 from .differentiate import tangent_by
@@ -91,6 +92,26 @@ class CrossEntropy(Primitive):
         p = ctx.params
         return tangent_by(lambda x, w: composite(x, target, w, p["ignore_index"], p["reduction"],
                                                  p["label_smoothing"]), x, weight)
+
+    @staticmethod
+    def vmap(ctx, x, target, weight, ignore_index, label_smoothing, reduction):
+        if ctx.batched[2]:  # each element's own class weights
+            return batching.loop(ctx, x, target, weight, ignore_index=ignore_index,
+                                 label_smoothing=label_smoothing, reduction=reduction)
+        x, target = ctx.expanded(0, x), ctx.expanded(1, target)  # (N, M, C), (N, M)
+        n, m = target.shape[0], target.shape[1]
+        loss = CrossEntropy.apply(x.reshape((n * m, x.shape[-1])), target.reshape((n * m,)),
+                                  weight, ignore_index=ignore_index,
+                                  label_smoothing=label_smoothing, reduction="none")
+        loss = loss.reshape((n, m))
+        if reduction == "none":
+            return loss
+        if reduction == "sum":
+            return loss.sum(1)
+        valid = target != ignore_index  # "mean": divided by each element's total weight
+        w_t = valid.to(x.dtype) if weight is None else \
+            valid.to(x.dtype) * weight[target.where(valid, 0)]
+        return loss.sum(1) / w_t.sum(1)
 
 
 def _target_terms(xp, dtype, C, t, w, ignore, e):

@@ -1,5 +1,6 @@
 """``dropout`` as one op, beside the composite it equals."""
 from .. import backend
+from ..autograd import batching
 from ..autograd.function import Primitive
 from ..autograd.grad_mode import STATE
 from ..autograd.function import on_arrays
@@ -38,3 +39,14 @@ class Dropout(Primitive):
     def jvp(ctx, dx):  # the same mask on the tangent
         keep = dx._make(saved_array(ctx, 0))
         return dx * keep * (1.0 / (1.0 - ctx.params["p"]))
+
+    random = True  # (vmap asks its randomness mode, even for an unbatched x)
+
+    @staticmethod
+    def vmap(ctx, x, p):
+        """randomness "different": one mask drawn for the whole batch; "same": one mask of
+        an element's shape, for every element."""
+        if batching.random_op(ctx, "dropout") == "different":
+            return Dropout.apply(ctx.expanded(0, x), p=p)
+        mask = Dropout.apply(x.new_ones(x.shape[1:] if ctx.batched[0] else x.shape), p=p)
+        return ctx.expanded(0, x) * mask

@@ -7,6 +7,7 @@ without a hand-written derivative of the derivative.
 import math
 
 from .. import backend
+from ..autograd import batching
 from ..autograd.function import Primitive
 from ..autograd.grad_mode import STATE
 from ..autograd.function import on_arrays
@@ -47,6 +48,8 @@ class Gelu(Primitive):
         phi = (x * x * -0.5).exp() * (1.0 / math.sqrt(2.0 * math.pi))
         return dx * (0.5 * (1.0 + (x * math.sqrt(0.5)).erf()) + x * phi)
 
+    vmap = batching.elementwise
+
 
 class GeluTanh(Primitive):
     """out = 0.5 * x * (1 + t), t = tanh(u), u = sqrt(2 / pi) * (x + 0.044715 * x^3);
@@ -73,6 +76,8 @@ class GeluTanh(Primitive):
     @staticmethod
     def jvp(ctx, dx):  # the composite's tangent
         return tangent_by(composite_tanh, ctx.inputs[0])
+
+    vmap = batching.elementwise
 
 
 def _tanh_forward(xp, x):

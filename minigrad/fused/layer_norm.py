@@ -1,5 +1,6 @@
 """``layer_norm`` as one op, beside the composite it equals."""
 from .. import backend
+from ..autograd import batching
 from ..autograd.function import Primitive
 from ..ops.elementwise import tangent_sum
 from ..autograd.grad_mode import STATE
@@ -76,3 +77,18 @@ class LayerNorm(Primitive):
             if weight is not None:
                 dxhat = dxhat * weight
         return tangent_sum(dxhat, None if dw is None else xhat * dw, db)
+
+    @staticmethod
+    def vmap(ctx, x, weight, bias, n, eps):
+        """The last n dims of each element; a batched weight or bias (each element's own)
+        applied after the normalisation."""
+        x = ctx.expanded(0, x)
+        if not (ctx.batched[1] or ctx.batched[2]):
+            return LayerNorm.apply(x, weight, bias, n=n, eps=eps)
+        out = LayerNorm.apply(x, None, None, n=n, eps=eps)
+        ndim = x.ndim - 1
+        if weight is not None:
+            out = out * (batching.pad(weight, ndim) if ctx.batched[1] else weight)
+        if bias is not None:
+            out = out + (batching.pad(bias, ndim) if ctx.batched[2] else bias)
+        return out

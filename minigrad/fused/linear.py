@@ -64,6 +64,20 @@ class Linear(Primitive):
         return tangent_sum(None if dx is None else Linear.apply(dx, weight),
                            None if dw is None else Linear.apply(x, dw), db)
 
+    @staticmethod
+    def vmap(ctx, x, weight, bias=None):
+        """The rows of every element through one weight; or each element's own weight (as in
+        per-example gradients, where the weight is expanded): one batched product."""
+        if not (ctx.batched[1] or ctx.batched[2:3] == (True,)):
+            return Linear.apply(x, weight, bias)
+        n = ctx.size
+        x = ctx.expanded(0, x)
+        rows = x.reshape((n, -1, x.shape[-1]))  # (N, M, in)
+        out = rows.matmul(ctx.expanded(1, weight).transpose(1, 2))  # (N, M, out)
+        if bias is not None:
+            out = out + (bias.unsqueeze(1) if ctx.batched[2] else bias)
+        return out.reshape(x.shape[:-1] + out.shape[-1:])
+
 
 def _data(t):
     return None if t is None else t.array

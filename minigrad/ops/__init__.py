@@ -1,5 +1,6 @@
 """The engine's primitive ops, one ``Primitive`` class each (see ``autograd.function``),
-its derivative rule in its docstring and its ``backward``:
+its derivative rule in its docstring and its ``backward``, its forward-mode rule ``jvp`` and
+its batching rule ``vmap`` (see ``autograd.batching``):
 
     elementwise.py  arithmetic, exp/log/..., comparisons (no gradient), where, casts
     reduce.py       sum, prod, max, cumsum, cumprod, softmax and log_softmax

@@ -16,6 +16,7 @@ order, so the gradients are bit for bit the same without the cost of one Tensor 
 import math
 
 from .. import backend
+from ..autograd import batching
 from ..autograd.function import Primitive, on_arrays
 from ..autograd.grad_mode import STATE
 from ..autograd.graph import TensorBase
@@ -51,6 +52,8 @@ class Add(Primitive):
     def jvp(ctx, dx, dy):
         return tangent_sum(dx, dy)
 
+    vmap = batching.elementwise
+
 
 class Sub(Primitive):
     """out = x - y;  dx = grad,  dy = -grad"""
@@ -69,6 +72,8 @@ class Sub(Primitive):
     @staticmethod
     def jvp(ctx, dx, dy):
         return tangent_sum(dx, None if dy is None else -dy)
+
+    vmap = batching.elementwise
 
 
 class Rsub(Sub):
@@ -106,6 +111,8 @@ class Mul(Primitive):
         x, y = ctx.inputs
         return tangent_sum(None if dx is None else dx * y, None if dy is None else x * dy)
 
+    vmap = batching.elementwise
+
 
 class Div(Primitive):
     """out = x / y;  dx = grad / y,  dy = -grad * ((x / y) / y)
@@ -134,6 +141,8 @@ class Div(Primitive):
             return dx / y
         return (-(dy * ctx.result) if dx is None else dx - dy * ctx.result) / y
 
+    vmap = batching.elementwise
+
 
 class Reciprocal(Primitive):
     """out = 1 / x;  dx = -grad * (out * out)
@@ -155,6 +164,8 @@ class Reciprocal(Primitive):
     def jvp(ctx, dx):
         out = ctx.result
         return -dx * (out * out)
+
+    vmap = batching.elementwise
 
 
 class Rsqrt(Primitive):
@@ -182,6 +193,8 @@ class Rsqrt(Primitive):
     def jvp(ctx, dx):
         out = ctx.result
         return (dx * -0.5) * (out * out * out)
+
+    vmap = batching.elementwise
 
 
 class Remainder(Primitive):
@@ -213,6 +226,8 @@ class Remainder(Primitive):
             return dx
         _no_number_dividend(x)
         return tangent_sum(dx, -dy * (x // y).detach())
+
+    vmap = batching.elementwise
 
 
 class RemainderScalar(Remainder):
@@ -258,6 +273,8 @@ class FloorDivide(Primitive):
     @staticmethod
     def jvp(ctx, dx, dy):
         raise RuntimeError("derivative for floor_divide is not implemented")
+
+    vmap = batching.elementwise
 
 
 def _array(xp, a):
@@ -311,6 +328,8 @@ class Neg(Primitive):
     def jvp(ctx, dx):
         return -dx
 
+    vmap = batching.elementwise
+
 
 class Pow(Primitive):
     """out = x ** y;  dx = grad * (y * x ** (y - 1)),
@@ -354,6 +373,8 @@ class Pow(Primitive):
         if dy is not None:
             ty = dy * (ctx.result * x.log()).masked_fill((x == 0) & (y >= 0), 0.0)
         return tangent_sum(tx, ty)
+
+    vmap = batching.elementwise
 
 
 class TensorPow(Pow):
@@ -419,6 +440,8 @@ class Exp(Primitive):
     def jvp(ctx, dx):
         return dx * ctx.result
 
+    vmap = batching.elementwise
+
 
 class Log(Primitive):
     """out = log(x);  dx = grad / x"""
@@ -435,6 +458,8 @@ class Log(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return dx / ctx.inputs[0]
+
+    vmap = batching.elementwise
 
 
 class Log1p(Primitive):
@@ -506,6 +531,8 @@ class Sqrt(Primitive):
     def jvp(ctx, dx):
         return dx / (2 * ctx.result)
 
+    vmap = batching.elementwise
+
 
 class Abs(Primitive):
     """out = |x|;  dx = grad * sign(x)  (0 at x = 0, PyTorch's subgradient, and at NaN)"""
@@ -522,6 +549,8 @@ class Abs(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return dx * ctx.inputs[0].sign()
+
+    vmap = batching.elementwise
 
 
 class Tanh(Primitive):
@@ -544,6 +573,8 @@ class Tanh(Primitive):
         out = ctx.result
         return dx * (1 - out * out)
 
+    vmap = batching.elementwise
+
 
 class Sigmoid(Primitive):
     """out = 1 / (1 + exp(-x));  dx = grad * (1 - out) * out"""
@@ -564,6 +595,8 @@ class Sigmoid(Primitive):
     def jvp(ctx, dx):
         out = ctx.result
         return dx * (1 - out) * out
+
+    vmap = batching.elementwise
 
 
 def _tanh_grad(xp, grad, out):
@@ -607,6 +640,8 @@ class Relu(Primitive):
     def jvp(ctx, dx):
         return dx * (ctx.result > 0)
 
+    vmap = batching.elementwise
+
 
 class Erf(Primitive):
     """out = erf(x);  dx = 2 / sqrt(pi) * exp(-x ** 2) * grad"""
@@ -625,6 +660,8 @@ class Erf(Primitive):
         x = ctx.inputs[0]
         return 2.0 / math.sqrt(math.pi) * (-(x * x)).exp() * dx
 
+    vmap = batching.elementwise
+
 
 class Sin(Primitive):
     """out = sin(x);  dx = grad * cos(x)"""
@@ -641,6 +678,8 @@ class Sin(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return dx * ctx.inputs[0].cos()
+
+    vmap = batching.elementwise
 
 
 class Sinh(Primitive):
@@ -693,6 +732,8 @@ class Cos(Primitive):
     def jvp(ctx, dx):
         return dx * -ctx.inputs[0].sin()
 
+    vmap = batching.elementwise
+
 
 class Clamp(Primitive):
     """out = min(max(x, min), max);  dx = grad where min <= x <= max, else 0 (the gradient
@@ -717,6 +758,8 @@ class Clamp(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return _between(dx, ctx.inputs[0], ctx.params.get("min"), ctx.params.get("max"))
+
+    vmap = batching.elementwise
 
 
 class ClampTensor(Primitive):
@@ -757,6 +800,8 @@ class ClampTensor(Primitive):
             return dx.where(x < hi, dhi)
         return dhi.where(lo > hi, dlo.where(x < lo, dhi.where(x > hi, dx)))
 
+    vmap = batching.elementwise
+
 
 def _between(t, x, lo, hi):
     """``t`` where lo <= x <= hi, else 0: clamp's derivative (the bounds pass it)."""
@@ -785,6 +830,8 @@ class Maximum(Primitive):
         x, y = ctx.inputs
         return _pick_ties(x, y, dx, dy, x > y)
 
+    vmap = batching.elementwise
+
 
 class Minimum(Primitive):
     """out = min(x, y);  dx = grad where x < y, grad / 2 on ties;  dy likewise"""
@@ -802,6 +849,8 @@ class Minimum(Primitive):
     def jvp(ctx, dx, dy):
         x, y = ctx.inputs
         return _pick_ties(x, y, dx, dy, x < y)
+
+    vmap = batching.elementwise
 
 
 def _split_ties(ctx, grad, x, y, x_loses, y_loses):
@@ -843,6 +892,8 @@ class Where(Primitive):
             return None
         return Where.apply(cond, dx, dy)
 
+    vmap = batching.elementwise
+
 
 class MaskedFill(Where):
     """out = cond ? x : y;  dx = grad where cond, else 0;  dy = grad where not cond, else 0
@@ -871,6 +922,8 @@ class Cast(Primitive):
     def jvp(ctx, dx):
         return dx.to(ctx.params["dtype"])
 
+    vmap = batching.elementwise
+
 
 class Clone(Cast):
     """out = a copy of x (``clone``);  dx = grad"""
@@ -896,6 +949,8 @@ class ToDevice(Primitive):
     def jvp(ctx, dx):
         return dx.to(ctx.params["device"])
 
+    vmap = batching.elementwise
+
 
 class NonDiff(Primitive):
     """out = fn(*args) for a function whose derivative is zero where it exists (sign) or
@@ -912,6 +967,12 @@ class NonDiff(Primitive):
     @staticmethod
     def jvp(ctx, *tangents):  # zero (sign of a float) or no tangent (bools, integers)
         return None
+
+    @staticmethod
+    def vmap(ctx, *args, fn, **kwargs):  # (all and any reduce over ``axis``)
+        if "axis" in kwargs:
+            return batching.along("axis")(ctx, *args, fn=fn, **kwargs)
+        return batching.elementwise(ctx, *args, fn=fn, **kwargs)
 
 
 class RoundedDiv(NonDiff):

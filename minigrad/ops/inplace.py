@@ -2,6 +2,7 @@
 computed out of place and written into the tensor's memory; these are the nodes that
 describe such a write to the graph.
 """
+from ..autograd import batching
 from ..autograd.function import Primitive
 from .shape import GetItem
 
@@ -38,6 +39,8 @@ class SetItem(Primitive):
         return SetItem.apply(dx, 0.0 if dvalue is None else dvalue, **ctx.params)
 
     node_name = "IndexPutBackward0"
+
+    vmap = batching.loop
 
 
 class Scatter(SetItem):
@@ -76,6 +79,12 @@ class Overwrite(Primitive):
         x = ctx.inputs[0]
         return Overwrite.apply(x.new_zeros(x.shape), 0.0 if dvalue is None else dvalue)
 
+    @staticmethod
+    def vmap(ctx, x, value):  # value broadcast to each element of x
+        if ctx.batched[1]:
+            value = batching.pad(value, ctx.ndim(0, x))
+        return Overwrite.apply(ctx.expanded(0, x), value)
+
 
 class CopySlices(Primitive):
     """A base tensor after an in-place write through one of its views: out = base with
@@ -104,6 +113,8 @@ class CopySlices(Primitive):
         return written_tangent(ctx.inputs[0], dbase, ctx.params["chain"], dvalue)
 
     node_name = "CopySlices"
+
+    vmap = batching.loop
 
 
 def replay_view(t, chain):

@@ -1,6 +1,7 @@
 """Matrix product, batched and broadcasting over leading dims (1-D cases are handled by
 ``Tensor.matmul``, which adds and removes the missing dims around this primitive)."""
 from .. import backend
+from ..autograd import batching
 from ..autograd.function import Primitive, ShapeError
 from .elementwise import tangent_sum
 
@@ -33,6 +34,30 @@ class MatMul(Primitive):
     def jvp(ctx, dx, dy):  # dout = dx @ y + x @ dy
         x, y = ctx.inputs
         return tangent_sum(None if dx is None else dx @ y, None if dy is None else x @ dy)
+
+    @staticmethod
+    def vmap(ctx, x, y):  # (also mm, bmm, dot and mv: one matmul of the batch)
+        return batched_matmul(ctx, x, y)
+
+
+def batched_matmul(ctx, x, y):
+    """x @ y for each batch element: a vector operand becomes a matrix (a row for x, a
+    column for y) and batched operands get size-1 dims after the batch dim, so that the
+    product broadcasts over the other operand's leading dims as it would without the batch."""
+    nx, ny = ctx.ndim(0, x), ctx.ndim(1, y)
+    if nx == 1:
+        x = x.unsqueeze(-2)
+    if ny == 1:
+        y = y.unsqueeze(-1)
+    ndim = max(nx, ny, 2)
+    x = batching.pad(x, ndim) if ctx.batched[0] else x
+    y = batching.pad(y, ndim) if ctx.batched[1] else y
+    out = MatMul.apply(x, y)
+    if ny == 1:
+        out = out.squeeze(-1)
+    if nx == 1:
+        out = out.squeeze(-1 if ny == 1 else -2)
+    return out
 
 
 class Mm(MatMul):
@@ -68,6 +93,10 @@ class Dot(Primitive):
         return tangent_sum(None if dx is None else Dot.apply(dx, y),
                            None if dy is None else Dot.apply(x, dy))
 
+    @staticmethod
+    def vmap(ctx, x, y):
+        return batched_matmul(ctx, x, y)
+
 
 class Mv(Primitive):
     """out = x @ y, a matrix times a vector;  dx = outer(grad, y),  dy = x^T @ grad
@@ -93,6 +122,10 @@ class Mv(Primitive):
         x, y = ctx.inputs
         return tangent_sum(None if dx is None else Mv.apply(dx, y),
                            None if dy is None else Mv.apply(x, dy))
+
+    @staticmethod
+    def vmap(ctx, x, y):
+        return batched_matmul(ctx, x, y)
 
 
 def _same_dtypes(x, y):

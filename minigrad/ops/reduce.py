@@ -8,6 +8,8 @@ so that no axis reaches the array module for a 0-d array (CuPy refuses axis 0 th
 A gradient is given the reduced axes back as size-1 dims (``_keep``) and then broadcast.
 """
 from .. import backend
+from ..autograd import batching
+
 from ..autograd.function import Primitive, on_arrays
 from ..autograd.grad_mode import STATE
 from .shape import Cat
@@ -61,6 +63,8 @@ class Sum(Primitive):
     def jvp(ctx, dx):
         p = ctx.params
         return dx.sum(p["dims"], keepdim=p["keepdim"], dtype=p.get("dtype"))
+
+    vmap = batching.along("dims")
 
 
 class SumDim(Sum):
@@ -120,6 +124,8 @@ class Var(Primitive):
         x, p = ctx.inputs[0], ctx.params
         diff = x - x.mean(p["dims"], keepdim=True)
         return (diff * dx).sum(p["dims"], keepdim=p["keepdim"]) * _dof_scale(p)
+
+    vmap = batching.along("dims")
 
 
 class Std(Var):
@@ -194,6 +200,8 @@ class Cumsum(Primitive):
     def jvp(ctx, dx):
         return Cumsum.apply(dx, **ctx.params)
 
+    vmap = batching.along("dim")
+
 
 class Prod(Primitive):
     """out = the product of x's elements;  dx = grad * the product of the other elements
@@ -222,6 +230,10 @@ class Prod(Primitive):
             return dx
         others = _others_product(x.reshape(-1), ctx.result.reshape(1), 0)
         return (dx.reshape(-1) * others).sum()
+
+    @staticmethod
+    def vmap(ctx, x):  # the product of each element's values
+        return ProdDim.apply(x.reshape(x.shape[:1] + (-1,)), dims=(1,), keepdim=False)
 
 
 class ProdDim(Primitive):
@@ -257,6 +269,8 @@ class ProdDim(Primitive):
             return dx
         others = _others_product(x, _keep(ctx.result, x.shape, dims, keepdim), dims[0])
         return (dx * others).sum(dims, keepdim=keepdim)
+
+    vmap = batching.along("dims")
 
 
 _HALF = backend.np.dtype("float16")
@@ -332,6 +346,8 @@ class Cumprod(Primitive):
         plain = out * (dx / x.where(before, 1)).cumsum(dim)
         return plain.where(before, x.where(~first, dx).cumprod(dim))
 
+    vmap = batching.along("dim")
+
 
 def _cumprod_grad(x, out, grad, dim):
     """Cumprod's dx, as Tensor ops. Before the first zero of a slice (everywhere in a slice
@@ -376,6 +392,8 @@ class Amax(Primitive):
         return _extreme_tangent(dx, ctx.inputs[0], ctx.result, ctx.params["dims"],
                                 ctx.params["keepdim"])
 
+    vmap = batching.along("dims")
+
 
 def _extreme_grad(grad, a, out, dims, keepdim):
     """The gradient of ``out``, the max (or min) of ``a`` over ``dims``, with respect to
@@ -409,6 +427,13 @@ class Max(Amax):
         x, out = ctx.saved_tensors
         mask = (x == out) | ((x != x) & (out != out))  # (NaN != NaN)
         return (grad / mask.sum()).expand(x.shape).where(mask, 0.0)
+
+    @staticmethod
+    def vmap(ctx, x, dims, keepdim):
+        """amax (amin) over each element: this op's backward counts the ties of the whole
+        tensor it is given, which would be the whole batch."""
+        op = Amin if issubclass(ctx.op, Min) else Amax
+        return op.apply(x, dims=batching.shifted(dims, x.ndim - 1), keepdim=keepdim)
 
 
 class Min(Max):
@@ -452,6 +477,8 @@ class MaxDim(Primitive):
         positions = ctx.xp.arange(dx.shape[dim]).reshape([-1] + [1] * (dx.ndim - 1 - dim))
         return dx.where(idx == dx._make(positions), 0.0).sum(dim, keepdim=keepdim), None
 
+    vmap = batching.along("dim")
+
 
 class MinDim(MaxDim):
     """(values, indices) = min(x, dim);  dx = grad at the returned index, 0 elsewhere"""
@@ -486,6 +513,8 @@ class LogSumExp(Primitive):
         weights = (x - _keep(ctx.result, x.shape, dims, keepdim)).exp()
         return (dx * weights).sum(dims, keepdim=keepdim)
 
+    vmap = batching.along("dims")
+
 
 class Softmax(Primitive):
     """out = exp(x - max) / sum(exp(x - max));  dx = out * (grad - sum(grad * out))
@@ -512,6 +541,8 @@ class Softmax(Primitive):
     def jvp(ctx, dx):  # dout = out * (dx - sum(dx * out))
         out, dim = ctx.result, ctx.params["dim"]
         return out * (dx - (dx * out).sum(dim, keepdim=True))
+
+    vmap = batching.along("dim")
 
 
 class SafeSoftmax(Softmax):
@@ -552,6 +583,8 @@ class LogSoftmax(Primitive):
         out, dim = ctx.result, ctx.params["dim"]
         return dx - (dx * out.exp()).sum(dim, keepdim=True)
 
+    vmap = batching.along("dim")
+
 
 def _softmax_backward(ctx, grad, log):
     """softmax: dx = out * (grad - sum(grad * out)); log_softmax: dx = grad - exp(out) *
@@ -587,6 +620,8 @@ class CountNonzero(Primitive):
     def jvp(ctx, dx):
         return None
 
+    vmap = batching.along("dims")
+
 
 class AbsSumNorm(Primitive):
     """out = sum(|x|, dims) (``norm(1)``);  dx = grad broadcast back over dims * sign(x)
@@ -613,6 +648,8 @@ class AbsSumNorm(Primitive):
         p = ctx.params
         return (dx * ctx.inputs[0].sign()).sum(p["dims"], keepdim=p["keepdim"])
 
+    vmap = batching.along("dims")
+
 
 class MaxAbsNorm(Primitive):
     """out = max(|x|, dims) (``norm(inf)``);  dx = grad / count * sign(x) where |x| == out
@@ -637,6 +674,8 @@ class MaxAbsNorm(Primitive):
         x = ctx.inputs[0]
         return _extreme_tangent(dx * x.sign(), x.abs(), ctx.result, ctx.params["dims"],
                                 ctx.params["keepdim"])
+
+    vmap = batching.along("dims")
 
 
 class MinAbsNorm(MaxAbsNorm):
@@ -698,3 +737,5 @@ class PNorm(Primitive):
         else:
             dot = (x.sign() * x.abs() ** (p - 1) * dx).sum(dims, keepdim=keepdim)
         return (dot / out ** (p - 1)).masked_fill(out == 0, 0.0)
+
+    vmap = batching.along("dims")

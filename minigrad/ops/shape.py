@@ -10,7 +10,9 @@ that name records it: ``Transpose``, ``Select``, ``Unsqueeze``, ...
 import numpy as np
 
 from .. import backend
+from ..autograd import batching
 from ..autograd.function import Primitive
+from ..autograd.graph import TensorBase
 
 
 class Reshape(Primitive):
@@ -36,6 +38,10 @@ class Reshape(Primitive):
     @staticmethod
     def jvp(ctx, dx):  # a linear op: its tangent is the op applied to the tangent
         return Reshape.apply(dx, **ctx.params)
+
+    @staticmethod
+    def vmap(ctx, x, shape):  # each element to shape
+        return ctx.op.apply(x, shape=x.shape[:1] + tuple(shape))
 
 
 class ReshapeAlias(Reshape):
@@ -110,6 +116,10 @@ class Permute(Primitive):
     def jvp(ctx, dx):
         return Permute.apply(dx, **ctx.params)
 
+    @staticmethod
+    def vmap(ctx, x, dims):  # the batch dim stays first
+        return ctx.op.apply(x, dims=(0,) + tuple(d + 1 for d in dims))
+
 
 class Transpose(Permute):
     """out = x with two dims swapped;  dx = grad with them swapped back
@@ -150,6 +160,11 @@ class Expand(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return Expand.apply(dx, **ctx.params)
+
+    @staticmethod
+    def vmap(ctx, x, shape):
+        x = batching.pad(x, len(shape))
+        return Expand.apply(x, shape=x.shape[:1] + tuple(shape))
 
 
 def is_basic_index(index):
@@ -192,6 +207,15 @@ class GetItem(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return GetItem.apply(dx, **ctx.params)
+
+    @staticmethod
+    def vmap(ctx, x, index):
+        """The whole batch dim, then index. Index arrays apart from each other go one
+        element at a time (NumPy would move their dims in front of the batch dim)."""
+        items = index if isinstance(index, tuple) else (index,)
+        if not _adjacent_arrays(items):
+            return batching.run_per_element(ctx, (x,), {"index": index})
+        return ctx.op.apply(x, index=(slice(None),) + items)
 
 
 class Select(GetItem):
@@ -255,6 +279,14 @@ class Topk(GetItem):
     node_name = "TopkBackward0"
 
 
+def _adjacent_arrays(items):
+    """Whether the index arrays among ``items`` are next to each other (NumPy then puts
+    their dims where they are, after a leading slice, instead of in front)."""
+    places = [k for k, i in enumerate(items) if getattr(i, "ndim", 0) > 0 or
+              isinstance(i, (list, TensorBase))]
+    return not places or places[-1] - places[0] == len(places) - 1
+
+
 def indexing_op(index, shape):
     """The GetItem class of ``x[index]`` (``x`` of ``shape``), named as the last node of
     PyTorch's graph: GetItem (IndexBackward0) where the index holds an array; else by the
@@ -305,6 +337,14 @@ class IndexAdd(Primitive):
     def jvp(ctx, dgrad):
         return IndexAdd.apply(dgrad, **ctx.params)
 
+    @staticmethod
+    def vmap(ctx, grad, shape, index):  # GetItem's, in reverse
+        items = index if isinstance(index, tuple) else (index,)
+        if not _adjacent_arrays(items):
+            return batching.loop(ctx, grad, shape=shape, index=index)
+        return IndexAdd.apply(grad, shape=grad.shape[:1] + tuple(shape),
+                              index=(slice(None),) + items)
+
 
 class MaskedSelect(GetItem):
     """out = x[mask], the elements where mask (of x's shape) is True, in row-major order;
@@ -312,6 +352,8 @@ class MaskedSelect(GetItem):
 
     ``masked_select`` (PyTorch's MaskedSelectBackward0); ``index`` is the mask."""
     node_name = "MaskedSelectBackward0"
+
+    vmap = batching.loop  # (the size of the result depends on each element's mask)
 
 
 class ScatterAdd(Primitive):
@@ -335,6 +377,8 @@ class ScatterAdd(Primitive):
         dx = x.new_zeros(x.shape) if dx is None else dx
         dsrc = src.new_zeros(src.shape) if dsrc is None else dsrc
         return ScatterAdd.apply(dx, dsrc, **ctx.params)
+
+    vmap = batching.loop
 
 
 class IndexAddAlong(ScatterAdd):
@@ -362,6 +406,12 @@ class Embedding(Primitive):
     def jvp(ctx, dweight):  # linear in weight, padding rows too (as PyTorch's)
         return Embedding.apply(dweight, **ctx.params)
 
+    @staticmethod
+    def vmap(ctx, weight, index, padding_idx):  # a batch of indices is more indices
+        if ctx.batched[0]:
+            return batching.loop(ctx, weight, index, padding_idx)
+        return Embedding.apply(weight, index, padding_idx)
+
 
 class EmbeddingDenseBackward(Primitive):
     """out = an embedding's weight gradient: zeros of ``shape`` with grad's rows added at
@@ -381,6 +431,8 @@ class EmbeddingDenseBackward(Primitive):
     @staticmethod
     def jvp(ctx, dgrad):
         return EmbeddingDenseBackward.apply(dgrad, **ctx.params)
+
+    vmap = batching.loop
 
 
 class Cat(Primitive):
@@ -417,6 +469,11 @@ class Cat(Primitive):
     def jvp(ctx, *dxs):  # inputs without a tangent contribute zeros
         dxs = [x.new_zeros(x.shape) if d is None else d for x, d in zip(ctx.inputs, dxs)]
         return Cat.apply(*dxs, **ctx.params)
+
+    @staticmethod
+    def vmap(ctx, *xs, dim):
+        xs = [ctx.expanded(i, x) for i, x in enumerate(xs)]
+        return ctx.op.apply(*xs, dim=dim + 1)
 
 
 class Stack(Cat):
@@ -460,6 +517,8 @@ class Split(Primitive):
     def jvp(ctx, dx):
         return Split.apply(dx, **ctx.params)
 
+    vmap = batching.along("dim")
+
 
 class SplitWithSizes(Split):
     """outs = x split into pieces of sizes along dim (views);  dx = cat(grads, dim)
@@ -488,6 +547,8 @@ class Unbind(Primitive):
     def jvp(ctx, dx):
         return Unbind.apply(dx, **ctx.params)
 
+    vmap = batching.along("dim")
+
 
 class Repeat(Primitive):
     """out = x tiled sizes[k] times along dim k (new leading dims where sizes is longer), a
@@ -513,6 +574,11 @@ class Repeat(Primitive):
     def jvp(ctx, dx):
         return Repeat.apply(dx, **ctx.params)
 
+    @staticmethod
+    def vmap(ctx, x, sizes):  # the batch dim repeated once
+        x = batching.pad(x, len(sizes))
+        return Repeat.apply(x, sizes=(1,) + tuple(sizes))
+
 
 class Tril(Primitive):
     """out = x with the elements above diagonal ``diagonal`` of its last two dims set to 0;
@@ -530,6 +596,8 @@ class Tril(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return Tril.apply(dx, **ctx.params)
+
+    vmap = batching.leading
 
 
 class Triu(Primitive):
@@ -549,6 +617,8 @@ class Triu(Primitive):
     def jvp(ctx, dx):
         return Triu.apply(dx, **ctx.params)
 
+    vmap = batching.leading
+
 
 class Flip(Primitive):
     """out = x with the order of its elements reversed along dims (a copy);  dx = grad
@@ -566,6 +636,8 @@ class Flip(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return Flip.apply(dx, **ctx.params)
+
+    vmap = batching.along("dims")
 
 
 class Roll(Primitive):
@@ -587,3 +659,9 @@ class Roll(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return Roll.apply(dx, **ctx.params)
+
+    @staticmethod
+    def vmap(ctx, x, shifts, dims):
+        if dims is None:  # a roll of the flattened element
+            return batching.loop(ctx, x, shifts=shifts, dims=dims)
+        return Roll.apply(x, shifts=shifts, dims=batching.shifted(dims, x.ndim - 1))

@@ -1,2 +1,3 @@
-"""``minigrad.utils``: PyTorch's ``torch.utils`` helpers (``data``: datasets and loaders)."""
-from . import data  # noqa: F401
+"""``minigrad.utils``: PyTorch's ``torch.utils`` helpers (``data``: datasets and loaders;
+``checkpoint``: activation checkpointing)."""
+from . import checkpoint, data  # noqa: F401

@@ -1,0 +1,116 @@
+"""utils.checkpoint: gradients equal to the un-checkpointed ones bit for bit (dropout
+included), through backward, autograd.grad, create_graph and hooks; nothing but the inputs
+kept in forward; the same gradients as torch's checkpoint."""
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import nn
+import minigrad.nn.functional as F
+from minigrad.utils.checkpoint import checkpoint, checkpoint_sequential
+from tests.torch_ref import needs_torch, torch
+
+
+def block(M, F_, w1, w2, p=0.0):
+    def run(x):
+        h = F_.dropout((x @ w1).tanh(), p, training=True) if p else (x @ w1).tanh()
+        return (h @ w2).sin() * x.sum()
+    return run
+
+
+def weights(M, seed=0):
+    rng = np.random.default_rng(seed)
+    return [M.tensor(rng.standard_normal(s), requires_grad=True) for s in ((3, 5), (5, 3))]
+
+
+def grads(use_checkpoint, p, create_graph=False):
+    mg.manual_seed(7)
+    w1, w2 = weights(mg)
+    x = mg.tensor(np.random.default_rng(1).standard_normal((4, 3)), requires_grad=True)
+    f = block(mg, F, w1, w2, p)
+    y = checkpoint(f, x, use_reentrant=False) if use_checkpoint else f(x)
+    y = checkpoint(f, y, use_reentrant=False) if use_checkpoint else f(y)  # (twice: two masks)
+    loss = (y ** 2).sum()
+    gs = mg.autograd.grad(loss, (x, w1, w2), create_graph=create_graph)
+    if create_graph:
+        gs = gs + mg.autograd.grad(sum((g ** 2).sum() for g in gs), (x, w1, w2))
+    return [g.detach().numpy() for g in gs]
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_gradients_equal_the_plain_ones_bit_for_bit(p, create_graph):
+    for ours, plain in zip(grads(True, p, create_graph), grads(False, p, create_graph)):
+        np.testing.assert_array_equal(ours, plain)
+
+
+def test_forward_keeps_only_the_inputs_and_backward_recomputes():
+    w1, w2 = weights(mg)
+    x = mg.tensor(np.ones((4, 3)), requires_grad=True)
+    calls = []
+
+    def f(t):
+        calls.append(1)
+        return block(mg, F, w1, w2)(t)
+    packed = []
+    with mg.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        y = checkpoint(f, x, use_reentrant=False)
+    assert packed == []  # (checkpoint's own hooks took every saved tensor: none is kept)
+    assert len(calls) == 1
+    y.sum().backward()
+    assert len(calls) == 2
+    assert w1.grad is not None and x.grad is not None
+
+
+def test_hooks_and_backward_into_leaves():
+    w1, w2 = weights(mg)
+    x = mg.tensor(np.ones((4, 3)), requires_grad=True)
+    seen = []
+    h = x * 2
+    h.register_hook(lambda g: seen.append(g.shape))
+    checkpoint(block(mg, F, w1, w2), h, use_reentrant=False).sum().backward()
+    w1_ckpt = w1.grad.numpy().copy()
+    w1.grad = None
+    block(mg, F, w1, w2)(x * 2).sum().backward()
+    np.testing.assert_array_equal(w1_ckpt, w1.grad.numpy())
+    assert seen == [(4, 3)]
+
+
+def test_checkpoint_sequential_and_no_grad():
+    mg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    x = mg.tensor(np.random.default_rng(2).standard_normal((5, 3)))
+    np.testing.assert_array_equal(checkpoint_sequential(model, 2, x).detach().numpy(),
+                                  model(x).detach().numpy())
+    with mg.no_grad():
+        assert not checkpoint(model, x, use_reentrant=False).requires_grad
+    with pytest.raises(NotImplementedError, match="use_reentrant=True"):
+        checkpoint(model, x, use_reentrant=True)
+
+
+@needs_torch
+def test_same_gradients_as_torch():
+    import torch.utils.checkpoint as tc
+
+    def run(M, ckpt):
+        w1, w2 = weights(M)
+        x = M.tensor(np.random.default_rng(1).standard_normal((4, 3)), requires_grad=True)
+        y = ckpt(block(M, None, w1, w2), x, use_reentrant=False)
+        (y ** 2).sum().backward()
+        return [t.grad.numpy() for t in (x, w1, w2)]
+    for ours, theirs in zip(run(mg, checkpoint), run(torch, tc.checkpoint)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_gpt_with_checkpointed_blocks_has_the_same_gradients():
+    from minigrad.models import GPT
+    idx = mg.tensor(np.random.default_rng(3).integers(0, 11, (2, 6)))
+    results = []
+    for flag in (False, True):
+        mg.manual_seed(0)
+        model = GPT(11, d_model=8, nhead=2, num_layers=2, dim_feedforward=16, dropout=0.2,
+                    max_len=8, checkpoint=flag)
+        F.cross_entropy(model(idx).reshape(-1, 11), idx.reshape(-1)).backward()
+        results.append([p.grad.numpy() for p in model.parameters()])
+    for plain, ckpt in zip(*results):
+        np.testing.assert_array_equal(plain, ckpt)

@@ -1,0 +1,288 @@
+"""vmap: each batching rule against a Python loop over the batch, in_dims and out_dims,
+nesting, randomness, in-place ops and the errors PyTorch gives."""
+import warnings
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+import minigrad.nn.functional as F
+from minigrad.autograd import batching
+from minigrad.autograd.function import Primitive
+from minigrad.func import vmap
+from tests.torch_ref import needs_torch, torch
+
+
+def rand(*shape, seed=0, device="cpu"):
+    return mg.tensor(np.random.default_rng(seed).standard_normal(shape), device=device)
+
+
+def looped(fn, xs, in_dims):
+    """fn applied to each batch element (the reference), stacked."""
+    size = next(x.shape[d] for x, d in zip(xs, in_dims) if d is not None)
+    outs = [fn(*[x if d is None else x.select(d, b) for x, d in zip(xs, in_dims)])
+            for b in range(size)]
+    return mg.stack(outs)
+
+
+def same(a, b, exact=True):
+    assert tuple(a.shape) == tuple(b.shape)
+    if exact:
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    else:
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
+
+
+W = rand(4, 3, seed=9)
+# (name, shapes of the inputs (a batch of 5 in front of each batched one), in_dims, fn,
+#  whether the rule gives the same bits as the loop)
+CASES = [
+    ("add", [(5, 3), (3,)], (0, None), lambda x, y: x + y, True),
+    ("add_both", [(5, 2, 3), (5, 3)], (0, 0), lambda x, y: x + y, True),
+    ("mul_scalar", [(5, 3)], (0,), lambda x: 2.5 * x - 1, True),
+    ("div_pow", [(5, 3), (5, 3)], (0, 0), lambda x, y: x / (y.abs() + 1) ** 1.5, True),
+    ("unary", [(5, 4)], (0,),
+     lambda x: (x.exp() + 1).log().sqrt().tanh().sigmoid().sin().cos(), True),
+    ("relu_gelu", [(5, 4)], (0,), lambda x: F.gelu(x).relu() + F.gelu(x, "tanh"), True),
+    ("clamp", [(5, 4)], (0,), lambda x: x.clamp(-0.5, 0.5), True),
+    ("maximum", [(5, 4), (4,)], (0, None), lambda x, y: mg.maximum(x, y), True),
+    ("where", [(5, 4), (4,)], (0, None), lambda x, y: mg.where(x > 0, x, y), True),
+    ("masked_fill", [(5, 4)], (0,), lambda x: x.masked_fill(x < 0, 0.0), True),
+    ("sum_dim", [(5, 3, 4)], (0,), lambda x: x.sum(1), True),
+    ("sum_all", [(5, 3, 4)], (0,), lambda x: x.sum(), False),
+    ("mean_keep", [(5, 3, 4)], (0,), lambda x: x.mean(-1, keepdim=True), True),
+    ("var_std", [(5, 3, 4)], (0,), lambda x: x.var(0) + x.std(), False),
+    ("max_min", [(5, 3, 4)], (0,), lambda x: x.max(1).values.sum() + x.min() + x.amax(0), True),
+    ("argmax", [(5, 3, 4)], (0,), lambda x: x.argmax(-1).to(x.dtype), True),
+    ("prod", [(5, 3)], (0,), lambda x: x.prod() + x.prod(0).sum(), False),
+    ("logsumexp", [(5, 3, 4)], (0,), lambda x: x.logsumexp(-1), True),
+    ("softmax", [(5, 3, 4)], (0,), lambda x: x.softmax(-1) + x.log_softmax(0), True),
+    ("cumsum", [(5, 3, 4)], (0,), lambda x: x.cumsum(1) + x.cumprod(-1), True),
+    ("norm", [(5, 3, 4)], (0,), lambda x: x.norm(dim=-1) + x.norm(p=1, dim=0).sum(), False),
+    ("any_all", [(5, 3)], (0,), lambda x: (x > 0).any(-1) & (x > -1).all(), True),
+    ("reshape_view", [(5, 3, 4)], (0,), lambda x: x.reshape(12).view(2, 6), True),
+    ("flatten_squeeze", [(5, 3, 1)], (0,), lambda x: x.squeeze(-1).unsqueeze(0).flatten(), True),
+    ("permute", [(5, 2, 3, 4)], (0,), lambda x: x.permute(2, 0, 1).transpose(0, 1), True),
+    ("t_mT", [(5, 3, 4)], (0,), lambda x: x[0].t() + x.mT[:, 1], True),
+    ("expand", [(5, 3, 1)], (0,), lambda x: x.expand(2, 3, 4), True),
+    ("getitem_basic", [(5, 3, 4)], (0,), lambda x: x[1:, ::2] * x[..., None][0, 0], True),
+    ("getitem_array", [(5, 3, 4)], (0,), lambda x: x[:, mg.tensor([2, 0, 2])], True),
+    ("getitem_mask", [(5, 3, 4)], (0,), lambda x: x[mg.tensor([True, False, True])], True),
+    ("gather", [(5, 3, 4)], (0,), lambda x: x.gather(1, mg.tensor([[0, 3], [1, 1], [2, 0]])),
+     True),
+    ("index_select", [(5, 3, 4)], (0,), lambda x: x.index_select(0, mg.tensor([2, 1])), True),
+    ("sort_topk", [(5, 3, 4)], (0,),
+     lambda x: x.sort(0).values + x.sort(-1, descending=True).indices + x.topk(2)[0].sum(), True),
+    ("gather_batched_index", [(5, 3, 4)], (0,),
+     lambda x: x.gather(1, x.argsort(1)[:, :2]) * x.argmax(0)[:2].to(x.dtype), True),
+    ("cat_stack", [(5, 3), (3,)], (0, None),
+     lambda x, y: mg.cat([x, y])[1:4] + mg.stack([x, y], 1)[:, 1], True),
+    ("split_chunk", [(5, 6)], (0,), lambda x: x.split(2)[1] * x.chunk(3)[2], True),
+    ("unbind", [(5, 2, 3)], (0,), lambda x: x.unbind(1)[2], True),
+    ("repeat", [(5, 2)], (0,), lambda x: x.repeat(3, 2), True),
+    ("tril_flip_roll", [(5, 3, 3)], (0,), lambda x: x.tril() + x.triu(1).flip(0) + x.roll(1, 1),
+     True),
+    ("matmul_mv", [(5, 4, 3), (3,)], (0, None), lambda x, y: x @ y, False),
+    ("matmul_vm", [(5, 4), (4, 3)], (0, None), lambda x, y: x @ y, False),
+    ("matmul_both", [(5, 2, 4), (5, 4, 3)], (0, 0), lambda x, y: x @ y, False),
+    ("matmul_vv", [(5, 4), (5, 4)], (0, 0), lambda x, y: x @ y + x.dot(y), False),
+    ("matmul_bcast", [(5, 4), (2, 4, 3)], (0, None), lambda x, y: x @ y, False),
+    ("mm_bmm_mv", [(5, 2, 4), (4, 3)], (0, None),
+     lambda x, y: x.mm(y).unsqueeze(0).bmm(y.T.unsqueeze(0)) + x.mv(y[:, 0]).sum(), False),
+    ("linear", [(5, 2, 3)], (0,),
+     lambda x: F.linear(x, W.to(x.device), W[:, 0].to(x.device)), False),
+    ("linear_weight", [(5, 4, 3), (2, 3)], (0, None), lambda w, x: F.linear(x, w, w[:, 1]),
+     False),
+    ("layer_norm", [(5, 2, 3), (3,)], (0, None),
+     lambda x, w: F.layer_norm(x, (3,), w, w.cos()), False),
+    ("layer_norm_weight", [(5, 3), (2, 3)], (0, None),
+     lambda w, x: F.layer_norm(x, (3,), w, w.sin()), False),
+    ("attention", [(5, 2, 3, 4), (2, 4, 4)], (0, None),
+     lambda q, kv: F.scaled_dot_product_attention(q, kv, kv, is_causal=True), False),
+    ("attention_mask", [(5, 2, 3, 4), (5, 3, 3)], (0, 0),
+     lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m > 0), False),
+    ("cross_entropy", [(5, 3, 4)], (0,),
+     lambda x: F.cross_entropy(x, mg.tensor([1, 3, 0], device=x.device),
+                               label_smoothing=0.1), False),
+    ("cross_entropy_none", [(5, 3, 4)], (0,),
+     lambda x: F.cross_entropy(x, mg.tensor([1, -100, 0], device=x.device),
+                               reduction="none"), True),
+    ("embedding", [(5, 3)], (0,),
+     lambda i: F.embedding((i.abs() * 2).clamp(max=3).to(mg.int64), W.to(i.device),
+                           padding_idx=1), False),
+    ("cast_clone", [(5, 3)], (0,), lambda x: x.float().double().clone(), True),
+    ("in_place", [(5, 3)], (0,), lambda x: x.clone().mul_(2).add_(x).relu_(), True),
+]
+
+
+@pytest.mark.parametrize("name,shapes,in_dims,fn,exact", CASES, ids=[c[0] for c in CASES])
+def test_rule_equals_a_loop(device, name, shapes, in_dims, fn, exact):
+    xs = [rand(*s, seed=i, device=device) for i, s in enumerate(shapes)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no op may fall back to the loop)
+        out = vmap(fn, in_dims=in_dims)(*xs)
+    same(out, looped(fn, xs, in_dims), exact)
+
+
+def _primitives(cls=Primitive):
+    """minigrad's primitives (not the node classes, nor those tests define)."""
+    for sub in cls.__subclasses__():
+        if sub.op is sub and sub.__module__.startswith("minigrad."):
+            yield sub
+            yield from _primitives(sub)
+
+
+LOOPING = {"MaskedSelect", "ScatterAdd", "IndexAddAlong", "EmbeddingDenseBackward",
+           "SetItem", "Scatter", "ScatterValue", "CopySlices"}
+
+
+def test_every_primitive_has_a_rule_or_is_listed_as_looping():
+    ops = set(_primitives())
+    assert len(ops) > 100
+    for op in ops:
+        assert op.vmap is not None, op.__name__
+        loops = op.vmap is batching.loop
+        assert loops == (op.__name__ in LOOPING), op.__name__
+
+
+def test_looping_warns_with_the_op_name_and_loops():
+    x = rand(4, 3)
+    mask = mg.tensor([True, False, True])
+    with pytest.warns(UserWarning, match="MaskedSelect"):
+        out = vmap(lambda t: t.masked_select(mask))(x)
+    same(out, looped(lambda t: t.masked_select(mask), [x], (0,)))
+
+
+def test_setitem_and_backward_inside_vmap():
+    x, y = rand(3, 4), rand(3, 2, seed=1)
+
+    def write(a, b):
+        out = a.clone()
+        out[1:3] = b
+        out[0] = 7.0
+        return out
+    same(vmap(write)(x, y), looped(write, [x, y], (0, 0)))
+    with pytest.raises(RuntimeError, match="backward"):
+        vmap(lambda a: a.sum().backward())(x)
+
+
+def test_indexing_with_a_batched_index_loops_and_reading_values_raises():
+    x, idx = rand(3, 4), mg.tensor([[0, 1], [2, 3], [1, 1]])
+    with pytest.warns(UserWarning, match="batched index"):
+        out = vmap(lambda a, i: a[i] * 2)(x, idx)
+    same(out, looped(lambda a, i: a[i] * 2, [x, idx], (0, 0)))
+    for fn in (lambda a: a.nonzero(), lambda a: a * float(a.sum()),
+               lambda a: a.gather(0, mg.tensor([1])) if a.sum().item() else a):
+        with pytest.raises(RuntimeError, match="vmap"):
+            vmap(fn)(x)
+
+
+@pytest.mark.parametrize("in_dims,out_dims", [(0, 0), (1, 0), (-1, 1), (2, -1), (1, 2)])
+def test_in_dims_and_out_dims(device, in_dims, out_dims):
+    x = rand(3, 4, 5, device=device)
+    out = vmap(lambda t: t.sin() * 2, in_dims=in_dims, out_dims=out_dims)(x)
+    expected = mg.stack([x.select(in_dims, b).sin() * 2 for b in range(x.shape[in_dims])],
+                        out_dims)
+    same(out, expected)
+
+
+def test_pytrees_none_and_kwargs():
+    x, y, z = rand(4, 3), rand(3, 4, seed=1), rand(3, seed=2)
+
+    def f(pair, d, scale=1.0):
+        a, b = pair
+        return {"sum": (a + b + d["z"]) * scale, "aux": (d["z"], [a])}
+    out = vmap(f, in_dims=((0, 1), {"z": None}), out_dims={"sum": 1, "aux": (None, 0)})(
+        (x, y), {"z": z}, scale=3.0)
+    same(out["sum"], ((x + y.T + z) * 3.0).T)
+    assert out["aux"][0] is z
+    same(out["aux"][1][0], x)
+    # an output that does not depend on the batch is expanded, as PyTorch
+    same(vmap(lambda a: z)(x), z.expand(4, 3))
+
+
+def test_nested_vmap():
+    x, y = rand(2, 3, 4), rand(5, 4, seed=1)
+    out = vmap(vmap(lambda a, b: (a * b).sum(), in_dims=(0, None)), in_dims=(None, 0))(x[0], y)
+    same(out, (y[:, None, :] * x[0][None]).sum(-1), exact=False)
+    out = vmap(vmap(lambda a: a.softmax(-1) @ a.T))(x)
+    same(out, mg.stack([mg.stack([a.softmax(-1) @ a.T for a in row]) for row in x]), False)
+
+
+def test_mg_vmap_is_func_vmap_as_in_torch():
+    assert mg.vmap is vmap
+
+
+def test_chunk_size():
+    x = rand(7, 3)
+    same(vmap(lambda a: a.exp().sum(), chunk_size=3)(x), x.exp().sum(1))
+
+
+@needs_torch
+def test_errors_as_torch():
+    x, y = rand(3, 2), rand(4, 2)
+    cases = [(lambda: vmap(lambda a, b: a + b)(x, y), "same size in the mapped dimension"),
+             (lambda: vmap(lambda a: a, in_dims=2)(x), "expected in_dim to satisfy"),
+             (lambda: vmap(lambda a: a, in_dims=None)(x), "at least one Tensor to vmap over"),
+             (lambda: vmap(lambda a, b: a, in_dims=(0,))(x, y), "in_dims"),
+             (lambda: vmap(lambda a: a, in_dims=[0])(x), "expected `in_dims` to be int"),
+             (lambda: vmap(lambda a, n: a, in_dims=(0, 0))(x, 3), "non-Tensor arguments"),
+             (lambda: vmap(lambda a: 1.0)(x), "must only return Tensors"),
+             (lambda: vmap(lambda a: a.item())(x), r"\.item\(\)"),
+             (lambda: vmap(lambda a: a, out_dims=None)(x), "out_dim is None"),
+             (lambda: vmap(lambda a: a, randomness="sometimes"), "randomness")]
+    tx, ty = torch.zeros(3, 2), torch.zeros(4, 2)
+    theirs = [lambda: torch.func.vmap(lambda a, b: a + b)(tx, ty),
+              lambda: torch.func.vmap(lambda a: a, in_dims=2)(tx),
+              lambda: torch.func.vmap(lambda a: a, in_dims=None)(tx),
+              lambda: torch.func.vmap(lambda a, b: a, in_dims=(0,))(tx, ty),
+              lambda: torch.func.vmap(lambda a: a, in_dims=[0])(tx),
+              lambda: torch.func.vmap(lambda a, n: a, in_dims=(0, 0))(tx, 3),
+              lambda: torch.func.vmap(lambda a: 1.0)(tx),
+              lambda: torch.func.vmap(lambda a: a.item())(tx),
+              lambda: torch.func.vmap(lambda a: a, out_dims=None)(tx),
+              lambda: torch.func.vmap(lambda a: a, randomness="sometimes")]
+    for (ours, words), their in zip(cases, theirs):
+        with pytest.raises(Exception) as theirs_raised:
+            their()
+        with pytest.raises(type(theirs_raised.value), match=words):
+            ours()
+
+
+def test_randomness():
+    x = mg.ones(6, 50)
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        vmap(lambda a: F.dropout(a, 0.5))(x)
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        vmap(lambda a: F.dropout(mg.ones(50), 0.5) + a)(x)
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        vmap(lambda a: a + mg.randn(50))(x)
+    draws = {"randn": lambda a: a * 0 + mg.randn(50), "rand_like": lambda a: mg.rand_like(a),
+             "randint": lambda a: a * 0 + mg.randint(0, 1000, (50,)),
+             "uniform_": lambda a: a.clone().uniform_(), "normal_": lambda a: a.clone().normal_()}
+    for name, draw in draws.items():
+        rows = vmap(draw, randomness="different")(x).numpy()
+        assert all(not np.array_equal(rows[0], row) for row in rows[1:]), name
+        rows = vmap(draw, randomness="same")(x).numpy()
+        assert all(np.array_equal(rows[0], row) for row in rows[1:]), name
+    with pytest.raises(NotImplementedError, match="randomness='different'"):
+        vmap(lambda a: a * 0 + mg.randperm(50), randomness="different")(x)
+    different = vmap(lambda a: F.dropout(a, 0.5), randomness="different")(x).numpy()
+    assert not all(np.array_equal(different[0], row) for row in different[1:])
+    same_ = vmap(lambda a: F.dropout(a, 0.5), randomness="same")(x).numpy()
+    assert all(np.array_equal(same_[0], row) for row in same_[1:])
+    assert set(np.unique(same_)) <= {0.0, 2.0}
+
+
+@needs_torch
+def test_in_place_on_an_unbatched_tensor_with_a_batched_value_raises_as_torch():
+    x, y = rand(3, 2), mg.zeros(2)
+    with pytest.raises(RuntimeError) as theirs:
+        torch.func.vmap(lambda a, b: b.mul_(a), in_dims=(0, None))(torch.zeros(3, 2),
+                                                                    torch.zeros(2))
+    with pytest.raises(RuntimeError) as ours:
+        vmap(lambda a, b: b.mul_(a), in_dims=(0, None))(x, y)
+    assert str(ours.value).startswith(str(theirs.value)[:60])
+    # a batched tensor may take an unbatched value in place
+    out = vmap(lambda a, b: a.clone().add_(b), in_dims=(0, None))(x, rand(2, seed=1))
+    same(out, x + rand(2, seed=1))
