@@ -480,6 +480,8 @@ class Log1p(Primitive):
     def jvp(ctx, dx):
         return dx / (ctx.inputs[0] + 1)
 
+    vmap = batching.elementwise
+
 
 class Expm1(Primitive):
     """out = exp(x) - 1;  dx = grad * (out + 1)"""
@@ -498,6 +500,8 @@ class Expm1(Primitive):
     def jvp(ctx, dx):
         return dx * (ctx.result + 1)
 
+    vmap = batching.elementwise
+
 
 class Frac(Primitive):
     """out = x - trunc(x);  dx = grad"""
@@ -512,6 +516,8 @@ class Frac(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return dx
+
+    vmap = batching.elementwise
 
 
 class Sqrt(Primitive):
@@ -698,6 +704,8 @@ class Sinh(Primitive):
     def jvp(ctx, dx):
         return dx * ctx.inputs[0].cosh()
 
+    vmap = batching.elementwise
+
 
 class Cosh(Primitive):
     """out = cosh(x);  dx = grad * sinh(x)"""
@@ -714,6 +722,8 @@ class Cosh(Primitive):
     @staticmethod
     def jvp(ctx, dx):
         return dx * ctx.inputs[0].sinh()
+
+    vmap = batching.elementwise
 
 
 class Cos(Primitive):
