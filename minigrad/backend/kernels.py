@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from . import threads
+from . import host_loops, threads
 from .devices import cupy, xp_of
 
 
@@ -203,6 +203,9 @@ def dropout(x, keep, scale):
     """x * scale where ``keep`` (bool), else 0."""
     if _on_gpu(x, keep):
         return _kernel("dropout")(x, keep, x.dtype.type(scale))
+    out = host_loops.dropout(x, keep, scale)
+    if out is not None:
+        return out
     out = keep.astype(x.dtype)  # (a bool operand would make NumPy cast in its slow loop)
     out *= x
     out *= scale
@@ -263,7 +266,9 @@ def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=False):
 
 def _adam_host(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
     """``adam`` on host arrays, the update written into ``t`` (also every intermediate's
-    scratch: the same values, fewer allocations)."""
+    scratch: the same values, fewer allocations); one pass where numba is installed."""
+    if host_loops.adam(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
+        return
     np.subtract(g, m, out=t)
     if abs(w1) < 0.5:  # torch's lerp_, in its two forms (the second exact at weight 1)
         t *= w1
@@ -465,6 +470,8 @@ def layer_norm(x, weight, bias, n, eps):
         mean = row_mean(x, n)
         centered = x - mean
         rstd = _row_rstd(centered, n, eps)
+        if host_loops.normalise(centered, rstd, weight, bias):  # (one pass, same bits)
+            return centered, mean, rstd
         centered *= rstd                                                     # xhat
         if weight is not None:
             centered *= weight
@@ -488,6 +495,15 @@ def layer_norm_backward(grad, x, weight, n, eps, mean=None, rstd=None):
     if not _rows_on_gpu(x, width):
         if mean is None:
             mean = row_mean(x, n)
+        both = host_loops.xhat_times(grad, x, mean, rstd) if rstd is not None else None
+        if both is not None:  # (one pass, same bits; dx below likewise)
+            xhat, gxhat = both
+            mean_g = _row_mean_times(grad, weight, n)
+            mean_gxhat = _row_mean_times(gxhat, weight, n)
+            if host_loops.fits_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
+                return host_loops.input_grad(grad, xhat, weight, mean_g, mean_gxhat,
+                                             rstd), gxhat
+            return _layer_norm_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd), gxhat
         xhat = x - mean                                                      # centred
         if rstd is None:
             rstd = _row_rstd(xhat, n, eps)
@@ -496,12 +512,7 @@ def layer_norm_backward(grad, x, weight, n, eps, mean=None, rstd=None):
         # mean(g) and mean(g * xhat) with g = grad * weight: grad's and gxhat's rows times
         # the weight, without making g * xhat
         mean_g, mean_gxhat = _row_mean_times(grad, weight, n), _row_mean_times(gxhat, weight, n)
-        dx = grad.copy() if weight is None else grad * weight
-        dx -= mean_g
-        xhat *= mean_gxhat
-        dx -= xhat
-        dx *= rstd
-        return dx, gxhat
+        return _layer_norm_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd), gxhat
     xp = cupy()
     grad, x, weight = _contiguous(xp, grad, x, weight)
     dx, gxhat = xp.empty_like(x), xp.empty_like(x)
@@ -509,6 +520,16 @@ def layer_norm_backward(grad, x, weight, n, eps, mean=None, rstd=None):
         grad, x, x if weight is None else weight, dx, gxhat, np.int32(width),
         x.dtype.type(eps), np.int32(weight is not None), np.int32(1)))
     return dx, gxhat
+
+
+def _layer_norm_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
+    """dx = ((grad * weight - mean_g) - xhat * mean_gxhat) * rstd (xhat is overwritten)."""
+    dx = grad.copy() if weight is None else grad * weight
+    dx -= mean_g
+    xhat *= mean_gxhat
+    dx -= xhat
+    dx *= rstd
+    return dx
 
 
 def _row_rstd(centered, n, eps):
