@@ -4,6 +4,7 @@ off), special values included, in float32 and float64, and declines what it cann
 import numpy as np
 import pytest
 
+from minigrad import backend
 from minigrad.backend import host_loops, kernels
 
 pytest.importorskip("numba")
@@ -84,3 +85,43 @@ def test_adam_in_one_pass_equals_numpys_bits(monkeypatch, dtype, beta1):
     assert host_loops.adam(g.copy(), m.copy(), v.copy(), t, 0.1, 0.999, 1.0, 1.0, 1e-8, False)
     assert not host_loops.adam(g.copy(), m.copy(), v.copy(), t, np.float64(0.1), 0.999, 1.0,
                                1.0, 1e-8, False)  # (a NumPy number promotes as NumPy says)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_relu_grad_and_attentions_dropout_equal_numpys_bits(monkeypatch, dtype):
+    from minigrad.fused.attention import _Dropout
+    from minigrad.ops.elementwise import _relu_grad
+    rng = np.random.default_rng(3)
+    grad, out = _values(rng, (5, 9), dtype), _values(rng, (5, 9), dtype)[::-1].copy()
+    keep = rng.random((5, 9)) > 0.25
+
+    def run():
+        backend.manual_seed(0)  # (the same masks both times)
+        with np.errstate(all="ignore"):
+            return _relu_grad(np, grad, out), _Dropout(0.25, grad.dtype, np).apply(grad.copy())
+    fast, slow = _both(monkeypatch, run)
+    for a, b in zip(fast, slow):
+        _same(a, b)
+    assert host_loops.relu_grad(grad, out) is not None
+    w = grad.copy()
+    assert host_loops.times_kept(w, keep, 4 / 3)
+    with np.errstate(all="ignore"):
+        _same(w, grad * (keep.astype(dtype) * dtype(4 / 3)))
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_attentions_gradients_equal_numpys_bits(monkeypatch, dropout):
+    import minigrad as mg
+    import minigrad.nn.functional as F
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal((2, 3, 6, 8)).astype(np.float32) for _ in range(4)]
+
+    def run():
+        mg.manual_seed(0)
+        q, k, v = (mg.tensor(a, requires_grad=True) for a in arrays[:3])
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+        out.backward(mg.tensor(arrays[3]))
+        return [out.numpy().copy()] + [t.grad.numpy().copy() for t in (q, k, v)]
+    fast, slow = _both(monkeypatch, run)
+    for a, b in zip(fast, slow):
+        _same(a, b)

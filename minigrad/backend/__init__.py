@@ -17,6 +17,9 @@ which the rest of minigrad reaches as ``backend.<name>``:
   where the tiled array code runs instead); ``row_sum`` and ``row_mean``, the row
   reductions inside those kernels, and ``lead_sum``, sums over leading dims (both by BLAS
   on the CPU); and ``run_split``, which shares CPU work among cores.
+- ``host_loops.py``: the elementwise stages of those kernels on the CPU as one numba loop
+  each, with the bits of their NumPy formulas (where numba is installed), and two for the
+  ops (``relu_grad``, ``times_kept``: attention's dropout of a tile).
 - ``cuda.py``: the CUDA source of those kernels, compiled by CuPy on first use.
 - ``host.py``: host memory kept for the next step (``keep_host_memory``, called on import).
 - ``threads.py``: BLAS on one thread unless the user sets its threads (``one_blas_thread``,
@@ -42,6 +45,7 @@ from . import random as _random
 from .host import keep_host_memory, keeps_by_default  # noqa: F401
 
 from . import threads  # noqa: F401
+from . import host_loops  # noqa: F401
 from .threads import get_num_threads, matmul, set_num_threads  # noqa: F401
 
 if keeps_by_default():

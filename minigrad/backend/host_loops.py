@@ -156,3 +156,82 @@ def input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
 def fits_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
     arrays = [a for a in (grad, xhat, weight, mean_g, mean_gxhat, rstd) if a is not None]
     return _fits(*arrays) and (weight is None or weight.size * rstd.size == grad.size)
+
+
+@_jit
+def _times_kept(w, keep, scale, zero):
+    for i in range(w.shape[0]):
+        w[i] = w[i] * (scale if keep[i] else zero)
+
+
+def times_kept(w, keep, scale):
+    """``w *= keep.astype(w.dtype) * scale`` in place, in one pass (attention's dropout of a
+    tile). False where it does not apply."""
+    if not _fits(w) or type(keep) is not np.ndarray or keep.dtype != np.bool_ \
+            or not keep.flags.c_contiguous or keep.shape != w.shape \
+            or type(scale) not in (int, float):
+        return False
+    d = w.dtype.type
+    _times_kept(w.reshape(-1), keep.reshape(-1), d(scale), d(0))
+    return True
+
+
+@_jit
+def _relu_grad(grad, out, zero, result):
+    for i in range(grad.shape[0]):
+        result[i] = zero if out[i] <= zero else grad[i]
+
+
+def relu_grad(grad, out):
+    """Relu's gradient: grad where out > 0 (or NaN), else +0, in one pass; None where it
+    does not apply."""
+    if not _fits(grad, out) or grad.shape != out.shape:
+        return None
+    result = np.empty_like(grad)
+    _relu_grad(grad.reshape(-1), out.reshape(-1), grad.dtype.type(0), result.reshape(-1))
+    return result
+
+
+@_jit
+def _centre(x, mean, centered, squares):
+    for r in range(x.shape[0]):
+        mu = mean[r]
+        for j in range(x.shape[1]):
+            c = x[r, j] - mu
+            centered[r, j] = c
+            squares[r, j] = c * c
+
+
+def centre(x, mean):
+    """(x - mean, its squares) in one pass, ``mean`` one per row (layer norm's first
+    stage, before BLAS sums the squares); None where it does not apply."""
+    if not x.size or not _fits(x, mean) or x.size % mean.size:
+        return None
+    rows = mean.size
+    centered, squares = np.empty_like(x), np.empty_like(x)
+    _centre(x.reshape(rows, -1), mean.reshape(-1), centered.reshape(rows, -1),
+            squares.reshape(rows, -1))
+    return centered, squares
+
+
+@_jit
+def _score_grads(ds, z, rowdot, w, has_z):
+    for r in range(ds.shape[0]):
+        b = rowdot[r]
+        for j in range(ds.shape[1]):
+            d = ds[r, j] * z[r, j] if has_z else ds[r, j]
+            ds[r, j] = (d - b) * w[r, j]
+
+
+def score_grads(ds, z, rowdot, w):
+    """Attention's dS = (dP * z - rowdot) * w in place in ``ds`` (``z`` the tile's scaled
+    dropout mask or None, ``rowdot`` one per row); False where it does not apply."""
+    arrays = [a for a in (ds, z, w) if a is not None]
+    if not ds.size or not _fits(*arrays, rowdot) or any(a.shape != ds.shape for a in arrays) \
+            or rowdot.shape != ds.shape[:-1] + (1,):
+        return False
+    rows = rowdot.size
+    flat = ds.reshape(rows, -1)
+    _score_grads(flat, flat if z is None else z.reshape(rows, -1), rowdot.reshape(-1),
+                 w.reshape(rows, -1), z is not None)
+    return True

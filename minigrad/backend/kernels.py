@@ -468,8 +468,13 @@ def layer_norm(x, weight, bias, n, eps):
     width = math.prod(x.shape[x.ndim - n:])
     if not _rows_on_gpu(x, width):
         mean = row_mean(x, n)
-        centered = x - mean
-        rstd = _row_rstd(centered, n, eps)
+        both = host_loops.centre(x, mean)  # (one pass, same bits)
+        if both is not None:
+            centered, squares = both
+            rstd = _rstd(row_mean(squares, n), eps)
+        else:
+            centered = x - mean
+            rstd = _row_rstd(centered, n, eps)
         if host_loops.normalise(centered, rstd, weight, bias):  # (one pass, same bits)
             return centered, mean, rstd
         centered *= rstd                                                     # xhat
@@ -534,8 +539,13 @@ def _layer_norm_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
 
 def _row_rstd(centered, n, eps):
     """1 / sqrt(var + eps) of each row of the last ``n`` dims, from the centred rows."""
-    xp = xp_of(centered)
-    return xp.divide(1.0, xp.sqrt(row_mean(centered * centered, n) + eps))
+    return _rstd(row_mean(centered * centered, n), eps)
+
+
+def _rstd(var, eps):
+    """1 / sqrt(var + eps)."""
+    xp = xp_of(var)
+    return xp.divide(1.0, xp.sqrt(var + eps))
 
 
 def _row_mean_times(x, weight, n):
