@@ -562,8 +562,10 @@ class Program:
             return self.fusion_note
         members = sum(len(g.members) for g in self.groups)
         temps = sum(len(g.temps) for g in self.groups)
-        return (f"fusion: {len(self.groups)} groups replace {members} elementwise instructions "
-                f"with one compiled loop each; {temps} of their results are never stored")
+        n = len(self.groups)
+        return (f"fusion: {n} group{'' if n == 1 else 's'} of elementwise instructions, one "
+                f"compiled loop each, replace {members} of them; {temps} of their results "
+                "are never stored")
 
     def to_dot(self):
         """The program as Graphviz source: instructions in order, an edge per slot read."""
