@@ -13,7 +13,7 @@ import pytest
 import minigrad as mg
 import minigrad.nn.functional as F
 from minigrad import nn
-from minigrad.compile import CompileWarning, cpu_kernels
+from minigrad.compile import CompileWarning, cpu_kernels, fusion
 from minigrad.models import Transformer
 
 numba = pytest.importorskip("numba")
@@ -253,3 +253,29 @@ def test_without_numba_the_replay_is_unfused_and_says_so_once(monkeypatch):
     assert step.replays == 2 and not step.program.groups
     assert np.array_equal(out.numpy(), np.full((3, 4), 9, np.float32))
     assert step.log.count(cpu_kernels.MISSING) == 1 and cpu_kernels.MISSING in step.listing()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ufunc", sorted(fusion.FUSABLE))
+def test_each_fusable_ufunc_in_a_compiled_loop_equals_numpy_bit_for_bit(ufunc, dtype):
+    """Over many values (and the special ones), each operand order and a broadcast row."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((400, 250)) * np.exp(rng.uniform(-30, 30, (400, 250))))
+    x = x.astype(dtype)
+    x.reshape(-1)[:len(_SPECIAL)] = np.array(_SPECIAL, dtype)
+    y = x[::-1].copy()
+    row = y[7].copy()
+    arity = getattr(np, ufunc).nin
+    cases = [(x,)] if arity == 1 else [(x, y), (y, x), (x, row), (row, x)]
+    for inputs in cases:
+        slots = [(a.shape, a.dtype) for a in inputs]
+        shape = np.broadcast_shapes(*(a.shape for a in inputs))
+        steps = [(ufunc, tuple(("in", j) for j in range(arity)), len(inputs))]
+        group = fusion.Group([0], shape, np.dtype(dtype), list(range(arity)), [arity], [],
+                             steps, {})
+        kernel = cpu_kernels.kernel(cpu_kernels.source(group, slots + [(shape, dtype)]))
+        got = np.empty(shape, dtype)
+        kernel(*inputs, got)
+        with np.errstate(all="ignore"):
+            expected = getattr(np, ufunc)(*inputs)
+        assert np.array_equal(_bits(got), _bits(expected)), (ufunc, [a.shape for a in inputs])

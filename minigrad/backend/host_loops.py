@@ -30,7 +30,12 @@ def _fits(*arrays):
 
 
 def _jit(fn):
-    return fn if numba is None else numba.njit(fn, error_model="numpy", cache=True)
+    if numba is None:
+        return fn
+    try:  # (compiled once per machine, kept beside the module or in the user's cache)
+        return numba.njit(fn, error_model="numpy", cache=True)
+    except RuntimeError:  # nowhere writable to keep it: compiled once per process
+        return numba.njit(fn, error_model="numpy")
 
 
 @_jit
