@@ -67,6 +67,7 @@ CHAINS = [  # (name, input shapes, function): every fusable ufunc, constants, br
     ("column", [(5, 7), (5, 1)], lambda x, s: (x - s) * s + 1e30),
     ("scalar", [(3, 5, 7), ()], lambda x, s: x * s * s - s),
     ("int_constant", [(6, 4), (6, 4)], lambda x, y: (x * 3 + y * 2) / 7),
+    ("inf_constant", [(6, 4), (6, 4)], lambda x, y: (x * float("inf") + y) - float("-inf")),
     ("two_results", [(5, 7), (5, 7)], lambda x, y: ((x * y) + 1, (x * y) * y - x)),
 ]
 
@@ -143,6 +144,7 @@ def test_the_100_op_chain_fuses_and_equals_unfused_and_eager_bit_for_bit():
         programs.append(getattr(run, "program", None))
     _same_bits(grads)
     assert len(programs[2].groups) >= 40 and not programs[1].groups
+    assert programs[1].listing().endswith("\nfusion: off (fuse=False)")
 
 
 def _mlp(fuse):

@@ -167,7 +167,7 @@ class CompiledStep:
             leaves = [i.leaf for i in program.instructions if i.kind == "grad"]
             entry.program = self.program = program.build(reuse=self.reuse, fuse=self.fuse)
             note = program.fusion_note
-            if note is not None and note not in self.log:
+            if self.fuse and note is not None and note not in self.log:
                 self._note(note)
             entry.guards = collect(self.fn, args, kwargs, program.tensors, leaves,
                                    recorder.modules.values(), unset)

@@ -61,7 +61,7 @@ def source(group, slots):
             elif kind == "step":
                 args.append(f"t{ref}")
             else:  # the number as its dtype (a float literal is float64 in numba)
-                args.append(f"np.{group.dtype}({float(ref)!r})")
+                args.append(f"np.{group.dtype}({_literal(float(ref))})")
         body.append(f"t{m} = " + _EXPRESSIONS[ufunc].format(*args))
     made = {out: m for m, (_, _, out) in enumerate(group.steps)}
     params = [f"i{j}" for j in range(len(group.inputs))] + \
@@ -78,6 +78,14 @@ def source(group, slots):
     for j, out in enumerate(group.outputs):
         lines.append(pad + f"o{j}[{index}] = t{made[out]}")
     return "\n".join(lines)
+
+
+def _literal(c):
+    if c != c:
+        return "np.nan"
+    if c in (float("inf"), float("-inf")):
+        return "np.inf" if c > 0 else "-np.inf"
+    return repr(c)
 
 
 def kernel(text):

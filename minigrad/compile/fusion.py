@@ -18,8 +18,9 @@ instruction, a ``.grad`` or a backward rule), a view's base, the step's outputs;
 results of the group are only registers (``Group.temps``).
 
 Also left out: an in-place write (its array is seen under another slot), float16 (its ops
-compute in float32), operands of another dtype, and constants that are not Python numbers
-(a NumPy scalar takes part in type promotion).
+compute in float32), operands of another dtype, constants that are not Python numbers (a
+NumPy scalar takes part in type promotion), and results of no elements or of one number
+(0-d), where there is no pass over memory to save.
 """
 from collections import namedtuple
 
@@ -46,8 +47,8 @@ def fusable(program, k, plans):
     p = plans.get(k)
     if p is None or ins.inplace or not ins.live or p.ufunc not in FUSABLE:
         return False
-    dtype = program.slots[ins.outs[0]][1]
-    if str(dtype) not in FLOATS:
+    shape, dtype = program.slots[ins.outs[0]][:2]
+    if str(dtype) not in FLOATS or not shape or 0 in shape:  # (a number's work is no pass)
         return False
     for i in ins.ins:
         if type(i) is int:
@@ -139,3 +140,15 @@ def describe(group, instructions):
             + ", ".join(f"v{s}" + (f" (into v{group.into[s]})" if s in group.into else "")
                         for s in group.outputs)
             + f"; {len(group.temps)} result(s) not stored")
+
+
+def summary(program):
+    """The listing's last line: what fusion did, or why it did nothing."""
+    if program.fusion_note is not None:
+        return program.fusion_note
+    n = len(program.groups)
+    members = sum(len(g.members) for g in program.groups)
+    temps = sum(len(g.temps) for g in program.groups)
+    return (f"fusion: {n} group{'' if n == 1 else 's'} of elementwise instructions, one "
+            f"compiled loop each, replace {members} of them; {temps} of their results are "
+            "never stored")

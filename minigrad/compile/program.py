@@ -399,9 +399,11 @@ class Program:
             self.plans = {k: p._replace(into=None) if not self.instructions[k].inplace else p
                           for k, p in self.plans.items()}
         self.groups, self.fusion_note = [], None
-        if fuse and not cpu_kernels.available():
+        if not fuse:
+            self.fusion_note = "fusion: off (fuse=False)"
+        elif not cpu_kernels.available():
             self.fusion_note = cpu_kernels.MISSING
-        elif fuse:
+        else:
             self.groups = [g for g in fusion.groups(self, self.plans, last,
                                                     reusable_slots(self), reuse)
                            if all(self.instructions[k].xp is np for k in g.members)]
@@ -554,18 +556,8 @@ class Program:
                    f"; {len(reused)} results written into a dying input's array\n"
                    f"arrays made: {_size(total)} ({_size(total_new)} without reuse), at most "
                    f"{_size(peak)} alive at once ({_size(peak_new)} without reuse; each freed "
-                   "after its last read)\n" + self._fusion_summary())
+                   "after its last read)\n" + fusion.summary(self))
         return "\n".join(rows + [summary])
-
-    def _fusion_summary(self):
-        if self.fusion_note is not None:
-            return self.fusion_note
-        members = sum(len(g.members) for g in self.groups)
-        temps = sum(len(g.temps) for g in self.groups)
-        n = len(self.groups)
-        return (f"fusion: {n} group{'' if n == 1 else 's'} of elementwise instructions, one "
-                f"compiled loop each, replace {members} of them; {temps} of their results "
-                "are never stored")
 
     def to_dot(self):
         """The program as Graphviz source: instructions in order, an edge per slot read."""
