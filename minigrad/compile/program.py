@@ -252,6 +252,7 @@ class Program:
         self.bases = {}        # slot of a view -> slot of the array it views
         self.memory_of = []    # slot -> id of the array owning its memory (during capture)
         self.c_contiguous = []  # slot -> whether its array was C-contiguous
+        self.on_host = []      # slot -> whether its array was a NumPy array
         self.plans = {}        # instruction -> reuse.Plan (replayed as one ufunc call)
         self.groups = []       # fusion.Group: runs of elementwise instructions, one loop each
         self.fusion_note = None  # why nothing was fused, where fusion was asked for
@@ -265,6 +266,7 @@ class Program:
         self.slots.append((array.shape, array.dtype, array.nbytes, source, owns))
         self.memory_of.append(id(memory_owner(array)))
         self.c_contiguous.append(bool(array.flags.c_contiguous))
+        self.on_host.append(type(array) is np.ndarray)
         if base_slot is not None:
             self.bases[len(self.slots) - 1] = base_slot
 
@@ -406,7 +408,7 @@ class Program:
         else:
             self.groups = [g for g in fusion.groups(self, self.plans, last,
                                                     reusable_slots(self), reuse)
-                           if all(self.instructions[k].xp is np for k in g.members)]
+                           if all(self.on_host[s] for s in g.inputs + g.outputs)]
             cpu_kernels.warm(self.groups, self.slots)
         group_at = {g.members[0]: (n, g) for n, g in enumerate(self.groups)}
         fused_in = {k: n for n, g in enumerate(self.groups) for k in g.members[1:]}
