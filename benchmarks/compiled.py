@@ -6,7 +6,10 @@ same threads:
                                   [--threads 1,2]
 
 For each step: the median time (all timed in alternating blocks, so that the machine's drift
-reaches each alike) of eager minigrad, of the replayed step and of the fastest
+reaches each alike) of eager minigrad, of the replayed step (fused: see
+minigrad/compile/fusion.py), of the replay unfused (``mg.compile(step, fuse=False)``), of
+the replay unfused with numba's loops switched off altogether (``without numba``: the CPU
+kernels' NumPy formulas, as where numba is not installed), and of the fastest
 eager PyTorch at the same dropout (``nn.Transformer`` or the nanoGPT-style model of
 ``benchmarks.workloads``, each timed, the faster named), the time of the capture (the
 calls before the first replay), the ratio of each minigrad time to PyTorch's, and each to
@@ -24,6 +27,7 @@ import tracemalloc
 import numpy as np
 
 import minigrad as mg
+from minigrad.backend import host_loops
 from benchmarks import bench_engine, workloads
 from benchmarks.run import matmul_floor
 from benchmarks.timing import blas_threads, interleaved_all, machine_line, set_threads, torch
@@ -50,11 +54,26 @@ def capture(compiled, *args):
     return time.perf_counter() - start
 
 
-def report(name, unit, t_eager, t_compiled, t_torch, t_floor, captured, extra=""):
+def without_numba(call):
+    """``call`` run with the CPU kernels' compiled loops switched off (their NumPy formulas)."""
+    def run(*args):
+        kept, host_loops.numba = host_loops.numba, None
+        try:
+            return call(*args)
+        finally:
+            host_loops.numba = kept
+    return run
+
+
+def report(name, unit, t_eager, t_compiled, t_torch, t_floor, captured, extra="",
+           t_unfused=float("nan"), t_plain=float("nan")):
     scale = {"ms": 1e3, "us": 1e6}[unit]
     print(f"{name:7s} eager {t_eager * scale:7.2f} {unit}  compiled {t_compiled * scale:7.2f} "
-          f"{unit}  torch {t_torch * scale:7.2f} {unit}  floor {t_floor * scale:6.2f} {unit} | "
-          f"to torch: eager {t_eager / t_torch:.2f}, compiled {t_compiled / t_torch:.2f} | "
+          f"{unit}  unfused {t_unfused * scale:7.2f} {unit}  without numba "
+          f"{t_plain * scale:7.2f} {unit}  torch {t_torch * scale:7.2f} {unit}  floor "
+          f"{t_floor * scale:6.2f} {unit} | "
+          f"to torch: eager {t_eager / t_torch:.2f}, compiled {t_compiled / t_torch:.2f}, "
+          f"unfused {t_unfused / t_torch:.2f}, without numba {t_plain / t_torch:.2f} | "
           f"to floor: eager {t_eager / t_floor:.2f}, compiled {t_compiled / t_floor:.2f} | "
           f"capture {captured * 1e3:.0f} ms{extra}", flush=True)
 
@@ -65,14 +84,19 @@ def bench_step(name, repeats, dropout):
     floor = matmul_floor(eager)
     compiled = mg.compile(workloads.minigrad_step(cfg))
     captured = capture(compiled)
+    unfused = mg.compile(workloads.minigrad_step(cfg), fuse=False)
+    capture(unfused)
+    replay = mg.compile(workloads.minigrad_step(cfg), fuse=False)
+    plain = without_numba(replay)
+    without_numba(capture)(replay)
     torch_steps = workloads.torch_steps(cfg) if torch else {}
-    t_eager, t_compiled, t_floor, *t_torch = interleaved_all(
-        [eager, compiled, floor] + list(torch_steps.values()), repeats, block=5)
+    t_eager, t_compiled, t_unfused, t_plain, t_floor, *t_torch = interleaved_all(
+        [eager, compiled, unfused, plain, floor] + list(torch_steps.values()), repeats, block=5)
     t_torch, fastest = min(zip(t_torch, torch_steps), default=(float("nan"), "-"))
     mem_eager, mem_compiled = peak_traced(eager), peak_traced(compiled)
     report(name, "ms", t_eager, t_compiled, t_torch, t_floor, captured,
            f" | peak memory eager {mem_eager / 2**20:.1f} MiB, compiled "
-           f"{mem_compiled / 2**20:.1f} MiB | torch: {fastest}")
+           f"{mem_compiled / 2**20:.1f} MiB | torch: {fastest}", t_unfused, t_plain)
 
 
 def chain_numpy(x, w, rounds=bench_engine.CHAIN_OPS // 5):
@@ -102,12 +126,17 @@ def bench_chain(repeats):
     cx, cw = bench_engine.chain_inputs()[:2]
     compiled = mg.compile(bench_engine.chain_minigrad)
     captured = capture(compiled, cx, cw)
+    ux, uw = bench_engine.chain_inputs()[:2]
+    unfused = mg.compile(bench_engine.chain_minigrad, fuse=False)
+    capture(unfused, ux, uw)
     calls = [lambda: bench_engine.chain_minigrad(x, w), lambda: compiled(cx, cw),
-             lambda: chain_numpy(xa, wa),
+             lambda: unfused(ux, uw), lambda: chain_numpy(xa, wa),
              (lambda: bench_engine.chain_torch(tx, tw)) if torch else None]
-    t_eager, t_compiled, t_floor, t_torch = (
+    t_eager, t_compiled, t_unfused, t_floor, t_torch = (
         t / n if t else float("nan") for t in interleaved_all(calls, repeats, block=20))
-    report("chain", "us", t_eager, t_compiled, t_torch, t_floor, captured, " (times per op)")
+    # (the chain calls none of the CPU kernels, so without numba is the unfused replay)
+    report("chain", "us", t_eager, t_compiled, t_torch, t_floor, captured, " (times per op)",
+           t_unfused, t_unfused)
 
 
 def main(argv=None):

@@ -20,6 +20,9 @@ which the rest of minigrad reaches as ``backend.<name>``:
 - ``checks.py``: checks of values on the GPU without a synchronisation (``check``; an
   index out of range), raised at the next read on the host (``raise_pending``), and the
   index wrapped into range meanwhile (``wrap_index``).
+- ``host_loops.py``: the elementwise stages of those kernels on the CPU as one numba loop
+  each, with the bits of their NumPy formulas (where numba is installed), and two for the
+  ops (``relu_grad``, ``times_kept``: attention's dropout of a tile).
 - ``cuda.py``: the CUDA source of those kernels, compiled by CuPy on first use.
 - ``host.py``: host memory kept for the next step (``keep_host_memory``, called on import).
 - ``threads.py``: BLAS on one thread unless the user sets its threads (``one_blas_thread``,
@@ -47,6 +50,7 @@ from .checks import raise_pending, wrapped as wrap_index  # noqa: F401
 from .host import keep_host_memory, keeps_by_default  # noqa: F401
 
 from . import threads  # noqa: F401
+from . import host_loops  # noqa: F401
 from .threads import get_num_threads, matmul, set_num_threads  # noqa: F401
 
 if keeps_by_default():

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from . import checks, threads
+from . import checks, host_loops, threads
 from .devices import cupy, xp_of
 
 
@@ -256,6 +256,9 @@ def dropout(x, keep, scale):
     """x * scale where ``keep`` (bool), else 0."""
     if _on_gpu(x, keep):
         return _kernel("dropout")(x, keep, x.dtype.type(scale))
+    out = host_loops.dropout(x, keep, scale)
+    if out is not None:
+        return out
     out = keep.astype(x.dtype)  # (a bool operand would make NumPy cast in its slow loop)
     out *= x
     out *= scale
@@ -316,7 +319,9 @@ def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=False):
 
 def _adam_host(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
     """``adam`` on host arrays, the update written into ``t`` (also every intermediate's
-    scratch: the same values, fewer allocations)."""
+    scratch: the same values, fewer allocations); one pass where numba is installed."""
+    if host_loops.adam(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
+        return
     np.subtract(g, m, out=t)
     if abs(w1) < 0.5:  # torch's lerp_, in its two forms (the second exact at weight 1)
         t *= w1
@@ -516,8 +521,15 @@ def layer_norm(x, weight, bias, n, eps):
     width = math.prod(x.shape[x.ndim - n:])
     if not _rows_on_gpu(x, width):
         mean = row_mean(x, n)
-        centered = x - mean
-        rstd = _row_rstd(centered, n, eps)
+        both = host_loops.centre(x, mean)  # (one pass, same bits)
+        if both is not None:
+            centered, squares = both
+            rstd = _rstd(row_mean(squares, n), eps)
+        else:
+            centered = x - mean
+            rstd = _row_rstd(centered, n, eps)
+        if host_loops.normalise(centered, rstd, weight, bias):  # (one pass, same bits)
+            return centered, mean, rstd
         centered *= rstd                                                     # xhat
         if weight is not None:
             centered *= weight
@@ -541,6 +553,15 @@ def layer_norm_backward(grad, x, weight, n, eps, mean=None, rstd=None):
     if not _rows_on_gpu(x, width):
         if mean is None:
             mean = row_mean(x, n)
+        both = host_loops.xhat_times(grad, x, mean, rstd) if rstd is not None else None
+        if both is not None:  # (one pass, same bits; dx below likewise)
+            xhat, gxhat = both
+            mean_g = _row_mean_times(grad, weight, n)
+            mean_gxhat = _row_mean_times(gxhat, weight, n)
+            if host_loops.fits_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
+                return host_loops.input_grad(grad, xhat, weight, mean_g, mean_gxhat,
+                                             rstd), gxhat
+            return _layer_norm_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd), gxhat
         xhat = x - mean                                                      # centred
         if rstd is None:
             rstd = _row_rstd(xhat, n, eps)
@@ -549,12 +570,7 @@ def layer_norm_backward(grad, x, weight, n, eps, mean=None, rstd=None):
         # mean(g) and mean(g * xhat) with g = grad * weight: grad's and gxhat's rows times
         # the weight, without making g * xhat
         mean_g, mean_gxhat = _row_mean_times(grad, weight, n), _row_mean_times(gxhat, weight, n)
-        dx = grad.copy() if weight is None else grad * weight
-        dx -= mean_g
-        xhat *= mean_gxhat
-        dx -= xhat
-        dx *= rstd
-        return dx, gxhat
+        return _layer_norm_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd), gxhat
     xp = cupy()
     grad, x, weight = _contiguous(xp, grad, x, weight)
     dx, gxhat = xp.empty_like(x), xp.empty_like(x)
@@ -564,10 +580,25 @@ def layer_norm_backward(grad, x, weight, n, eps, mean=None, rstd=None):
     return dx, gxhat
 
 
+def _layer_norm_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
+    """dx = ((grad * weight - mean_g) - xhat * mean_gxhat) * rstd (xhat is overwritten)."""
+    dx = grad.copy() if weight is None else grad * weight
+    dx -= mean_g
+    xhat *= mean_gxhat
+    dx -= xhat
+    dx *= rstd
+    return dx
+
+
 def _row_rstd(centered, n, eps):
     """1 / sqrt(var + eps) of each row of the last ``n`` dims, from the centred rows."""
-    xp = xp_of(centered)
-    return xp.divide(1.0, xp.sqrt(row_mean(centered * centered, n) + eps))
+    return _rstd(row_mean(centered * centered, n), eps)
+
+
+def _rstd(var, eps):
+    """1 / sqrt(var + eps)."""
+    xp = xp_of(var)
+    return xp.divide(1.0, xp.sqrt(var + eps))
 
 
 def _row_mean_times(x, weight, n):

@@ -45,17 +45,19 @@ class CompileWarning(UserWarning):
     """A compiled step runs eagerly; the message says why."""
 
 
-def compile(fn=None, *, replay=True, reuse=True):
+def compile(fn=None, *, replay=True, reuse=True, fuse=True):
     """Capture ``fn`` (a function of tensors, typically a whole training step) and replay it.
 
     ``replay=False`` keeps capturing and checking but always runs eagerly (to compare).
     ``step.guards()`` lists what a replay checks first (see ``guards.py``).
     ``reuse=False`` makes every result of the replay a new array, as eager mode does (by
     default an elementwise result is written into an input that is read for the last time
-    there: see ``Program.listing``)."""
+    there: see ``Program.listing``). ``fuse=False`` replays each elementwise op as its own
+    ufunc call (by default, on the CPU with numba installed, runs of them are one compiled
+    loop each: see ``fusion.py``)."""
     if fn is None:
-        return lambda f: CompiledStep(f, replay, reuse)
-    return CompiledStep(fn, replay, reuse)
+        return lambda f: CompiledStep(f, replay, reuse, fuse)
+    return CompiledStep(fn, replay, reuse, fuse)
 
 
 class _Entry:
@@ -73,8 +75,8 @@ class CompiledStep:
     program built, ``listing()`` prints it, ``log`` lists why each capture or fallback
     happened, ``replays`` counts the calls that replayed."""
 
-    def __init__(self, fn, replay=True, reuse=True):
-        self.fn, self.replay, self.reuse = fn, replay, reuse
+    def __init__(self, fn, replay=True, reuse=True, fuse=True):
+        self.fn, self.replay, self.reuse, self.fuse = fn, replay, reuse, fuse
         self.entries = {}
         self.log = []
         self.replays = 0
@@ -163,7 +165,10 @@ class CompiledStep:
             return result
         if self.replay:
             leaves = [i.leaf for i in program.instructions if i.kind == "grad"]
-            entry.program = self.program = program.build(reuse=self.reuse)
+            entry.program = self.program = program.build(reuse=self.reuse, fuse=self.fuse)
+            note = program.fusion_note
+            if self.fuse and note is not None and note not in self.log:
+                self._note(note)
             entry.guards = collect(self.fn, args, kwargs, program.tensors, leaves,
                                    recorder.modules.values(), unset)
             entry.first = None  # (its arrays are no longer needed)

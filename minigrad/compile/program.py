@@ -15,7 +15,8 @@ import numpy as np
 from ..autograd.grad_mode import STATE
 from ..autograd.graph import TensorBase
 from ..backend import _XP_BY_TYPE
-from .reuse import plan
+from . import cpu_kernels, fusion
+from .reuse import plan, reusable_slots
 
 _FIXED = frozenset(("xp", "params", "needs_input_grad", "op_name", "op"))
 
@@ -251,7 +252,10 @@ class Program:
         self.bases = {}        # slot of a view -> slot of the array it views
         self.memory_of = []    # slot -> id of the array owning its memory (during capture)
         self.c_contiguous = []  # slot -> whether its array was C-contiguous
+        self.on_host = []      # slot -> whether its array was a NumPy array
         self.plans = {}        # instruction -> reuse.Plan (replayed as one ufunc call)
+        self.groups = []       # fusion.Group: runs of elementwise instructions, one loop each
+        self.fusion_note = None  # why nothing was fused, where fusion was asked for
         self.outputs = []
         self.fn = None
         self.source = None
@@ -262,6 +266,7 @@ class Program:
         self.slots.append((array.shape, array.dtype, array.nbytes, source, owns))
         self.memory_of.append(id(memory_owner(array)))
         self.c_contiguous.append(bool(array.flags.c_contiguous))
+        self.on_host.append(type(array) is np.ndarray)
         if base_slot is not None:
             self.bases[len(self.slots) - 1] = base_slot
 
@@ -339,9 +344,16 @@ class Program:
 
     def reused(self):
         """{instruction: the slot whose array it writes its result into} where that slot
-        dies there (buffer reuse; not the in-place writes the step itself made)."""
-        return {k: p.into for k, p in self.plans.items()
-                if p.into is not None and not self.instructions[k].inplace}
+        dies there (buffer reuse; not the in-place writes the step itself made), a fused
+        group's member by the group's choice."""
+        fused = {k for g in self.groups for k in g.members}
+        out = {k: p.into for k, p in self.plans.items()
+               if p.into is not None and not self.instructions[k].inplace and k not in fused}
+        for g in self.groups:
+            for k in g.members:
+                if self.instructions[k].outs[0] in g.into:
+                    out[k] = g.into[self.instructions[k].outs[0]]
+        return out
 
     def memory(self, reuse=True):
         """(peak bytes of the arrays the program makes, freed at last use; bytes it makes in
@@ -349,8 +361,12 @@ class Program:
         array over rather than making one; ``reuse=False`` counts as if every result were
         a new array."""
         last = self.last_uses()
-        into = self.reused() if reuse else {}
-        owned = {s for s, slot in enumerate(self.slots) if slot[3] is None and slot[4]}
+        into = {self.instructions[k].outs[0]: s for k, s in self.reused().items()} \
+            if reuse else {}
+        taken = set(into.values())
+        temps = {s for g in self.groups for s in g.temps}  # (never stored)
+        owned = {s for s, slot in enumerate(self.slots)
+                 if slot[3] is None and slot[4] and s not in temps}
         alive, peak, total = 0, 0, 0
         frees = {}
         for s in owned:
@@ -363,19 +379,20 @@ class Program:
             for o in ins.made():
                 if o in owned and o not in made:
                     made.add(o)
-                    if k not in into:
+                    if o not in into:
                         alive += self.slots[o][2]
                         total += self.slots[o][2]
             peak = max(peak, alive)
             for s in frees.get(k, ()):
-                if into.get(k) != s:  # (else its array lives on as the result)
+                if s not in taken:  # (else its array lives on as the result)
                     alive -= self.slots[s][2]
         return peak, total
 
-    def build(self, reuse=True):
+    def build(self, reuse=True, fuse=True):
         """Generate, compile and keep ``self.fn(inputs, tensors)``: the replay function.
         Elementwise instructions become one ufunc call each, written into an input that
-        dies there (``reuse.plan``; ``reuse=False``: each result in a new array)."""
+        dies there (``reuse.plan``; ``reuse=False``: each result in a new array), and runs
+        of them on the host one compiled loop each (``fusion``; ``fuse=False``: none)."""
         self.eliminate_dead_code()
         last = self.last_uses()
         saving = {i.ctx_of for i in self.instructions if i.live and i.ctx_of is not None}
@@ -383,6 +400,19 @@ class Program:
         if not reuse:
             self.plans = {k: p._replace(into=None) if not self.instructions[k].inplace else p
                           for k, p in self.plans.items()}
+        self.groups, self.fusion_note = [], None
+        if not fuse:
+            self.fusion_note = "fusion: off (fuse=False)"
+        elif not cpu_kernels.available():
+            self.fusion_note = cpu_kernels.MISSING
+        else:
+            self.groups = [g for g in fusion.groups(self, self.plans, last,
+                                                    reusable_slots(self), reuse)
+                           if all(self.on_host[s] for s in g.inputs + g.outputs)]
+            cpu_kernels.warm(self.groups, self.slots)
+        group_at = {g.members[0]: (n, g) for n, g in enumerate(self.groups)}
+        fused_in = {k: n for n, g in enumerate(self.groups) for k in g.members[1:]}
+        temps = {s for g in self.groups for s in g.temps}
         names = {"run_backward_rule": run_backward_rule, "backward_pass": backward_pass,
                  "call_returning_arrays": call_returning_arrays, "np": np}
         lines, tensors = [], []
@@ -414,8 +444,15 @@ class Program:
             if not ins.live:
                 lines.append(f"{indent}# {k}: {ins.name} (removed: nothing reads its result)")
                 continue
-            lines.append(indent + self._line(k, ins, names, k in saving))
-            dead = sorted(dies_at.get(k, ()))
+            if k in group_at:
+                n, g = group_at[k]
+                lines.append(indent + cpu_kernels.line(n, g, self.slots, names) +
+                             f"  # fused {n}: {ins.name}")
+            elif k in fused_in:
+                lines.append(f"{indent}# {k}: {ins.name} (in fused {fused_in[k]})")
+            else:
+                lines.append(indent + self._line(k, ins, names, k in saving))
+            dead = sorted(s for s in dies_at.get(k, ()) if s not in temps)
             if dead:
                 lines.append(indent + "del " + ", ".join(f"v{s}" for s in dead))
         lines.append("    return (" + "".join(f"v{s}, " for s in self.outputs) + ")")
@@ -490,13 +527,22 @@ class Program:
     # --- showing it ------------------------------------------------------------------------
     def listing(self):
         """The program as a table: one line per instruction (what it reads and makes, with
-        shapes), what dead-code elimination removed, and the memory it needs."""
+        shapes), each fused group above the instructions it replaced, what dead-code
+        elimination removed, and the memory it needs."""
         rows, reused = [], self.reused()
+        group_at = {g.members[0]: n for n, g in enumerate(self.groups)}
+        fused_in = {k: n for n, g in enumerate(self.groups) for k in g.members}
         for k, ins in enumerate(self.instructions):
+            if k in group_at:
+                n = group_at[k]
+                rows.append(f"      fused    F{n}: " +
+                            fusion.describe(self.groups[n], self.instructions))
             made = ", ".join(f"v{o} {tuple(self.slots[o][0])}" for o in ins.outs if o is not None)
             read = ", ".join(f"v{i}" if type(i) is int else repr(i) for i in ins.ins)
             notes = [n for n, on in (("random", ins.random), ("in place", ins.inplace),
                                      ("REMOVED", not ins.live)) if on]
+            if k in fused_in:
+                notes.append(f"in F{fused_in[k]}")
             if k in reused:
                 notes.append(f"into v{reused[k]}")
             rows.append((f"{k:4d}  {ins.kind:8s} {ins.name:26s} {read:24s} -> {made}"
@@ -512,7 +558,7 @@ class Program:
                    f"; {len(reused)} results written into a dying input's array\n"
                    f"arrays made: {_size(total)} ({_size(total_new)} without reuse), at most "
                    f"{_size(peak)} alive at once ({_size(peak_new)} without reuse; each freed "
-                   "after its last read)")
+                   "after its last read)\n" + fusion.summary(self))
         return "\n".join(rows + [summary])
 
     def to_dot(self):

@@ -268,10 +268,11 @@ def _weights_grads(xp, qs, g, rowdot, w, k, v, z):
     wz = w if z is None else w * z
     dv = xp.matmul(xp.swapaxes(wz, -1, -2), g)
     ds = xp.matmul(g, xp.swapaxes(v, -1, -2))      # dP
-    if z is not None:
-        ds *= z
-    ds -= rowdot
-    ds *= w                                        # dS (dq, dk: the scale)
+    if not backend.host_loops.score_grads(ds, z, rowdot, w):  # (one pass, same bits)
+        if z is not None:
+            ds *= z
+        ds -= rowdot
+        ds *= w                                    # dS (dq, dk: the scale)
     return xp.matmul(ds, k), xp.matmul(xp.swapaxes(ds, -1, -2), qs), dv
 
 
@@ -473,8 +474,11 @@ class _Dropout:
     def scaled(self, keep):
         """The bool mask ``keep`` as the factors of dropout: 1 / (1 - p) or 0."""
         mask = keep.astype(self.dtype)
-        mask *= 1.0 / (1.0 - self.p) if self.p < 1 else 0.0  # p = 1 drops everything
+        mask *= self.factor()
         return mask
+
+    def factor(self):
+        return 1.0 / (1.0 - self.p) if self.p < 1 else 0.0  # p = 1 drops everything
 
     def apply(self, w, tile=None):
         """Forward: w times the tile's mask, in place (w unchanged without dropout); the
@@ -486,7 +490,8 @@ class _Dropout:
         keep = backend.keep_mask(w.shape, self.p, self.xp, self.rng)
         if tile is not None:
             tile.append(keep)
-        w *= self.scaled(keep)
+        if not backend.host_loops.times_kept(w, keep, self.factor()):
+            w *= self.scaled(keep)
         return w
 
     def tile(self, shape):

@@ -618,7 +618,11 @@ def _sigmoid_grad(xp, grad, out):
 def _relu_grad(xp, grad, out):
     """Relu's gradient on raw arrays, PyTorch's threshold_backward: 0 where out <= 0, else
     grad (an inf or NaN gradient too, and at a NaN input). Two passes without branches:
-    grad's bits ANDed with all ones where kept and with zeros where not."""
+    grad's bits ANDed with all ones where kept and with zeros where not (on the host with
+    numba, one compiled loop with the same result)."""
+    fast = backend.host_loops.relu_grad(grad, out)
+    if fast is not None:
+        return fast
     bits = xp.dtype(f"i{grad.dtype.itemsize}")
     mask = _array(xp, out <= 0).astype(bits)
     mask -= 1                                             # 0 where dropped, -1 (all ones) kept

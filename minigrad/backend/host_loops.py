@@ -1,0 +1,242 @@
+"""The elementwise stages of the CPU kernels (``kernels.py``) as single compiled loops.
+
+NumPy runs ``(x - mean) * rstd * weight + bias`` as four passes over memory, each writing an
+array the next one reads. Compiled by numba, each stage below is one pass: each element goes
+through the same operations, in the same order and dtype (the numbers are rounded to the
+arrays' dtype first, as NumPy rounds a Python float operand; no fast-math, so no
+reassociation or fused multiply-add), so the results have the same bits as the NumPy
+formulas in ``kernels.py``, which still run where numba is missing or the arrays do not fit
+(not C-contiguous, not float32 or float64, mixed dtypes). The reductions between the
+stages (the rows' means) stay where they are: their order is BLAS's.
+
+Each function returns False, doing nothing, where it does not apply.
+"""
+import numpy as np
+
+try:
+    import numba
+except ImportError:
+    numba = None
+
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _fits(*arrays):
+    """Whether the arrays are C-contiguous host arrays of one float dtype (float32/64)."""
+    dtype = arrays[0].dtype
+    return numba is not None and dtype in _FLOATS and all(
+        type(a) is np.ndarray and a.dtype == dtype and a.flags.c_contiguous for a in arrays)
+
+
+def _jit(fn):
+    if numba is None:
+        return fn
+    try:  # (compiled once per machine, kept beside the module or in the user's cache)
+        return numba.njit(fn, error_model="numpy", cache=True)
+    except RuntimeError:  # nowhere writable to keep it: compiled once per process
+        return numba.njit(fn, error_model="numpy")
+
+
+@_jit
+def _adam(g, m, v, t, w1, lerp_small, one_minus_w1, beta2, one_minus_beta2, minus_step_size,
+          bc2_sqrt, eps, scratch):
+    for i in range(g.shape[0]):
+        gi = g[i]
+        d = gi - m[i]
+        if lerp_small:  # torch's lerp_, in its two forms
+            mi = m[i] + d * w1
+        else:
+            mi = gi - d * one_minus_w1
+        vi = v[i] * beta2 + gi * one_minus_beta2 * gi
+        denom = np.sqrt(vi) / bc2_sqrt + eps
+        m[i] = mi
+        v[i] = vi
+        if scratch:
+            g[i] = denom
+        t[i] = mi * minus_step_size / denom
+
+
+def adam(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
+    """``kernels._adam_host`` in one pass (the numbers rounded to the dtype as there: each
+    expression of Python floats first, then the result). False where it does not apply."""
+    if not _fits(g, m, v, t) or g.ndim != 1 or not all(
+            type(c) in (int, float) for c in (w1, beta2, step_size, bc2_sqrt, eps)):
+        return False
+    d = g.dtype.type
+    _adam(g, m, v, t, d(w1), abs(w1) < 0.5, d(1.0 - w1), d(beta2), d(1.0 - beta2),
+          d(-step_size), d(bc2_sqrt), d(eps), bool(scratch))
+    return True
+
+
+@_jit
+def _dropout(x, keep, scale, one, zero, out):
+    for i in range(x.shape[0]):
+        out[i] = (one if keep[i] else zero) * x[i] * scale
+
+
+def dropout(x, keep, scale):
+    """``kernels.dropout``: keep (as 0 or 1) * x * scale; the new array, or None."""
+    if not _fits(x) or type(keep) is not np.ndarray or keep.dtype != np.bool_ \
+            or not keep.flags.c_contiguous or keep.shape != x.shape \
+            or type(scale) not in (int, float):
+        return None
+    out = np.empty_like(x)
+    d = x.dtype.type
+    _dropout(x.reshape(-1), keep.reshape(-1), d(scale), d(1), d(0), out.reshape(-1))
+    return out
+
+
+@_jit
+def _normalise(centered, rstd, weight, bias, has_weight, has_bias):
+    for r in range(centered.shape[0]):
+        s = rstd[r]
+        for j in range(centered.shape[1]):
+            y = centered[r, j] * s
+            if has_weight:
+                y = y * weight[j]
+            if has_bias:
+                y = y + bias[j]
+            centered[r, j] = y
+
+
+def normalise(centered, rstd, weight, bias):
+    """Layer norm's last stage, in place: ``centered * rstd * weight + bias`` (``rstd`` one
+    per row; ``weight`` and ``bias`` per column, or None). False where it does not apply."""
+    arrays = [a for a in (centered, rstd, weight, bias) if a is not None]
+    if not centered.size or not _fits(*arrays) or any(
+            a is not None and a.size * rstd.size != centered.size for a in (weight, bias)):
+        return False
+    rows = rstd.size
+    flat = centered.reshape(rows, -1)
+    none = flat[0]  # (a placeholder of the right type where weight or bias is None)
+    _normalise(flat, rstd.reshape(-1), none if weight is None else weight.reshape(-1),
+               none if bias is None else bias.reshape(-1), weight is not None,
+               bias is not None)
+    return True
+
+
+@_jit
+def _xhat_times(grad, x, mean, rstd, xhat, gxhat):
+    for r in range(x.shape[0]):
+        mu, s = mean[r], rstd[r]
+        for j in range(x.shape[1]):
+            h = (x[r, j] - mu) * s
+            xhat[r, j] = h
+            gxhat[r, j] = grad[r, j] * h
+
+
+@_jit
+def _input_grad(grad, xhat, weight, has_weight, mean_g, mean_gxhat, rstd, dx):
+    for r in range(grad.shape[0]):
+        a, b, s = mean_g[r], mean_gxhat[r], rstd[r]
+        for j in range(grad.shape[1]):
+            g = grad[r, j] * weight[j] if has_weight else grad[r, j]
+            dx[r, j] = ((g - a) - xhat[r, j] * b) * s
+
+
+def xhat_times(grad, x, mean, rstd):
+    """(xhat, grad * xhat) with xhat = (x - mean) * rstd, in one pass; None where it does
+    not apply."""
+    if not x.size or not _fits(grad, x, mean, rstd) or grad.shape != x.shape:
+        return None
+    rows = mean.size
+    xhat, gxhat = np.empty_like(x), np.empty_like(x)
+    _xhat_times(grad.reshape(rows, -1), x.reshape(rows, -1), mean.reshape(-1),
+                rstd.reshape(-1), xhat.reshape(rows, -1), gxhat.reshape(rows, -1))
+    return xhat, gxhat
+
+
+def input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
+    """Layer norm's dx = ((grad * weight - mean_g) - xhat * mean_gxhat) * rstd in one pass,
+    written into ``xhat``'s array (returned)."""
+    rows = rstd.size
+    flat = xhat.reshape(rows, -1)
+    w = flat[0] if weight is None else weight.reshape(-1)
+    _input_grad(grad.reshape(rows, -1), flat, w, weight is not None, mean_g.reshape(-1),
+                mean_gxhat.reshape(-1), rstd.reshape(-1), flat)
+    return xhat
+
+
+def fits_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
+    arrays = [a for a in (grad, xhat, weight, mean_g, mean_gxhat, rstd) if a is not None]
+    return _fits(*arrays) and (weight is None or weight.size * rstd.size == grad.size)
+
+
+@_jit
+def _times_kept(w, keep, scale, zero):
+    for i in range(w.shape[0]):
+        w[i] = w[i] * (scale if keep[i] else zero)
+
+
+def times_kept(w, keep, scale):
+    """``w *= keep.astype(w.dtype) * scale`` in place, in one pass (attention's dropout of a
+    tile). False where it does not apply."""
+    if not _fits(w) or type(keep) is not np.ndarray or keep.dtype != np.bool_ \
+            or not keep.flags.c_contiguous or keep.shape != w.shape \
+            or type(scale) not in (int, float):
+        return False
+    d = w.dtype.type
+    _times_kept(w.reshape(-1), keep.reshape(-1), d(scale), d(0))
+    return True
+
+
+@_jit
+def _relu_grad(grad, out, zero, result):
+    for i in range(grad.shape[0]):
+        result[i] = zero if out[i] <= zero else grad[i]
+
+
+def relu_grad(grad, out):
+    """Relu's gradient: grad where out > 0 (or NaN), else +0, in one pass; None where it
+    does not apply."""
+    if not _fits(grad, out) or grad.shape != out.shape:
+        return None
+    result = np.empty_like(grad)
+    _relu_grad(grad.reshape(-1), out.reshape(-1), grad.dtype.type(0), result.reshape(-1))
+    return result
+
+
+@_jit
+def _centre(x, mean, centered, squares):
+    for r in range(x.shape[0]):
+        mu = mean[r]
+        for j in range(x.shape[1]):
+            c = x[r, j] - mu
+            centered[r, j] = c
+            squares[r, j] = c * c
+
+
+def centre(x, mean):
+    """(x - mean, its squares) in one pass, ``mean`` one per row (layer norm's first
+    stage, before BLAS sums the squares); None where it does not apply."""
+    if not x.size or not _fits(x, mean) or x.size % mean.size:
+        return None
+    rows = mean.size
+    centered, squares = np.empty_like(x), np.empty_like(x)
+    _centre(x.reshape(rows, -1), mean.reshape(-1), centered.reshape(rows, -1),
+            squares.reshape(rows, -1))
+    return centered, squares
+
+
+@_jit
+def _score_grads(ds, z, rowdot, w, has_z):
+    for r in range(ds.shape[0]):
+        b = rowdot[r]
+        for j in range(ds.shape[1]):
+            d = ds[r, j] * z[r, j] if has_z else ds[r, j]
+            ds[r, j] = (d - b) * w[r, j]
+
+
+def score_grads(ds, z, rowdot, w):
+    """Attention's dS = (dP * z - rowdot) * w in place in ``ds`` (``z`` the tile's scaled
+    dropout mask or None, ``rowdot`` one per row); False where it does not apply."""
+    arrays = [a for a in (ds, z, w) if a is not None]
+    if not ds.size or not _fits(*arrays, rowdot) or any(a.shape != ds.shape for a in arrays) \
+            or rowdot.shape != ds.shape[:-1] + (1,):
+        return False
+    rows = rowdot.size
+    flat = ds.reshape(rows, -1)
+    _score_grads(flat, flat if z is None else z.reshape(rows, -1), rowdot.reshape(-1),
+                 w.reshape(rows, -1), z is not None)
+    return True

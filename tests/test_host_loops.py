@@ -1,0 +1,127 @@
+"""The CPU kernels' elementwise stages compiled as one loop each (backend/host_loops.py):
+each gives the bits of the NumPy formula it replaces (the same kernel with numba switched
+off), special values included, in float32 and float64, and declines what it cannot take."""
+import numpy as np
+import pytest
+
+from minigrad import backend
+from minigrad.backend import host_loops, kernels
+
+pytest.importorskip("numba")
+
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e-30, 1e30, np.inf, -np.inf, np.nan, 1e-45, -3e-39]
+DTYPES = [np.float32, np.float64]
+
+
+def _values(rng, shape, dtype, special=True):
+    a = (rng.standard_normal(shape) * 2).astype(dtype)
+    if special:
+        a.reshape(-1)[:len(_SPECIAL)] = np.array(_SPECIAL, dtype)
+    return a
+
+
+def _both(monkeypatch, fn):
+    """(fn() with the compiled loops, fn() with NumPy's formulas)."""
+    fast = fn()
+    monkeypatch.setattr(host_loops, "numba", None)
+    slow = fn()
+    monkeypatch.undo()
+    return fast, slow
+
+
+def _same(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert np.array_equal(a.view(f"u{a.dtype.itemsize}"), b.view(f"u{b.dtype.itemsize}"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dropout_in_one_pass_equals_numpys_bits(monkeypatch, dtype):
+    rng = np.random.default_rng(0)
+    x = _values(rng, (4, 5, 6), dtype)
+    keep = rng.random(x.shape) > 0.3
+    keep.reshape(-1)[:len(_SPECIAL)] = False  # (0 times -1, inf, nan: -0 and nan)
+    fast, slow = _both(monkeypatch, lambda: kernels.dropout(x, keep, 1 / 0.7))
+    _same(fast, slow)
+    assert host_loops.dropout(x, keep, 1 / 0.7) is not None
+    assert host_loops.dropout(x[:, ::2], keep[:, ::2], 2.0) is None  # (not contiguous)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("affine", ["weight_and_bias", "weight", "none"])
+def test_layer_norm_forward_and_backward_equal_numpys_bits(monkeypatch, dtype, affine):
+    rng = np.random.default_rng(1)
+    x, grad = _values(rng, (3, 7, 16), dtype), _values(rng, (3, 7, 16), dtype, False)
+    x[1] = _values(rng, (7, 16), dtype, False)  # (rows without specials too)
+    weight = _values(rng, (16,), dtype, False) if affine != "none" else None
+    bias = _values(rng, (16,), dtype, False) if affine == "weight_and_bias" else None
+
+    def run():
+        with np.errstate(all="ignore"):
+            y, mean, rstd = kernels.layer_norm(x, weight, bias, 1, 1e-5)
+            return (y, mean, rstd) + kernels.layer_norm_backward(grad, x, weight, 1, 1e-5,
+                                                                 mean, rstd)
+    fast, slow = _both(monkeypatch, run)
+    for a, b in zip(fast, slow):
+        _same(a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("beta1", [0.9, 0.2])  # (torch's lerp_ takes its two forms)
+def test_adam_in_one_pass_equals_numpys_bits(monkeypatch, dtype, beta1):
+    rng = np.random.default_rng(2)
+    g, m = _values(rng, 1000, dtype), _values(rng, 1000, dtype, False)
+    v = np.abs(_values(rng, 1000, dtype, False))
+
+    def run():
+        arrays = [g.copy(), m.copy(), v.copy(), np.empty_like(g)]
+        with np.errstate(all="ignore"):
+            kernels._adam_host(*arrays, 1.0 - beta1, 0.999, 1e-3 / 0.19, 0.0447, 1e-8, True)
+        return arrays
+    fast, slow = _both(monkeypatch, run)
+    for a, b in zip(fast, slow):
+        _same(a, b)
+    t = np.empty_like(g)
+    assert host_loops.adam(g.copy(), m.copy(), v.copy(), t, 0.1, 0.999, 1.0, 1.0, 1e-8, False)
+    assert not host_loops.adam(g.copy(), m.copy(), v.copy(), t, np.float64(0.1), 0.999, 1.0,
+                               1.0, 1e-8, False)  # (a NumPy number promotes as NumPy says)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_relu_grad_and_attentions_dropout_equal_numpys_bits(monkeypatch, dtype):
+    from minigrad.fused.attention import _Dropout
+    from minigrad.ops.elementwise import _relu_grad
+    rng = np.random.default_rng(3)
+    grad, out = _values(rng, (5, 9), dtype), _values(rng, (5, 9), dtype)[::-1].copy()
+    keep = rng.random((5, 9)) > 0.25
+
+    def run():
+        backend.manual_seed(0)  # (the same masks both times)
+        with np.errstate(all="ignore"):
+            return _relu_grad(np, grad, out), _Dropout(0.25, grad.dtype, np).apply(grad.copy())
+    fast, slow = _both(monkeypatch, run)
+    for a, b in zip(fast, slow):
+        _same(a, b)
+    assert host_loops.relu_grad(grad, out) is not None
+    w = grad.copy()
+    assert host_loops.times_kept(w, keep, 4 / 3)
+    with np.errstate(all="ignore"):
+        _same(w, grad * (keep.astype(dtype) * dtype(4 / 3)))
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_attentions_gradients_equal_numpys_bits(monkeypatch, dropout):
+    import minigrad as mg
+    import minigrad.nn.functional as F
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal((2, 3, 6, 8)).astype(np.float32) for _ in range(4)]
+
+    def run():
+        mg.manual_seed(0)
+        q, k, v = (mg.tensor(a, requires_grad=True) for a in arrays[:3])
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+        out.backward(mg.tensor(arrays[3]))
+        return [out.numpy().copy()] + [t.grad.numpy().copy() for t in (q, k, v)]
+    fast, slow = _both(monkeypatch, run)
+    for a, b in zip(fast, slow):
+        _same(a, b)
