@@ -360,8 +360,10 @@ class Tensor(TensorBase):
     char = lambda self: self.to(dtypes.int8)  # noqa: E731
 
     def type_as(self, other):
-        """This tensor in ``other``'s dtype (itself when it has it already)."""
-        return self.to(_tensor_arg("type_as", other).dtype)
+        """This tensor with ``other``'s type: its dtype and its device, as PyTorch's
+        ``self.type(other.type())`` (itself when it has both already)."""
+        other = _tensor_arg("type_as", other)
+        return self.to(other.device, other.dtype)
 
     def clone(self):
         """A differentiable copy with its own memory."""

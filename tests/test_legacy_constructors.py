@@ -134,6 +134,22 @@ def test_type_converts(device, to):
     _same(ours.cpu(), ref)
 
 
+@pytest.mark.parametrize("here, there", [("cpu", "device"), ("device", "cpu"),
+                                         ("device", "device")])
+def test_type_as_takes_the_others_device_and_dtype(device, here, there):
+    """``type_as`` is ``self.type(other.type())``: a mask made on the CPU joins the tensor
+    it is combined with on the GPU (``subsequent_mask(n).type_as(tgt.data)``)."""
+    at = {"cpu": "cpu", "device": device}
+    x = mg.tensor([[1, 0], [1, 1]], dtype=mg.uint8, device=at[here])
+    other = mg.zeros(3, dtype=mg.int64, device=at[there])
+    out = x.type_as(other)
+    assert out.device == other.device and out.dtype == mg.int64
+    assert out.tolist() == [[1, 0], [1, 1]]
+    assert (out & (other[:2] == 0)).device == other.device
+    same = x.type_as(mg.zeros(1, dtype=mg.uint8, device=at[here]))
+    assert same is x
+
+
 def test_type_is_itself_when_the_same(device):
     t = mg.zeros(2, device=device)
     assert t.type(mg.float32) is t and t.type(dtype=mg.float32) is t

@@ -35,7 +35,8 @@ def same(a, b, exact=True):
 
 W = rand(4, 3, seed=9)
 # (name, shapes of the inputs (a batch of 5 in front of each batched one), in_dims, fn,
-#  whether the rule gives the same bits as the loop)
+#  whether the rule gives the same bits as the loop: not where an example's whole tensor is
+#  summed, which becomes a row of the batch's sum, added in another order on a GPU)
 CASES = [
     ("add", [(5, 3), (3,)], (0, None), lambda x, y: x + y, True),
     ("add_both", [(5, 2, 3), (5, 3)], (0, 0), lambda x, y: x + y, True),
@@ -52,7 +53,7 @@ CASES = [
     ("sum_all", [(5, 3, 4)], (0,), lambda x: x.sum(), False),
     ("mean_keep", [(5, 3, 4)], (0,), lambda x: x.mean(-1, keepdim=True), True),
     ("var_std", [(5, 3, 4)], (0,), lambda x: x.var(0) + x.std(), False),
-    ("max_min", [(5, 3, 4)], (0,), lambda x: x.max(1).values.sum() + x.min() + x.amax(0), True),
+    ("max_min", [(5, 3, 4)], (0,), lambda x: x.max(1).values.sum() + x.min() + x.amax(0), False),
     ("argmax", [(5, 3, 4)], (0,), lambda x: x.argmax(-1).to(x.dtype), True),
     ("prod", [(5, 3)], (0,), lambda x: x.prod() + x.prod(0).sum(), False),
     ("logsumexp", [(5, 3, 4)], (0,), lambda x: x.logsumexp(-1), True),
@@ -72,7 +73,8 @@ CASES = [
      True),
     ("index_select", [(5, 3, 4)], (0,), lambda x: x.index_select(0, mg.tensor([2, 1])), True),
     ("sort_topk", [(5, 3, 4)], (0,),
-     lambda x: x.sort(0).values + x.sort(-1, descending=True).indices + x.topk(2)[0].sum(), True),
+     lambda x: x.sort(0).values + x.sort(-1, descending=True).indices + x.topk(2)[0].sum(),
+     False),
     ("gather_batched_index", [(5, 3, 4)], (0,),
      lambda x: x.gather(1, x.argsort(1)[:, :2]) * x.argmax(0)[:2].to(x.dtype), True),
     ("cat_stack", [(5, 3), (3,)], (0, None),

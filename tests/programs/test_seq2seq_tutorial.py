@@ -81,15 +81,15 @@ def test_decoders_match(tmp_path, monkeypatch):
         outs.append((hidden, dec(lib.tensor([[0]], device=s2s.device), hidden, memory), simple))
     copy_weights(outs[0][2], outs[1][2], mg, m_s2s.device)
     (t_hidden, t_out, t_simple), (m_hidden, m_out, m_simple) = outs
-    np.testing.assert_allclose(m_hidden.detach().cpu().numpy(), t_hidden.detach().numpy(),
+    np.testing.assert_allclose(m_hidden.detach().cpu().numpy(), t_hidden.detach().cpu().numpy(),
                                rtol=1e-5, atol=1e-6)
     for got, want in zip(m_out, t_out):
-        np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().numpy(),
+        np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().cpu().numpy(),
                                    rtol=1e-5, atol=1e-6)
     token = [[3]]
     got = m_simple(mg.tensor(token, device=m_s2s.device), m_hidden)[0]
     want = t_simple(torch.tensor(token), t_hidden)[0]
-    np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().numpy(), rtol=1e-5,
+    np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().cpu().numpy(), rtol=1e-5,
                                atol=1e-6)
 
 
@@ -106,7 +106,7 @@ def test_train_iters_matches(tmp_path, monkeypatch):
     assert t_plot[-1] < t_plot[0]
     for (name, w), ours in zip(t_models[1].state_dict().items(),
                                m_models[1].state_dict().values()):
-        np.testing.assert_allclose(ours.cpu().numpy(), w.numpy(), rtol=1e-4, atol=1e-5,
+        np.testing.assert_allclose(ours.cpu().numpy(), w.cpu().numpy(), rtol=1e-4, atol=1e-5,
                                    err_msg=name)
 
 
@@ -116,6 +116,6 @@ def test_evaluate_matches(tmp_path, monkeypatch):
         t_words, t_att = t_s2s.evaluate(*t_models, sentence)
         m_words, m_att = m_s2s.evaluate(*m_models, sentence)
         assert m_words == t_words
-        np.testing.assert_allclose(m_att.cpu().numpy(), t_att.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(m_att.cpu().numpy(), t_att.cpu().numpy(), rtol=1e-5, atol=1e-6)
     random.seed(2)
     m_s2s.evaluateRandomly(*m_models, n=2)
