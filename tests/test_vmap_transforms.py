@@ -7,27 +7,14 @@ import pytest
 import minigrad as mg
 from minigrad import func, nn
 from minigrad.func import vmap
+from tests.test_func import close, pair
 from tests.torch_ref import needs_torch, torch
 
 TOL = dict(rtol=1e-9, atol=1e-10)
 
 
 def data(*shape, seed=0, device="cpu"):
-    a = np.random.default_rng(seed).standard_normal(shape)
-    return mg.tensor(a, device=device), (torch.tensor(a) if torch is not None else None)
-
-
-def close(ours, theirs):
-    if isinstance(ours, dict):
-        assert ours.keys() == theirs.keys()
-        for k in ours:
-            close(ours[k], theirs[k])
-    elif isinstance(ours, (tuple, list)):
-        for a, b in zip(ours, theirs):
-            close(a, b)
-    else:
-        assert tuple(ours.shape) == tuple(theirs.shape)
-        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), **TOL)
+    return pair(shape, seed, device)
 
 
 def torch_twin(name, module):
