@@ -155,6 +155,23 @@ def test_looping_warns_with_the_op_name_and_loops():
     same(out, looped(lambda t: t.masked_select(mask), [x], (0,)))
 
 
+def test_embedding_of_a_batched_table_with_shared_ids_loops():
+    """Each element's own table, the same ids: Embedding's rule loops, keeping its ids and
+    padding row (the values and the gradients, padding row zero, as the loop's)."""
+    tables, ids = rand(3, 5, 4), mg.tensor([1, 2, 1, 0])
+
+    def rows(t):
+        return F.embedding(ids, t, padding_idx=0)
+    with pytest.warns(UserWarning, match="Embedding"):
+        out = vmap(rows)(tables)
+    same(out, looped(rows, [tables], (0,)))
+    pull = mg.func.grad(lambda t: rows(t).tanh().sum())
+    with pytest.warns(UserWarning, match="Embedding"):
+        grads = vmap(pull)(tables)
+    same(grads, looped(pull, [tables], (0,)))
+    assert not grads[:, 0].numpy().any()
+
+
 def test_setitem_and_backward_inside_vmap():
     x, y = rand(3, 4), rand(3, 2, seed=1)
 

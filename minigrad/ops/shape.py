@@ -409,8 +409,8 @@ class Embedding(Primitive):
     @staticmethod
     def vmap(ctx, weight, index, padding_idx):  # a batch of indices is more indices
         if ctx.batched[0]:
-            return batching.loop(ctx, weight, index, padding_idx)
-        return Embedding.apply(weight, index, padding_idx)
+            return batching.loop(ctx, weight, index=index, padding_idx=padding_idx)
+        return Embedding.apply(weight, index=index, padding_idx=padding_idx)
 
 
 class EmbeddingDenseBackward(Primitive):
