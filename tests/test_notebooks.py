@@ -18,9 +18,10 @@ def read(path):
 
 
 def test_there_are_notebooks():
-    assert [p.name for p in NOTEBOOKS][:3] == ["01_autograd_tour.ipynb",
+    assert [p.name for p in NOTEBOOKS][:4] == ["01_autograd_tour.ipynb",
                                                "02_transformer_graph.ipynb",
-                                               "03_seq2seq_attention.ipynb"]
+                                               "03_seq2seq_attention.ipynb",
+                                               "04_vmap_per_sample_gradients.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -42,7 +43,8 @@ def test_notebook_runs_without_error(path, tmp_path):
         pytest.importorskip("graphviz", reason="the notebook draws graphs (the viz extra)")
         if shutil.which("dot") is None:
             pytest.skip("the notebook draws graphs: needs Graphviz's dot program")
-    if any("plot_attention" in cell.source for cell in nb.cells):
+    if any("plot_attention" in cell.source or "matplotlib" in cell.source
+           for cell in nb.cells):
         pytest.importorskip("matplotlib", reason="the notebook plots (the plot extra)")
     # the notebook's own folder, as Jupyter would run it, copied so that nothing it writes
     # lands in the checkout; the kernel imports this checkout's minigrad
