@@ -1,0 +1,195 @@
+"""Activation checkpointing made visible: the graph pictures draw a checkpointed region as
+a cluster of its own, the explorer page marks it, and the profiler tells the
+recomputation apart and reports the memory the checkpoint saved."""
+import re
+
+import numpy as np
+
+import minigrad as mg
+from minigrad import nn
+from minigrad.profiler import profile
+from minigrad.utils.checkpoint import checkpoint
+from minigrad.viz.graph import held_bytes
+from tests.test_explore import page_data
+
+
+class Net(nn.Module):
+    """inp, then block (checkpointed or not), then out."""
+
+    def __init__(self, ckpt):
+        super().__init__()
+        self.ckpt = ckpt
+        self.inp = nn.Linear(16, 32)
+        self.block = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 32))
+        self.out = nn.Linear(32, 4)
+
+    def forward(self, x):
+        self.h = h = self.inp(x)  # the region's input
+        h = checkpoint(self.block, h) if self.ckpt else self.block(h)
+        return self.out(h)
+
+
+def _step(ckpt):
+    mg.manual_seed(0)
+    model = Net(ckpt)
+    x = mg.randn(8, 16)
+    return model, model(x).square().mean()
+
+
+def _cluster_text(dot, name):
+    """The text of subgraph ``name`` in DOT source, its braces matched."""
+    start = dot.index(f"subgraph {name} {{")
+    depth, i = 0, dot.index("{", start)
+    for j in range(i, len(dot)):
+        depth += {"{": 1, "}": -1}.get(dot[j], 0)
+        if depth == 0:
+            return dot[start:j + 1]
+    raise AssertionError("unbalanced braces")
+
+
+def _node_ids(text):
+    return set(re.findall(r"^\s*(n\d+) \[", text, flags=re.M))
+
+
+def _labels(dot):
+    """node id -> its bold name."""
+    return {m.group(1): m.group(2) for m in
+            re.finditer(r"^\s*(n\d+) \[label=<<B>([^<]*)</B>", dot, flags=re.M)}
+
+
+def test_picture_draws_the_region_as_one_dashed_cluster():
+    model, loss = _step(True)
+    dot = mg.viz.to_dot(loss, model=model)
+    region = _cluster_text(dot, "cluster_checkpoint_0")
+    head = region.split("\n", 2)[1]
+    assert "checkpoint: Sequential, recomputed in backward" in head and "dashed" in head
+    assert "keeps its inputs (8, 32) (1.0 KiB)" in head
+    labels = _labels(dot)
+    inside = _node_ids(region)
+    ops_inside = sorted(labels[n] for n in inside if not labels[n].startswith("block."))
+    assert ops_inside == ["linear", "linear", "tanh"]  # the block's ops, its parameters
+    assert {labels[n] for n in inside if labels[n].startswith("block.")} == {
+        "block.0.weight", "block.0.bias", "block.2.weight", "block.2.bias"}
+    for name in ("inp", "out"):  # the ops outside the region are outside the cluster
+        assert not inside & _node_ids(_cluster_text(dot, f"cluster_{name}"))
+    assert "cluster_block" in region  # the module that ran only the region: inside it
+    assert "checkpoint" not in mg.viz.to_dot(_step(False)[1], model=Net(False))
+
+
+def test_backward_picture_shows_the_inputs_as_what_is_saved():
+    model, loss = _step(True)
+    dot = mg.viz.to_dot(loss, model=model, backward=True)
+    region = _cluster_text(dot, "cluster_checkpoint_0")
+    assert "saved in" not in region and "recomputed in backward: (8, 32)" in region
+    ops = [n for n in _ops(loss)]
+    outside = [n for n in ops if n.checkpoint is None]
+    assert len(outside) < len(ops)
+    # what the graph holds: the ops outside the region's tensors, and the region's input
+    assert mg.viz.graph_memory(loss, model=model).total == \
+        held_bytes(outside)[0] + model.h.array.nbytes
+    plain_model, plain = _step(False)
+    assert mg.viz.graph_memory(plain, model=plain_model).total > \
+        mg.viz.graph_memory(loss, model=model).total
+
+
+def _ops(loss):
+    from minigrad.autograd import engine
+    from minigrad.autograd.graph import AccumulateGrad
+    return [n for n in engine.topological_order([loss.grad_fn])
+            if not isinstance(n, AccumulateGrad)]
+
+
+def test_a_region_inside_a_module_is_a_cluster_inside_it():
+    class Mixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return checkpoint(lambda t: t.tanh() * 3, self.lin(x)).sum()
+
+    model = Mixed()
+    dot = mg.viz.to_dot(model(mg.randn(2, 4)), model=model)
+    outer = _cluster_text(dot, "cluster_")
+    region = _cluster_text(outer, "cluster_checkpoint_0")
+    assert "checkpoint: &lt;lambda&gt;, recomputed in backward" in region
+    labels = _labels(dot)
+    assert sorted(labels[n] for n in _node_ids(region)) == ["mul", "tanh"]
+
+
+def test_explorer_marks_the_region():
+    model, loss = _step(True)
+    data = page_data(mg.viz.explore(loss, model=model))
+    marked = {i for i, it in enumerate(data["items"]) if it.get("ckpt")}
+    ops = {i: it for i, it in enumerate(data["items"]) if it["k"] == "op"}
+    assert sorted(ops[i]["op"] for i in marked) == ["linear", "linear", "tanh"]
+    assert all(ops[i]["mod"].startswith("block") for i in marked)
+    assert all(data["items"][i]["ckpt"] == "Sequential" for i in marked)
+    groups = [g for g in data["groups"] if g.get("ckpt")]
+    assert len(groups) == 1 and "recomputed in backward" in groups[0]["full"]
+    gi = data["groups"].index(groups[0])
+    block = [i for i, g in enumerate(data["groups"]) if g["path"] == "block"]
+    assert block and data["groups"][block[0]]["parent"] == gi  # the block inside it
+    assert not any(g.get("ckpt") for g in
+                   page_data(mg.viz.explore(_step(False)[1], model=Net(False)))["groups"])
+    # the page ran backward through the checkpoint: the gradients of the plain model
+    plain_model, plain = _step(False)
+    plain.backward()
+    for (name, p), q in zip(model.named_parameters(), plain_model.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, err_msg=name)
+
+
+def _profiled(ckpt):
+    model, _ = _step(ckpt)
+    x = mg.randn(8, 16)
+    with profile(model=model) as prof:
+        loss = model(x).square().mean()
+        region_bytes = _region_saved_bytes(loss, model)
+        loss.backward()
+    return prof, model, region_bytes
+
+
+def _region_saved_bytes(loss, model):
+    """Bytes the block's nodes hold for backward, read from the graph itself (not the
+    profiler): every saved array, the parameters (which exist anyway) aside."""
+    params = {id(p.array) for p in model.parameters()}
+    block = set(model.block.modules())
+    total = 0
+    for node in _ops(loss):
+        if node.scope in block:
+            for s in node.saved:
+                arr = s.array
+                if hasattr(arr, "nbytes") and type(arr).__name__ == "ndarray" and \
+                        id(arr) not in params:
+                    total += arr.nbytes
+    return total
+
+
+def test_profiler_tells_the_recomputation_apart_and_the_memory_saved():
+    plain, plain_model, plain_region = _profiled(False)
+    prof, model, ckpt_region = _profiled(True)
+    assert plain_region > 0 and ckpt_region == 0  # the checkpoint keeps none of it
+    kept = model.h.array.nbytes  # the region's input, which the checkpoint keeps instead
+    assert prof.checkpoint_saved_bytes == plain_region - kept > 0
+    again = [e for e in prof.events if e.phase == "recompute"]
+    assert sorted(e.name for e in again) == ["Linear", "Linear", "Tanh"]
+    assert all(e.parent is not None and e.parent.phase == "backward" for e in again)
+    assert prof.recompute_s > 0
+    assert prof.recompute_s == sum(e.time_s for e in again)
+    # the region's first run holds nothing for backward; the recomputation is listed apart
+    first = [e for e in prof.events if e.phase == "forward" and
+             (e.module or "").startswith("block")]
+    assert len(first) == 3 and all(e.saved_bytes == 0 for e in first)
+    table = prof.table(top=50)
+    names = {r.name: r for r in table.rows}
+    assert names["Tanh (recompute)"].calls == 1 and names["Linear (recompute)"].calls == 2
+    assert names["Linear"].calls == 4 and names["Tanh"].calls == 1
+    line = [s for s in str(table).splitlines() if s.startswith("checkpoint:")]
+    assert len(line) == 1 and "(recompute)" in line[0]
+    assert f"{prof.checkpoint_saved_bytes / 1024:.1f} KiB saved" in line[0]
+    trace = mg.profiler.chrome_trace(prof)["traceEvents"]
+    assert sum(e.get("cat") == "recompute" for e in trace) == 3
+    # without a checkpoint: nothing of it
+    assert plain.recompute_s == 0 and plain.checkpoint_saved_bytes == 0
+    assert not any("recompute" in r.name for r in plain.table(top=50).rows)
+    assert "checkpoint:" not in str(plain.table())
