@@ -10,7 +10,8 @@ from minigrad import nn
 from minigrad.profiler import profile
 from minigrad.utils.checkpoint import checkpoint
 from minigrad.viz.graph import held_bytes
-from tests.test_explore import page_data
+from tests.test_explore import (browser, element_of, item_index, js,  # noqa: F401
+                                open_page, page_data)
 
 
 class Net(nn.Module):
@@ -193,3 +194,26 @@ def test_profiler_tells_the_recomputation_apart_and_the_memory_saved():
     assert plain.recompute_s == 0 and plain.checkpoint_saved_bytes == 0
     assert not any("recompute" in r.name for r in plain.table(top=50).rows)
     assert "checkpoint:" not in str(plain.table())
+
+
+def test_browser_shows_the_region_and_its_ops_say_so(browser, tmp_path):
+    model, loss = _step(True)
+    page = mg.viz.explore(loss, model=model)
+    open_page(browser, page, tmp_path)
+    js(browser, "document.getElementById('btn-open-all').click();")
+    frames = js(browser, "return [...document.querySelectorAll('.frame.ckpt')].map("
+                         "f => [f.querySelector('text').textContent, "
+                         "getComputedStyle(f.querySelector('rect.box')).strokeDasharray])")
+    assert len(frames) == 1 and "checkpoint: Sequential" in frames[0][0]
+    assert frames[0][1] not in ("", "none")  # dashed
+    tanh = next(it.node for it in page.items
+                if it.node is not None and it.node.scope is model.block[1])
+    browser.find_element("id", element_of(browser, item_index(page, tanh))).click()
+    assert "Sequential: recomputed in backward" in browser.find_element("id", "p-ckpt").text
+    head = next(it.node for it in page.items
+                if it.node is not None and it.node.scope is model.inp)
+    browser.find_element("id", element_of(browser, item_index(page, head))).click()
+    assert not browser.find_elements("id", "p-ckpt")
+    browser.save_screenshot(str(tmp_path / "page.png"))
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    assert errors == []
