@@ -26,9 +26,10 @@ programs in ``minigrad.demos`` count as user code).
 Activation checkpointing (``minigrad.utils.checkpoint``): the ops that backward runs again
 to get a region's activations back are on the "recompute" phase (their rows in the op
 table are marked "(recompute)", ``recompute_s`` is their time), and the ops of a region's
-first run hold nothing for backward (saved 0): what they would have saved (parameters
-aside), less the region's inputs that the checkpoint keeps instead, is
-``checkpoint_saved_bytes`` (a line of the table's footer).
+first run hold nothing for backward (saved 0): what they would have saved (each buffer
+once, parameters aside), less the region's inputs that the checkpoint keeps instead (held
+on the memory timeline until backward frees the region), is ``checkpoint_saved_bytes`` (a
+line of the table's footer).
 
 An op's time excludes the profiler's own work (measured, reported in the table's footer);
 ops run by another thread than the one that entered the profile are not recorded.
@@ -186,6 +187,9 @@ class profile:
         self.checkpoint_would_save = 0  # bytes their ops would have saved for backward
         self.checkpoint_kept = 0        # bytes of their inputs, which they keep instead
         self.checkpoint_regions = 0     # how many checkpointed calls ran forward
+        self._would_seen = weakref.WeakValueDictionary()  # id(buffer) -> buffer, counted
+        self._kept_seen = weakref.WeakValueDictionary()
+        self._region_refs = []  # weak references to the regions, to release what they keep
 
     # --- on and off ----------------------------------------------------------------------------
     def __enter__(self):
@@ -206,6 +210,8 @@ class profile:
         self._holding.clear()
         self._recorded.clear()
         self._held.clear()
+        self._region_refs.clear()
+        self._would_seen = self._kept_seen = None  # (nothing of the step is kept)
         self._name_modules()
         return False
 
@@ -283,28 +289,47 @@ class profile:
         self._overhead_ns += _now() - ended
 
     def _checkpointed(self, frame, saved):
-        """Count what an op of a checkpointed region would have saved (but the parameters
-        of the module running it), and, the first time the region is met, the bytes of its
-        inputs (which the checkpoint keeps)."""
+        """Count the buffers an op of a checkpointed region would have saved (each once,
+        and not the parameters of the module running it), and, the first time the region
+        is met, its inputs' buffers, which the checkpoint keeps: those are held for
+        backward (on the memory timeline) until the region is freed."""
         scope = STATE.scope  # its parameters exist anyway: keeping them costs nothing
         own = () if scope is None else \
             {id(p.array) for p in scope._parameters.values() if p is not None}
         for item in saved:
             arr = item.array if isinstance(item, TensorBase) else item
             if type(arr) in _XP_BY_TYPE and id(arr) not in own:
-                self.checkpoint_would_save += arr.nbytes
-        if frame not in self._regions:
-            self._regions.add(frame)
-            self.checkpoint_regions += 1
-            self.checkpoint_kept += sum(a.array.nbytes for a in frame.args
-                                        if isinstance(a, TensorBase))
+                self.checkpoint_would_save += self._first_time(_base(arr))
+        if frame in self._regions:
+            return
+        self._regions.add(frame)
+        self.checkpoint_regions += 1
+        inputs = [a.array for a in frame.args if isinstance(a, TensorBase)]
+        for arr in inputs:
+            self.checkpoint_kept += self._first_time(_base(arr), kept=True)
+        key = ("checkpoint", id(frame))
+        self._region_refs.append(weakref.ref(frame, self._forget_callback(key)))
+        self._hold(key, _Kept(), inputs, _now())
+
+    def _first_time(self, base, kept=False):
+        """``base``'s bytes the first time it is counted (as saved by a region's op, or as
+        kept by a region), else 0. (Weak references: an id may be reused once freed.)"""
+        seen = self._kept_seen if kept else self._would_seen
+        try:
+            if seen.get(id(base)) is base:
+                return 0
+            seen[id(base)] = base
+        except TypeError:  # an array that takes no weak reference: counted each time
+            pass
+        return base.nbytes
 
     @property
     def checkpoint_saved_bytes(self):
-        """The memory activation checkpointing saved in this step: the bytes the ops of
-        the checkpointed regions would have saved for backward (not counting the
-        parameters of the modules that ran them, which exist anyway), less those of the
-        regions' inputs, which the checkpoint keeps instead (negative if that costs more)."""
+        """The memory activation checkpointing saved in this step: the bytes of the buffers
+        the ops of the checkpointed regions would have saved for backward (each buffer
+        once, the parameters of the modules that ran them aside: they exist anyway), less
+        those of the regions' inputs, which the checkpoint keeps instead (negative if
+        that costs more)."""
         return self.checkpoint_would_save - self.checkpoint_kept
 
     @property
@@ -785,6 +810,12 @@ def _user_line():
             return f"{code.co_filename}:{f.f_lineno}"
         f = f.f_back
     return None
+
+
+class _Kept:
+    """The record of what a checkpointed region keeps for backward (its inputs)."""
+    saved_bytes = 0
+    freed = None
 
 
 def _checkpoint_frame():

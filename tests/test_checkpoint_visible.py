@@ -152,18 +152,19 @@ def _profiled(ckpt):
 
 def _region_saved_bytes(loss, model):
     """Bytes the block's nodes hold for backward, read from the graph itself (not the
-    profiler): every saved array, the parameters (which exist anyway) aside."""
+    profiler): every buffer they saved, once, the parameters (which exist anyway) aside."""
     params = {id(p.array) for p in model.parameters()}
     block = set(model.block.modules())
-    total = 0
+    buffers = {}
     for node in _ops(loss):
         if node.scope in block:
             for s in node.saved:
                 arr = s.array
-                if hasattr(arr, "nbytes") and type(arr).__name__ == "ndarray" and \
-                        id(arr) not in params:
-                    total += arr.nbytes
-    return total
+                if type(arr).__name__ == "ndarray" and id(arr) not in params:
+                    while arr.base is not None:
+                        arr = arr.base
+                    buffers[id(arr)] = arr.nbytes
+    return sum(buffers.values())
 
 
 def test_profiler_tells_the_recomputation_apart_and_the_memory_saved():
@@ -172,6 +173,11 @@ def test_profiler_tells_the_recomputation_apart_and_the_memory_saved():
     assert plain_region > 0 and ckpt_region == 0  # the checkpoint keeps none of it
     kept = model.h.array.nbytes  # the region's input, which the checkpoint keeps instead
     assert prof.checkpoint_saved_bytes == plain_region - kept > 0
+    # tanh's output is saved by tanh and by the next linear: one buffer, counted once
+    assert plain_region == kept + 8 * 64 * 4
+    # the memory timeline holds the region's input instead of its activations
+    assert prof.peak_memory()[0] < plain.peak_memory()[0]
+    assert prof.memory[-1][1] == 0  # all released by the end of backward
     again = [e for e in prof.events if e.phase == "recompute"]
     assert sorted(e.name for e in again) == ["Linear", "Linear", "Tanh"]
     assert all(e.parent is not None and e.parent.phase == "backward" for e in again)

@@ -57,8 +57,10 @@ class _Recompute:
             if self.rng_state is not None:
                 backend.set_rng_state(self.rng_state)
             STATE.recomputing = True
+            start = next(SEQUENCE)
             with enable_grad(), saved_tensors_hooks(keep, lambda _: None):
-                self.function(*self.args, **self.kwargs)
+                result = self.function(*self.args, **self.kwargs)
+            _release(result, start)
         finally:
             STATE.recomputing = outer
             if before is not None:
@@ -114,6 +116,22 @@ def _mark(result, start, region):
             if inner.parent is None:
                 inner.parent = region
         stack.extend(e[0] for e in node.edges if e and e[0] is not None)
+
+
+def _release(result, start):
+    """Free the graph the recomputation recorded (nodes since ``start``): only the tensors
+    it saved are wanted, and its nodes (whose packed outputs point back at them) would
+    otherwise wait for the garbage collector."""
+    stack = [t.grad_fn for t in _tensors(result) if t.grad_fn is not None]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or node.seq < start or isinstance(node, AccumulateGrad):
+            continue
+        seen.add(id(node))
+        stack.extend(e[0] for e in node.edges if e and e[0] is not None)
+        if hasattr(node, "release"):
+            node.release()
 
 
 def _tensors(result):
