@@ -88,9 +88,13 @@ def test_backward_picture_shows_the_inputs_as_what_is_saved():
     # what the graph holds: the ops outside the region's tensors, and the region's input
     assert mg.viz.graph_memory(loss, model=model).total == \
         held_bytes(outside)[0] + model.h.array.nbytes
+    memory = mg.viz.graph_memory(loss, model=model)
+    assert memory.checkpoint_bytes == model.h.array.nbytes
+    assert "Checkpointed regions keep 1.0 KiB of it" in str(memory)
     plain_model, plain = _step(False)
-    assert mg.viz.graph_memory(plain, model=plain_model).total > \
-        mg.viz.graph_memory(loss, model=model).total
+    plain_memory = mg.viz.graph_memory(plain, model=plain_model)
+    assert plain_memory.total > memory.total and plain_memory.checkpoint_bytes == 0
+    assert "Checkpointed" not in str(plain_memory)
 
 
 def _ops(loss):
