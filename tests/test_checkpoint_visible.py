@@ -227,3 +227,25 @@ def test_browser_shows_the_region_and_its_ops_say_so(browser, tmp_path):
     browser.save_screenshot(str(tmp_path / "page.png"))
     errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert errors == []
+
+
+def test_checkpointed_repeated_blocks_are_drawn_once_and_say_so():
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(
+                nn.Sequential(nn.Linear(6, 6), nn.Tanh()) for _ in range(3))
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = checkpoint(layer, x)
+            return x.sum()
+
+    model = Stack()
+    loss = model(mg.randn(2, 6))
+    dot = mg.viz.to_dot(loss, model=model)
+    assert dot.count("subgraph cluster_checkpoint_") == 1
+    assert "checkpoint: Sequential ×3, each recomputed in backward" in dot
+    dot = mg.viz.to_dot(loss, model=model, collapse_repeats=False)
+    assert dot.count("subgraph cluster_checkpoint_") == 3
+    assert dot.count("checkpoint: Sequential, recomputed in backward") == 3

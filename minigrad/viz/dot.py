@@ -125,9 +125,16 @@ def _region_cluster(key, view, by_cluster, ids, ctx, level):
     sub = new_digraph(name=f"cluster_checkpoint_{key[1]}")
     kept = " + ".join(shape_text(s) for s, _, _ in region.inputs) or "nothing"
     total = sum(n for _, _, n in region.inputs)
-    lines = [_html(f"checkpoint: {region.name}, recomputed in backward", bold=True),
-             _small(f"keeps its inputs {kept} ({nbytes_text(total)}); its ops' activations "
-                    "are not kept")]
+    n = view.region_runs.get(key, 1)
+    if n > 1:  # the blocks of a repeated run, drawn once: each is a region of its own
+        lines = [_html(f"checkpoint: {region.name} ×{n}, each recomputed in backward",
+                       bold=True),
+                 _small(f"each keeps its inputs {kept} ({nbytes_text(total)}); their ops' "
+                        "activations are not kept")]
+    else:
+        lines = [_html(f"checkpoint: {region.name}, recomputed in backward", bold=True),
+                 _small(f"keeps its inputs {kept} ({nbytes_text(total)}); its ops' "
+                        "activations are not kept")]
     sub.attr(label="<" + '<BR ALIGN="LEFT"/>'.join(lines) + '<BR ALIGN="LEFT"/>>',
              style="dashed,rounded", color=REGION_COLOUR, penwidth="2", fontsize="10",
              labeljust="l", fontcolor=REGION_COLOUR)

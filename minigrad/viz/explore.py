@@ -384,10 +384,13 @@ def _groups(view, depth):
             kept = " + ".join(shape_text(s) for s, _, _ in region.inputs) or "nothing"
             total = sum(n for _, _, n in region.inputs)
             depth_of[path] = depth_of.get(parent, -1) + 1
+            n = view.region_runs.get(path, 1)
+            name = f"{region.name} ×{n}" if n > 1 else region.name  # (each: one region)
+            each = "each " if n > 1 else ""
             groups.append(dict(path=path, parent=parent, ckpt=True,
-                               label=f"checkpoint: {region.name}",
-                               full=f"checkpoint: {region.name}, recomputed in backward",
-                               sub=f"recomputed in backward · keeps its inputs {kept} "
+                               label=f"checkpoint: {name}",
+                               full=f"checkpoint: {name}, {each}recomputed in backward",
+                               sub=f"{each}recomputed in backward · keeps its inputs {kept} "
                                    f"({nbytes_text(total)})",
                                open=True, kids=[], depth=depth_of[path], paths=[]))
             continue

@@ -47,6 +47,7 @@ class View:
     clusters: dict     # path -> (parent path or None, repeat or None), outer first
     regions: dict = field(default_factory=dict)  # checkpoint cluster key -> Region
     region_of: dict = field(default_factory=dict)  # drawn key -> its checkpoint Region
+    region_runs: dict = field(default_factory=dict)  # cluster key -> regions drawn as it
 
 
 def make_view(roots, model=None, depth=None, collapse_repeats=True, backward=False):
@@ -104,7 +105,15 @@ def make_view(roots, model=None, depth=None, collapse_repeats=True, backward=Fal
             nodes[a[0]].out_shapes.append(e.shape)
     clusters = _clusters(tree, nodes, repeat_of)
     regions, region_of = _regions(tree, nodes, clusters)
-    return View(g, tree, nodes, list(edges), clusters, regions, region_of)
+    runs = {}  # regions drawn once for several (checkpointed blocks of a repeated run)
+    for key, d in nodes.items():
+        r = region_of.get(key)
+        if r is not None:
+            runs.setdefault(r, set()).update(
+                i.node.checkpoint for i in d.items
+                if i.node is not None and i.node.checkpoint is not None)
+    region_runs = {k: len(runs[r]) for k, r in regions.items()}
+    return View(g, tree, nodes, list(edges), clusters, regions, region_of, region_runs)
 
 
 def region_of_node(d):
