@@ -23,6 +23,14 @@ it (``encoder.layers.0.self_attn``, from ``STATE.scope``, as the graph pictures 
 and the line of the user's code that ran it (the innermost frame outside minigrad; the
 programs in ``minigrad.demos`` count as user code).
 
+Activation checkpointing (``minigrad.utils.checkpoint``): the ops that backward runs again
+to get a region's activations back are on the "recompute" phase (their rows in the op
+table are marked "(recompute)", ``recompute_s`` is their time), and the ops of a region's
+first run hold nothing for backward (saved 0): what they would have saved (each buffer
+once, parameters aside), less the region's inputs that the checkpoint keeps instead (held
+on the memory timeline until backward frees the region), is ``checkpoint_saved_bytes`` (a
+line of the table's footer).
+
 An op's time excludes the profiler's own work (measured, reported in the table's footer);
 ops run by another thread than the one that entered the profile are not recorded.
 """
@@ -43,7 +51,7 @@ from .files import naming
 __all__ = ["profile", "Event", "NodeCost", "ProfileTable"]
 
 _now = time.perf_counter_ns
-FORWARD, BACKWARD = "forward", "backward"
+FORWARD, BACKWARD, RECOMPUTE = "forward", "backward", "recompute"
 NO_MODULE = "(no module)"
 
 NodeCost = namedtuple("NodeCost", "time_s bytes flops forward_s backward_s saved_bytes")
@@ -95,7 +103,8 @@ BACKWARD_FLOPS = {"Attention": _attention_backward_flops, "Linear": _linear_back
 class Event:
     """One op (``kind == "op"``) or one node's backward (``kind == "node"``, with the ops
     its backward ran nested inside it), on the forward track (``phase == "forward"``: every
-    op run outside ``backward()``) or the backward one.
+    op run outside ``backward()``) or the backward one (``"backward"``, or ``"recompute"``
+    for the ops backward runs again inside a checkpointed region).
 
     Read after the profile: ``name``, ``kind``, ``phase``, ``start_s`` (from the profile's start),
     ``time_s`` (wall time, the profiler's own work taken out), ``self_s`` (less the events
@@ -174,6 +183,13 @@ class profile:
         self._active = False
         self._start = self._end = None
         self._thread = None
+        self._regions = weakref.WeakSet()  # the checkpointed calls seen running forward
+        self.checkpoint_would_save = 0  # bytes their ops would have saved for backward
+        self.checkpoint_kept = 0        # bytes of their inputs, which they keep instead
+        self.checkpoint_regions = 0     # how many checkpointed calls ran forward
+        self._would_seen = weakref.WeakValueDictionary()  # id(buffer) -> buffer, counted
+        self._kept_seen = weakref.WeakValueDictionary()
+        self._region_refs = []  # weak references to the regions, to release what they keep
 
     # --- on and off ----------------------------------------------------------------------------
     def __enter__(self):
@@ -194,6 +210,8 @@ class profile:
         self._holding.clear()
         self._recorded.clear()
         self._held.clear()
+        self._region_refs.clear()
+        self._would_seen = self._kept_seen = None  # (nothing of the step is kept)
         self._name_modules()
         return False
 
@@ -220,8 +238,13 @@ class profile:
             scope = parent.scope
         elif scope is not None and id(scope) not in self._callers:
             self._note_callers(scope)
-        event = Event(cls.__name__, "op", BACKWARD if parent is not None and
-                      parent.phase == BACKWARD else FORWARD, parent, scope, _user_line())
+        if STATE.recomputing:
+            phase = RECOMPUTE
+        elif parent is not None and parent.phase != FORWARD:
+            phase = BACKWARD
+        else:
+            phase = FORWARD
+        event = Event(cls.__name__, "op", phase, parent, scope, _user_line())
         event._profile = self
         event.node_ref = node  # (until op_end: the node itself)
         if event.name in FORWARD_FLOPS or cls.view or event.name in SHARING:
@@ -255,9 +278,66 @@ class profile:
             key = id(node)
             event.node_ref = weakref.ref(node, self._forget_callback(key))
             self._recorded[key] = event
-            self._hold(key, event, node._to_save or (), event.end)
+            saved = node._to_save or ()
+            frame = _checkpoint_frame()
+            if frame is not None:  # packed by a checkpoint: it keeps the region's inputs
+                if not STATE.recomputing:  # (a checkpoint nested in one run again)
+                    self._checkpointed(frame, saved)
+                saved = ()
+            self._hold(key, event, saved, event.end)
         self._close(event)
         self._overhead_ns += _now() - ended
+
+    def _checkpointed(self, frame, saved):
+        """Count the buffers an op of a checkpointed region would have saved (each once,
+        and not the parameters of the module running it), and, the first time the region
+        is met, its inputs' buffers, which the checkpoint keeps: those are held for
+        backward (on the memory timeline) until the region is freed."""
+        scope = STATE.scope  # its parameters exist anyway: keeping them costs nothing
+        own = () if scope is None else \
+            {id(p.array) for p in scope._parameters.values() if p is not None}
+        for item in saved:
+            arr = item.array if isinstance(item, TensorBase) else item
+            if type(arr) in _XP_BY_TYPE and id(arr) not in own:
+                self.checkpoint_would_save += self._first_time(_base(arr))
+        if frame in self._regions:
+            return
+        self._regions.add(frame)
+        self.checkpoint_regions += 1
+        inputs = [a.array for a in frame.args if isinstance(a, TensorBase)]
+        for arr in inputs:
+            self.checkpoint_kept += self._first_time(_base(arr), kept=True)
+        key = ("checkpoint", id(frame))
+        self._region_refs.append(weakref.ref(frame, self._forget_callback(key)))
+        self._hold(key, _Kept(), inputs, _now())
+
+    def _first_time(self, base, kept=False):
+        """``base``'s bytes the first time it is counted (as saved by a region's op, or as
+        kept by a region), else 0. (Weak references: an id may be reused once freed.)"""
+        seen = self._kept_seen if kept else self._would_seen
+        try:
+            if seen.get(id(base)) is base:
+                return 0
+            seen[id(base)] = base
+        except TypeError:  # an array that takes no weak reference: counted each time
+            pass
+        return base.nbytes
+
+    @property
+    def checkpoint_saved_bytes(self):
+        """The memory activation checkpointing saved in this step: the bytes of the buffers
+        the ops of the checkpointed regions would have saved for backward (each buffer
+        once, the parameters of the modules that ran them aside: they exist anyway), less
+        those of the regions' inputs, which the checkpoint keeps instead (negative if
+        that costs more)."""
+        return self.checkpoint_would_save - self.checkpoint_kept
+
+    @property
+    def recompute_s(self):
+        """Time backward spent running checkpointed regions again (their ops' time)."""
+        self._check_done("recompute_s")
+        return sum(e.time_s for e in self.events
+                   if e.phase == RECOMPUTE and (e.parent is None or e.parent.phase != RECOMPUTE))
 
     # --- called by engine.run_backward, once per backward call ---------------------------------
     def walk_backward(self, order, pending):
@@ -472,9 +552,10 @@ _SORT_KEYS = {"time": lambda r: r.self_s, "total": lambda r: r.total_s,
 def _rows_by_op(events):
     rows = {}
     for e in events:
-        calls, self_s, total_s, out, saved, flops = rows.get(e.name, (0, 0.0, 0.0, 0, 0, 0))
+        name = e.name + " (recompute)" if e.phase == RECOMPUTE else e.name
+        calls, self_s, total_s, out, saved, flops = rows.get(name, (0, 0.0, 0.0, 0, 0, 0))
         total = e.time_s if not _inside_same(e) else 0.0  # (a recursion counts once)
-        rows[e.name] = (calls + 1, self_s + e.self_s, total_s + total, out + e.out_bytes,
+        rows[name] = (calls + 1, self_s + e.self_s, total_s + total, out + e.out_bytes,
                         saved + (e.saved_bytes if e.kind == "op" else 0), flops + e.flops)
     return [Row(name, *v) for name, v in rows.items()]
 
@@ -527,6 +608,10 @@ class ProfileTable:
         self.events = len(prof.events)
         self.overhead_s = prof.overhead_s
         self.recorded_s = sum(e.time_s for e in prof.events if e.depth == 0)
+        self.checkpoint = None
+        if prof.checkpoint_regions or any(e.phase == RECOMPUTE for e in prof.events):
+            self.checkpoint = (prof.recompute_s, prof.checkpoint_would_save,
+                               prof.checkpoint_kept)
 
     @property
     def header(self):
@@ -559,6 +644,15 @@ class ProfileTable:
             f"profiler overhead: {self.events} events, {self.overhead_s / n * 1e6:.1f} µs each, "
             f"{_time_text(self.overhead_s)} ({100 * self.overhead_s / (self.step_s or 1):.1f}% "
             "of the step, not counted in any op)")
+        if self.checkpoint is not None:
+            again, would, kept = self.checkpoint
+            net = (f"{nbytes_text(would - kept)} saved" if would >= kept else
+                   f"{nbytes_text(kept - would)} more")
+            lines.append(
+                f"checkpoint: backward ran the regions again in {_time_text(again)} "
+                f"({100 * again / (self.step_s or 1):.1f}% of the step, the (recompute) rows); "
+                f"they kept {nbytes_text(kept)} for backward (their inputs) where their ops "
+                f"would have saved {nbytes_text(would)} (parameters aside): {net}")
         return lines
 
     def __str__(self):
@@ -587,6 +681,8 @@ class ProfileTable:
 # --- the Chrome trace ----------------------------------------------------------------------------
 
 TRACKS = {FORWARD: 1, BACKWARD: 2}
+_TID = {FORWARD: 1, BACKWARD: 2, RECOMPUTE: 2}  # (recomputed ops nest in backward's nodes)
+_CAT = {FORWARD: "op", BACKWARD: "backward", RECOMPUTE: "recompute"}
 
 
 def chrome_trace(prof):
@@ -607,8 +703,8 @@ def chrome_trace(prof):
             value = getattr(e, key)
             if value:
                 args[key] = value
-        events.append({"name": e.name, "cat": "op" if e.phase == FORWARD else "backward",
-                       "ph": "X", "pid": 1, "tid": TRACKS[e.phase], "ts": us(e.start),
+        events.append({"name": e.name, "cat": _CAT[e.phase],
+                       "ph": "X", "pid": 1, "tid": _TID[e.phase], "ts": us(e.start),
                        "dur": (e.end - e.start) / 1000, "args": args})
     for phase, tid in TRACKS.items():
         top = [e for e in prof.events if e.depth == 0 and e.phase == phase]
@@ -714,6 +810,23 @@ def _user_line():
             return f"{code.co_filename}:{f.f_lineno}"
         f = f.f_back
     return None
+
+
+class _Kept:
+    """The record of what a checkpointed region keeps for backward (its inputs)."""
+    saved_bytes = 0
+    freed = None
+
+
+def _checkpoint_frame():
+    """The checkpointed call whose ops are being recorded now (its pack hook is the
+    innermost saved-tensors hook), or None."""
+    hooks = STATE.saved_hooks
+    if not hooks:
+        return None
+    frame = getattr(hooks[-1][0], "__self__", None)
+    from .utils.checkpoint import _Recompute
+    return frame if isinstance(frame, _Recompute) else None
 
 
 def _new_bytes(node, inputs, outs):

@@ -320,7 +320,7 @@ class Function(Node):
         return out
 
     _STRUCTURE = frozenset(("_to_save", "_non_diff", "params", "needs_input_grad", "edges",
-                            "seq", "output_meta", "scope", "trace", "xp", "_saved", "released",
+                            "seq", "output_meta", "scope", "trace", "checkpoint", "xp", "_saved", "released",
                             "_pre_hooks", "_retained", "_node_hooks",
                             "_metadata", "_materialize_grads"))
 

@@ -16,6 +16,7 @@ class _State(threading.local):
     scope = None  # the innermost nn.Module running forward (recorded on each node)
     saved_hooks = ()  # (pack_hook, unpack_hook) pairs of saved_tensors_hooks, innermost last
     inference = False  # inside inference_mode()
+    recomputing = False  # backward is running a checkpointed function again
 
 
 class _Process:

@@ -67,10 +67,11 @@ class Node:
       ``seq``              recording number: a node's inputs were recorded before it
       ``scope``            the nn.Module whose forward ran the op (for pictures), or None
       ``params``           the op's keyword arguments
+      ``checkpoint``       the ``utils.checkpoint.Region`` the op was recorded in, or None
     """
     params = {}
     edges = ()
-    output_meta = scope = trace = None
+    output_meta = scope = trace = checkpoint = None
     _saved = None  # what ``saved`` shows, as plain tuples in SavedTensor's field order
     seq = -1
     released = False  # backward freed what it saved

@@ -8,10 +8,16 @@ usual, and their saved tensors go through ``saved_tensors_hooks`` whose pack hoo
 only a number and whose unpack hook recomputes. So gradients are those of ``fn`` itself,
 bit for bit, through ``backward`` or ``autograd.grad``, with ``create_graph=True`` and with
 hooks.
+
+Each node recorded inside is marked with the call (``node.checkpoint``, a ``Region``), so
+that ``mg.viz`` draws the region as one group and the profiler tells its recomputation
+apart (``STATE.recomputing`` is set while backward runs the function again).
 """
+import weakref
+
 from .. import backend
 from ..autograd.grad_mode import STATE, enable_grad
-from ..autograd.graph import saved_tensors_hooks
+from ..autograd.graph import SEQUENCE, AccumulateGrad, TensorBase, saved_tensors_hooks
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
@@ -46,15 +52,96 @@ class _Recompute:
             saved.append(tensor.detach())
             return None
         before = backend.get_rng_state() if self.rng_state is not None else None
+        outer = STATE.recomputing
         try:
             if self.rng_state is not None:
                 backend.set_rng_state(self.rng_state)
+            STATE.recomputing = True
+            start = next(SEQUENCE)
             with enable_grad(), saved_tensors_hooks(keep, lambda _: None):
-                self.function(*self.args, **self.kwargs)
+                result = self.function(*self.args, **self.kwargs)
+            _release(result, start)
         finally:
+            STATE.recomputing = outer
             if before is not None:
                 backend.set_rng_state(before)
         return saved
+
+
+class Region:
+    """A checkpointed call as the graph shows it: ``node.checkpoint`` of each node recorded
+    in it. ``name`` is the function's (a module's class name), ``inputs`` the
+    (shape, dtype, bytes) of the tensors it keeps for backward (its inputs: what it holds
+    instead of its ops' saved tensors), ``parent`` the region around it when checkpoints
+    nest. ``inputs_alive()`` gives the input tensors while the call can still recompute
+    (until backward has freed it)."""
+
+    def __init__(self, function, frame):
+        self.name = getattr(function, "__name__", None) or type(function).__name__
+        if self.name == "forward" and hasattr(function, "__self__"):  # a module's forward
+            self.name = type(function.__self__).__name__
+        tensors = [a for a in frame.args if isinstance(a, TensorBase)]
+        self.inputs = tuple((tuple(t.shape), str(t.dtype), int(t.array.nbytes))
+                            for t in tensors)
+        self.parent = None
+        self._frame = weakref.ref(frame)
+
+    def inputs_alive(self):
+        frame = self._frame()  # (its saved tensors' unpack hooks keep it alive)
+        if frame is None:
+            return ()
+        return tuple(a for a in frame.args if isinstance(a, TensorBase))
+
+    def __repr__(self):
+        return f"<checkpoint region {self.name}>"
+
+
+def _mark(result, start, region):
+    """Mark the nodes recorded since ``start`` (a recording number) that ``result`` was
+    computed from with ``region``; a node already marked by a checkpoint inside keeps its
+    own, which gets this one as its parent."""
+    stack = [t.grad_fn for t in _tensors(result) if t.grad_fn is not None]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or node.seq < start or isinstance(node, AccumulateGrad):
+            continue
+        seen.add(id(node))
+        inner = node.checkpoint
+        if inner is None:
+            node.checkpoint = region
+        elif inner is not region:
+            while inner.parent is not None and inner.parent is not region:
+                inner = inner.parent
+            if inner.parent is None:
+                inner.parent = region
+        stack.extend(e[0] for e in node.edges if e and e[0] is not None)
+
+
+def _release(result, start):
+    """Free the graph the recomputation recorded (nodes since ``start``): only the tensors
+    it saved are wanted, and its nodes (whose packed outputs point back at them) would
+    otherwise wait for the garbage collector."""
+    stack = [t.grad_fn for t in _tensors(result) if t.grad_fn is not None]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or node.seq < start or isinstance(node, AccumulateGrad):
+            continue
+        seen.add(id(node))
+        stack.extend(e[0] for e in node.edges if e and e[0] is not None)
+        if hasattr(node, "release"):
+            node.release()
+
+
+def _tensors(result):
+    if isinstance(result, TensorBase):
+        return [result]
+    if isinstance(result, (tuple, list)):
+        return [t for r in result for t in _tensors(r)]
+    if isinstance(result, dict):
+        return [t for r in result.values() for t in _tensors(r)]
+    return []
 
 
 def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default",
@@ -71,8 +158,11 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
         return function(*args, **kwargs)
     state = backend.get_rng_state() if preserve_rng_state else None
     frame = _Recompute(function, args, kwargs, state)
+    start = next(SEQUENCE)  # the nodes recorded from here on are the region's
     with saved_tensors_hooks(frame.pack, frame.unpack):
-        return function(*args, **kwargs)
+        result = function(*args, **kwargs)
+    _mark(result, start, Region(function, frame))
+    return result
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):

@@ -54,6 +54,10 @@ def draw(roots, *, model=None, show_values=False, show_grad=False, backward=Fals
         collapse_repeats: draw runs of identical blocks in a ModuleList (the layers of an
             encoder) once, marked "×N".
         rankdir: "TB" (top to bottom) or "LR" (left to right).
+
+    A region run under ``mg.utils.checkpoint.checkpoint`` is a dashed violet cluster,
+    "checkpoint: <function>, recomputed in backward", which names the inputs it keeps for
+    backward; with ``backward=True`` its nodes say their tensors are recomputed.
         profile: a finished ``mg.profiler.profile`` (anything with ``node_costs()``) of
             the code that built ``roots``: each op, and each module drawn as one node, is
             filled by what it cost on a log scale fitted to this graph (legend underneath)

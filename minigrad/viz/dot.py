@@ -11,6 +11,12 @@ range (``colours.LogScale``: the larger, the darker; legend underneath), an exac
 gradient in light grey ("zero"), NaN/inf in red. With a
 ``profile`` the ops (and collapsed modules) are filled instead by what they cost, time or
 bytes, on the same kind of scale, each with its figure.
+
+A checkpointed region (``minigrad.utils.checkpoint``) is a cluster with a dashed violet
+border, "checkpoint: recomputed in backward", which names the inputs it keeps for
+backward: its ops' own saved tensors are recomputed (their nodes say so when drawn with
+``backward=True``). A region op drawn in a module that also runs ops outside the region
+gets the same dashed violet border on its own node.
 """
 import html
 import textwrap
@@ -89,8 +95,13 @@ def to_digraph(view, show_values=False, show_grad=False, backward=False, rankdir
     return dot
 
 
+REGION_COLOUR = "#7b3fa0"  # the border of a checkpointed region
+
+
 def _cluster(path, view, by_cluster, ids, ctx, level=0):
     parent, repeat = view.clusters[path]
+    if path in view.regions:
+        return _region_cluster(path, view, by_cluster, ids, ctx, level)
     fill = ["#fafafa", "#f2f5fa", "#f7f4ee", "#f1f7f1"][level % 4]
     run = repeat is not None and repeat[0] == path  # the block drawn once for N
     sub = new_digraph(name=f"cluster_{path}")
@@ -98,10 +109,39 @@ def _cluster(path, view, by_cluster, ids, ctx, level=0):
              style="rounded,filled",
              fillcolor=fill, color="#a07d1c" if run else "#9aa5b1",
              penwidth="2.5" if run else "1", fontsize="10", labeljust="l")
+    if _under_region(parent, view):  # (not the region's violet title)
+        sub.attr(fontcolor="black")
     for key in by_cluster.get(path, []):
         sub.node(ids[key], **_node_attrs(view.nodes[key], ctx))
     for child, (p, _) in view.clusters.items():
         if p == path:
+            sub.subgraph(_cluster(child, view, by_cluster, ids, ctx, level + 1))
+    return sub
+
+
+def _region_cluster(key, view, by_cluster, ids, ctx, level):
+    """A checkpointed region: dashed, with what it keeps (its inputs) under its title."""
+    region = view.regions[key]
+    sub = new_digraph(name=f"cluster_checkpoint_{key[1]}")
+    kept = " + ".join(shape_text(s) for s, _, _ in region.inputs) or "nothing"
+    total = sum(n for _, _, n in region.inputs)
+    n = view.region_runs.get(key, 1)
+    if n > 1:  # the blocks of a repeated run, drawn once: each is a region of its own
+        lines = [_html(f"checkpoint: {region.name} ×{n}, each recomputed in backward",
+                       bold=True),
+                 _small(f"each keeps its inputs {kept} ({nbytes_text(total)}); their ops' "
+                        "activations are not kept")]
+    else:
+        lines = [_html(f"checkpoint: {region.name}, recomputed in backward", bold=True),
+                 _small(f"keeps its inputs {kept} ({nbytes_text(total)}); its ops' "
+                        "activations are not kept")]
+    sub.attr(label="<" + '<BR ALIGN="LEFT"/>'.join(lines) + '<BR ALIGN="LEFT"/>>',
+             style="dashed,rounded", color=REGION_COLOUR, penwidth="2", fontsize="10",
+             labeljust="l", fontcolor=REGION_COLOUR)
+    for k in by_cluster.get(key, []):
+        sub.node(ids[k], **_node_attrs(view.nodes[k], ctx))
+    for child, (p, _) in view.clusters.items():
+        if p == key:
             sub.subgraph(_cluster(child, view, by_cluster, ids, ctx, level + 1))
     return sub
 
@@ -115,6 +155,9 @@ def _node_attrs(d, ctx):
     attrs["label"] = _label(lines)
     if d.kind == "op":
         attrs["tooltip"] = doc_rule(d.items[0].node)
+    if d.key in ctx["view"].region_of and not _in_region_cluster(d, ctx["view"]):
+        attrs.update(color=REGION_COLOUR, penwidth="2",
+                     style=attrs["style"].replace("dashed,", "") + ",dashed")
     if ctx["costs"] is not None and d.key in ctx["costs"]:
         value, scale = ctx["costs"][d.key], ctx["cost_scale"]
         lines.append(_html(_cost_text(value, ctx["cost"]), bold=True))
@@ -137,6 +180,21 @@ def _node_attrs(d, ctx):
         elif nodes and nodes <= done:
             attrs.update(_DONE)
     return attrs
+
+
+def _in_region_cluster(d, view):
+    """Whether drawn node ``d`` is inside its region's cluster (directly or in a module
+    the cluster holds)."""
+    return _under_region(d.cluster, view)
+
+
+def _under_region(c, view):
+    """Whether cluster ``c`` is a region's or inside one."""
+    while c is not None:
+        if c in view.regions:
+            return True
+        c = view.clusters[c][0] if c in view.clusters else None
+    return False
 
 
 def _label(lines):
@@ -210,7 +268,9 @@ def _saved_lines(node):
         return [_small("saved: freed by backward()" if node.released else "saved: nothing")]
     lines = []
     for what, arr, nbytes in saved_records(node):
-        if hasattr(arr, "shape"):
+        if what == "recomputed":
+            lines.append(_small(f"recomputed in backward: {shape_text(arr.shape)}"))
+        elif hasattr(arr, "shape"):
             lines.append(_small(f"saved {what} {shape_text(arr.shape)} {nbytes_text(nbytes)}"))
         else:  # a Python number
             lines.append(_small(f"saved {what} {values_text(arr)}"))

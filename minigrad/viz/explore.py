@@ -230,10 +230,13 @@ class _PageData:
 def _item_record(item, tree, sources):
     if item.node is not None:
         node = item.node
-        return dict(k="op", title=op_call(node), op=op_name(node), fn=node.name(),
-                    rule=doc_rule(node), mod=tree.path(node.scope) or "",
-                    outs=[[shape_text(s), str(dt)] for s, dt in node.output_meta],
-                    src=_source_line(node) or sources.get(node))
+        record = dict(k="op", title=op_call(node), op=op_name(node), fn=node.name(),
+                      rule=doc_rule(node), mod=tree.path(node.scope) or "",
+                      outs=[[shape_text(s), str(dt)] for s, dt in node.output_meta],
+                      src=_source_line(node) or sources.get(node))
+        if node.checkpoint is not None:  # recorded in a checkpointed region
+            record["ckpt"] = node.checkpoint.name
+        return record
     t = item.tensor
     name = item.name or tree.name_of.get(id(t)) or {"param": "parameter", "leaf": "input",
                                                     "output": "output", "const": "constant",
@@ -374,11 +377,31 @@ def _groups(view, depth):
     path, label, parent, whether it starts open, and (later) its layout."""
     tree = view.tree
     groups = [dict(path=None, parent=None, label="", sub="", open=True, kids=[], depth=-1)]
+    depth_of = {None: -1}
     for path, (parent, repeat) in view.clusters.items():
+        if path in view.regions:  # a checkpointed region: a group of its own, open
+            region = view.regions[path]
+            kept = " + ".join(shape_text(s) for s, _, _ in region.inputs) or "nothing"
+            total = sum(n for _, _, n in region.inputs)
+            depth_of[path] = depth_of.get(parent, -1) + 1
+            n = view.region_runs.get(path, 1)
+            name = f"{region.name} ×{n}" if n > 1 else region.name  # (each: one region)
+            each = "each " if n > 1 else ""
+            groups.append(dict(path=path, parent=parent, ckpt=True,
+                               label=f"checkpoint: {name}",
+                               full=f"checkpoint: {name}, {each}recomputed in backward",
+                               sub=f"{each}recomputed in backward · keeps its inputs {kept} "
+                                   f"({nbytes_text(total)})",
+                               open=True, kids=[], depth=depth_of[path], paths=[]))
+            continue
+        depth_of[path] = tree.depth(path)
         cls = type(tree.modules[path]).__name__
         label = tree.label(path, repeat).rpartition(" (")[0] or cls
-        if parent:
-            label = label[len(parent) + 1:] if label.startswith(parent + ".") else label
+        outer = parent
+        while outer in view.regions:  # named inside the module around the region
+            outer = view.clusters[outer][0]
+        if outer:
+            label = label[len(outer) + 1:] if label.startswith(outer + ".") else label
         each = " each" if repeat is not None else ""
         sub = f"{cls} · {tree.param_count(path):,} params{each}"
         paths = run_members(path, repeat) if repeat is not None and repeat[0] == path \

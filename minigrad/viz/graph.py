@@ -300,7 +300,9 @@ def grad_stats(g):
 
 def saved_records(node):
     """(what, array, nbytes) for each tensor the node holds for backward: ``what`` is "in0"
-    (its first input), "out", "const" or "tmp" (an array computed in forward)."""
+    (its first input), "out", "const" or "tmp" (an array computed in forward); "packed"
+    for one a saved_tensors_hooks pack hook took, "recomputed" for one a checkpoint will
+    compute again in backward (nbytes 0: neither is held by the node)."""
     out = []
     named = set()  # edges already matched: for w * w the second saved w is in1
     for s in node.saved or ():
@@ -317,7 +319,7 @@ def saved_records(node):
         elif s.output is not None:
             what = "out" if len(node.output_meta) == 1 else f"out{s.output}"
         elif type(arr) is Packed:  # kept by a saved_tensors_hooks pack hook
-            what = "packed"
+            what = "recomputed" if node.checkpoint is not None else "packed"
         else:
             what = "const" if isinstance(arr, _SCALARS) else "tmp"
         out.append((what, arr, getattr(arr, "nbytes", 0)))
@@ -325,11 +327,19 @@ def saved_records(node):
 
 
 def held_bytes(nodes):
-    """The memory the saved tensors of ``nodes`` keep alive: each buffer counted once (a
-    view counts as the array it views). Returns (bytes, number of buffers, bytes of them
+    """The memory the saved tensors of ``nodes`` keep alive, with the inputs of the
+    checkpointed regions they were recorded in: each buffer counted once (a view counts
+    as the array it views). Returns (bytes, number of buffers, bytes of them
     that belong to leaf tensors, which exist anyway)."""
     seen = {}
     leaves = set()
+    regions = {n.checkpoint for n in nodes if n.checkpoint is not None}
+    for region in regions:  # a checkpoint keeps its inputs instead of its ops' tensors
+        for t in region.inputs_alive():
+            base = _base(t.array)
+            seen[id(base)] = base.nbytes
+            if t.grad_fn is None and t.requires_grad:
+                leaves.add(id(base))
     for node in nodes:
         for e in node.edges:
             if e and isinstance(e[0], AccumulateGrad) and e[0].variable is not None:

@@ -50,11 +50,14 @@ class GraphMemory:
     ``total`` counts each buffer once, where two nodes keep the same array (or views of
     one), so it can be less than the sum of the rows' ``nbytes``. ``leaf_bytes`` is the
     part of it that is the leaves' own data (parameters, inputs that require grad), which
-    exists with or without the graph."""
+    exists with or without the graph. ``checkpoint_bytes`` is the part of it that only
+    checkpointed regions keep (their inputs), which no row lists: the regions' own nodes
+    keep nothing ("recomputed")."""
     total: int
     buffers: int
     leaf_bytes: int
     rows: tuple
+    checkpoint_bytes: int = 0
 
     @property
     def freed(self):
@@ -65,9 +68,13 @@ class GraphMemory:
         if self.freed:
             return ("The graph holds nothing for backward: backward() freed what its nodes "
                     "saved (pass retain_graph=True to keep it).")
-        return (f"The graph holds {nbytes_text(self.total)} for backward in {self.buffers} "
+        text = (f"The graph holds {nbytes_text(self.total)} for backward in {self.buffers} "
                 f"buffers ({nbytes_text(self.leaf_bytes)} of it the leaves' own data: "
                 "parameters and inputs that require grad).")
+        if self.checkpoint_bytes:
+            text += (f" Checkpointed regions keep {nbytes_text(self.checkpoint_bytes)} of it "
+                     "(their inputs); their ops' tensors are recomputed in backward.")
+        return text
 
     def _table(self):
         holding = [r for r in self.rows if r.nbytes]
@@ -107,7 +114,8 @@ def graph_memory(roots, *, model=None):
     tree = ModuleTree(model, [n.scope for n in nodes])
     rows = tuple(_row(k, node, tree) for k, node in enumerate(nodes, 1))
     total, buffers, leaf_bytes = held_bytes(nodes)
-    return GraphMemory(total, buffers, leaf_bytes, rows)
+    others = held_bytes([n for n in nodes if n.checkpoint is None])[0]
+    return GraphMemory(total, buffers, leaf_bytes, rows, total - others)
 
 
 def _row(step, node, tree):

@@ -10,6 +10,12 @@ marked "×N".
 Reshapes in a row (``x.reshape(-1, C)`` followed by ``cross_entropy``'s own flattening
 of the already flat logits, say) are drawn as one node, marked "×N": each only renames
 the shape, and the drawn node keeps the last one's shape and every one's step number.
+
+A checkpointed region (``minigrad.utils.checkpoint``: its nodes carry ``node.checkpoint``)
+is a cluster of its own, ``("checkpoint", i)``, placed in the innermost module that holds
+all of it: the region's nodes in that module go into it, and so do the modules inside that
+run only the region's ops; a module that also runs ops outside the region keeps its
+region ops (they are marked on their own in the picture).
 """
 from dataclasses import dataclass, field
 
@@ -39,6 +45,9 @@ class View:
     nodes: dict        # key -> DNode, in forward order
     edges: list        # (src key, dst key), each once
     clusters: dict     # path -> (parent path or None, repeat or None), outer first
+    regions: dict = field(default_factory=dict)  # checkpoint cluster key -> Region
+    region_of: dict = field(default_factory=dict)  # drawn key -> its checkpoint Region
+    region_runs: dict = field(default_factory=dict)  # cluster key -> regions drawn as it
 
 
 def make_view(roots, model=None, depth=None, collapse_repeats=True, backward=False):
@@ -94,7 +103,94 @@ def make_view(roots, model=None, depth=None, collapse_repeats=True, backward=Fal
         edges.setdefault((a[0], b[0]), None)
         if a[0][0] == "mod" and b[0][0] != a[0] and e.shape not in nodes[a[0]].out_shapes:
             nodes[a[0]].out_shapes.append(e.shape)
-    return View(g, tree, nodes, list(edges), _clusters(tree, nodes, repeat_of))
+    clusters = _clusters(tree, nodes, repeat_of)
+    regions, region_of = _regions(tree, nodes, clusters)
+    runs = {}  # regions drawn once for several (checkpointed blocks of a repeated run)
+    for key, d in nodes.items():
+        r = region_of.get(key)
+        if r is not None:
+            runs.setdefault(r, set()).update(
+                i.node.checkpoint for i in d.items
+                if i.node is not None and i.node.checkpoint is not None)
+    region_runs = {k: len(runs[r]) for k, r in regions.items()}
+    return View(g, tree, nodes, list(edges), clusters, regions, region_of, region_runs)
+
+
+def region_of_node(d):
+    """The checkpoint Region a drawn node belongs to: every op it draws was recorded in
+    one (the first's, for blocks drawn once for several), an intermediate tensor made by
+    one; else None."""
+    if d.kind == "tensor":
+        node = d.items[0].tensor.grad_fn
+        return None if node is None else node.checkpoint
+    ops = [i.node for i in d.items if i.node is not None]
+    if not ops or any(n.checkpoint is None for n in ops):
+        return None
+    return ops[0].checkpoint
+
+
+def _regions(tree, nodes, clusters):
+    """Add a cluster per checkpoint region to ``clusters`` (see the module docstring):
+    returns ({cluster key: Region}, {drawn key: Region})."""
+    region_of = {}
+    members = {}  # Region -> drawn nodes, in forward order
+    for key, d in nodes.items():
+        r = region_of_node(d)
+        if r is not None:
+            region_of[key] = r
+            members.setdefault(r, []).append(d)
+    regions = {}
+    for i, (r, ds) in enumerate(members.items()):
+        ckey = ("checkpoint", i)
+        common = None  # the innermost module holding every node of the region
+        for k, d in enumerate(ds):
+            chain = [] if d.cluster is None else list(tree.ancestors(d.cluster))[::-1]
+            if k == 0:
+                common = chain
+            else:
+                n = 0
+                while n < len(common) and n < len(chain) and common[n] == chain[n]:
+                    n += 1
+                common = common[:n]
+        parent = common[-1] if common else None
+        while parent is not None and _only_region(parent, nodes, clusters, r):
+            parent = clusters[parent][0]  # a module that runs only the region: inside it
+        regions[ckey] = r
+        for d in ds:
+            if d.cluster == parent:
+                d.cluster = ckey
+        for path, (p, repeat) in list(clusters.items()):
+            if p == parent and path not in regions and _only_region(path, nodes, clusters, r):
+                clusters[path] = (ckey, repeat)
+        clusters[ckey] = (parent, None)
+    if regions:  # outer first, as the module clusters: a region before what it holds
+
+        def depth(path):
+            p, n = clusters[path][0], 0
+            while p is not None:
+                p, n = clusters[p][0], n + 1
+            return n
+        ordered = sorted(clusters.items(), key=lambda kv: depth(kv[0]))
+        clusters.clear()
+        clusters.update(ordered)
+    return regions, region_of
+
+
+def _only_region(path, nodes, clusters, region):
+    """Whether the module cluster ``path`` (with those inside it) draws only ``region``'s
+    nodes, and at least one."""
+    inside = {path}
+    changed = True
+    while changed:
+        changed = False
+        for c, (p, _) in clusters.items():
+            if p in inside and c not in inside:
+                inside.add(c)
+                changed = True
+    found = [d for d in nodes.values() if d.cluster in inside]
+    return all(region_of_node(d) is region for d in found
+               if d.kind not in ("param", "const")) and \
+        any(region_of_node(d) is region for d in found)
 
 
 def _fold_reshapes(g, place, consumers):
