@@ -245,6 +245,33 @@ def per_element(t, levels):
 batching.per_element = per_element
 
 
+def multinomial(t, num_samples, replacement, generator):
+    """``t.multinomial(...)`` inside vmap: the weights of every element (lifted to every
+    open level) drawn from at once, with random numbers drawn once per element along the
+    levels of randomness "different" and shared along those of "same"."""
+    from .tensor import _categorical_weights, _multinomial_picks
+    from .creation import host_generator
+    _, levels = batching.random_draw("multinomial", ())  # ("error": PyTorch's error)
+    k = len(LEVELS)
+    values = physical(lift(t, k))                                # (S_1..S_k, *logical)
+    sizes, logical = tuple(values.shape[:k]), tuple(values.shape[k:])
+    if len(logical) not in (1, 2):
+        raise RuntimeError(f"multinomial: input must be 1 or 2 dim, got shape {logical}")
+    weights = _categorical_weights(values.reshape(-1, logical[-1]), num_samples, replacement)
+    rng = host_generator(generator, True)
+    drawn = tuple(lv.size if lv in levels else 1 for lv in LEVELS)  # 1: shared ("same")
+
+    def draw(kind, m):
+        numbers = getattr(rng, kind)(drawn + logical[:-1] + (m,))
+        return np.broadcast_to(numbers, sizes + logical[:-1] + (m,)).reshape(-1, m)
+    picks = _multinomial_picks(weights, num_samples, replacement, draw)
+    picks = picks.reshape(sizes + logical[:-1] + (num_samples,))
+    return rewrap(Tensor(picks, device=t.device), k)
+
+
+batching.multinomial = multinomial
+
+
 # --- the physical view of the other transforms ---------------------------------------------
 
 def lift(t, k=None):

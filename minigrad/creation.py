@@ -402,7 +402,8 @@ def _randint(op, low, high, size, dtype, device, requires_grad, generator=None):
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """The integers 0, ..., n - 1 in a random order (int64 unless ``dtype``), drawn on the
-    host as ``rand``'s."""
+    host as ``rand``'s. Inside vmap with randomness "different", each element its own
+    permutation; "same": one for all."""
     if isinstance(n, Tensor):
         n = n.item()
     if type(n) is not builtins.int and not isinstance(n, np.integer):
@@ -416,8 +417,14 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     if n - 1 > largest:
         raise RuntimeError(f"randperm: n = {n} is too large for dtype {dtype} (its values "
                            f"reach n - 1, and {dtype} holds integers up to {largest} exactly)")
-    arr = host_generator(generator).permutation(n).astype(dtype)
-    return Tensor(arr, device=device, requires_grad=requires_grad)
+    shape, levels = _draw_shape("randperm", (n,))
+    rng = host_generator(generator, True)
+    if levels:  # one permutation per element: each row of the draw shuffled on its own
+        arr = rng.permuted(np.broadcast_to(np.arange(n), shape), axis=-1)
+    else:
+        arr = rng.permutation(n)
+    return _batched(Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad),
+                    levels)
 
 
 class Generator:

@@ -693,16 +693,18 @@ class Tensor(TensorBase):
         return x
 
     def bernoulli(self, *, generator=None):
-        """0 or 1 (in this dtype) per element, 1 with this element's probability."""
-        return self.new_zeros(self.shape).bernoulli_(self, generator=generator)
+        """0 or 1 (in this dtype) per element, 1 with this element's probability. Inside
+        vmap with randomness "different", each element its own draws; "same": the same
+        uniform draws for all (compared with each element's probabilities)."""
+        return (_uniform_draw(self, "bernoulli", generator) < self).to(self.dtype)
 
     def bernoulli_(self, p=0.5, *, generator=None):
         """Fill with 1 with probability ``p`` (a number or a tensor), else 0: uniform draws
-        made on the host, as ``uniform_``'s, compared with ``p`` on the device."""
+        made on the host, as ``uniform_``'s, compared with ``p`` on the device. Inside vmap,
+        as ``bernoulli``; "different" needs this tensor batched (PyTorch's error)."""
         if not isinstance(p, Tensor) and not 0 <= p <= 1:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-        draw = Tensor(_host_generator(generator).random(self.shape), device=self.device)
-        return self.copy_(draw < p)
+        return self.copy_(_uniform_draw(self, "bernoulli_", generator, in_place=True) < p)
 
     def is_nonzero(self):
         """The one value of a one-element tensor, as a Python bool."""
@@ -1694,28 +1696,17 @@ class Tensor(TensorBase):
         of shape (num_samples,) or (rows, num_samples). Without ``replacement`` no index is
         drawn twice in a row, and a category of weight 0 only once every category of
         positive weight has been. Drawn on the host by minigrad's generator (as ``rand``)
-        and copied to this tensor's device, so ``manual_seed`` repeats the draws."""
+        and copied to this tensor's device, so ``manual_seed`` repeats the draws. Inside
+        vmap with randomness "different", each element its own draws; "same": the same
+        random numbers for all (with each element's weights)."""
+        if batching.LEVELS:
+            return batching.multinomial(self, num_samples, replacement, generator)
         read_on_host("Tensor.multinomial()")
         weights = _categorical_weights(self, num_samples, replacement)
-        rows, n = weights.shape
-        draw = _host_generator(generator)
-        if rows == 0:
-            picks = np.zeros((0, num_samples), np.int64)
-        elif replacement:  # inverse transform: uniform draws scaled to each row's total
-            totals = np.cumsum(weights, axis=1)
-            points = draw.random((rows, num_samples)) * totals[:, -1:]
-            picks = np.stack([np.searchsorted(t, p, side="right")
-                              for t, p in zip(totals, points)])
-            last = n - 1 - np.argmax(weights[:, ::-1] > 0, axis=1, keepdims=True)
-            picks = np.minimum(picks, last)  # (a draw rounded up to the total)
-        else:  # a race: category i arrives at time E_i / w_i (E_i exponential); the first
-            # num_samples to arrive are drawn, as one at a time without replacement would
-            # draw them. Categories of weight 0 come after every other, in a random order.
-            arrivals = draw.standard_exponential((rows, n))
-            with np.errstate(divide="ignore"):
-                keys = np.where(weights > 0, weights / arrivals, -arrivals)
-            picks = np.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
-        picks = picks.astype(np.int64).reshape(self.shape[:-1] + (num_samples,))
+        rng = _host_generator(generator)
+        picks = _multinomial_picks(weights, num_samples, replacement,
+                                   lambda kind, m: getattr(rng, kind)((weights.shape[0], m)))
+        picks = picks.reshape(self.shape[:-1] + (num_samples,))
         return Tensor(picks, device=self.device)
 
     # --- in place -----------------------------------------------------------------------------
@@ -2422,6 +2413,20 @@ def _host_generator(generator):
     return host_generator(generator)
 
 
+def _uniform_draw(t, op, generator, in_place=False):
+    """Uniform float64 draws of ``t``'s shape on its device, for ``bernoulli``. Inside vmap
+    as the open levels' randomness asks (see ``batching.random_draw``): batched at the
+    levels drawing "different" values, where an in-place draw's tensor must be batched."""
+    from .creation import _batched, _draw_shape, host_generator
+    shape, levels = _draw_shape(op, tuple(t.shape))
+    level = getattr(t, "level", None)
+    if in_place and levels and (level is None or level.index < levels[-1].index):
+        raise RuntimeError("vmap: Cannot ask for different inplace randomness on an unbatched "
+                           "tensor. This will appear like same randomness.")
+    draw = Tensor(host_generator(generator, True).random(shape), device=t.device)
+    return _batched(draw, levels)
+
+
 def _times(value, t):
     """``value * t``, with ``t`` itself where value is the int 1."""
     return t if type(value) in (builtins.int, builtins.bool) and value == 1 else value * t
@@ -2949,6 +2954,29 @@ def _sort_order(data, axis, descending):
         return xp.argsort(data, axis=axis, kind="stable").astype(np.int64, copy=False)
     order = xp.flip(xp.argsort(xp.flip(data, axis), axis=axis, kind="stable"), axis)
     return (data.shape[axis] - 1 - order).astype(np.int64, copy=False)
+
+
+def _multinomial_picks(weights, num_samples, replacement, draw):
+    """``multinomial``'s draws: weights (rows, n) float64 -> picks (rows, num_samples)
+    int64, with ``draw(kind, m)`` the (rows, m) random numbers of the generator's method
+    ``kind`` ("random" or "standard_exponential")."""
+    rows, n = weights.shape
+    if rows == 0:
+        return np.zeros((0, num_samples), np.int64)
+    if replacement:  # inverse transform: uniform draws scaled to each row's total
+        totals = np.cumsum(weights, axis=1)
+        points = draw("random", num_samples) * totals[:, -1:]
+        picks = np.stack([np.searchsorted(t, p, side="right") for t, p in zip(totals, points)])
+        last = n - 1 - np.argmax(weights[:, ::-1] > 0, axis=1, keepdims=True)
+        picks = np.minimum(picks, last)  # (a draw rounded up to the total)
+    else:  # a race: category i arrives at time E_i / w_i (E_i exponential); the first
+        # num_samples to arrive are drawn, as one at a time without replacement would
+        # draw them. Categories of weight 0 come after every other, in a random order.
+        arrivals = draw("standard_exponential", n)
+        with np.errstate(divide="ignore"):
+            keys = np.where(weights > 0, weights / arrivals, -arrivals)
+        picks = np.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
+    return picks.astype(np.int64)
 
 
 def _categorical_weights(t, num_samples, replacement):

@@ -33,6 +33,9 @@ class Transformer(nn.Module):
             relative biases have no limit).
         pad_id: the padding token: its embedding is zero and it is masked as a key.
         tie_embeddings: the generator shares its weight with the target embedding.
+        checkpoint: recompute each encoder and decoder layer's activations in backward
+            instead of keeping them (nn.TransformerEncoder's and TransformerDecoder's flag):
+            less memory for one more forward pass of the layers; the gradients are the same.
     Shape:
         src (B, S), tgt (B, T) integer -> logits (B, T, tgt_vocab_size)
     """
@@ -40,7 +43,7 @@ class Transformer(nn.Module):
     def __init__(self, src_vocab_size, tgt_vocab_size, d_model=512, nhead=8,
                  num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048, dropout=0.1,
                  activation="relu", norm_first=False, positional="sinusoidal", max_len=512,
-                 pad_id=0, tie_embeddings=False, residual="add"):
+                 pad_id=0, tie_embeddings=False, residual="add", checkpoint=False):
         super().__init__()
         if positional not in POSITIONAL:
             raise ValueError(f"positional must be one of {', '.join(map(repr, POSITIONAL))}, "
@@ -55,11 +58,11 @@ class Transformer(nn.Module):
                   residual=residual, rotary=rotary)
         self.encoder = nn.TransformerEncoder(
             lambda: nn.TransformerEncoderLayer(**kw, position_bias=_bias(positional, nhead, True)),
-            num_encoder_layers, _final_norm(norm_first, d_model))
+            num_encoder_layers, _final_norm(norm_first, d_model), checkpoint=checkpoint)
         self.decoder = nn.TransformerDecoder(
             lambda: nn.TransformerDecoderLayer(**kw, position_bias=_bias(positional, nhead,
                                                                          False)),
-            num_decoder_layers, _final_norm(norm_first, d_model))
+            num_decoder_layers, _final_norm(norm_first, d_model), checkpoint=checkpoint)
         self.generator = nn.Linear(d_model, tgt_vocab_size)
         self._reset_embeddings()
         if tie_embeddings:

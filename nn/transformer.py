@@ -291,15 +291,19 @@ class TransformerEncoder(Module):
         norm: an optional final LayerNorm (needed after pre-LN layers).
         enable_nested_tensor, mask_check: PyTorch's switches of its nested-tensor fast
             path, accepted and without effect (the results are the same).
+        checkpoint: recompute each layer's activations in backward instead of keeping them
+            (``utils.checkpoint``, as models.GPT's flag; PyTorch's stacks have none): less
+            memory for one more forward pass of the layers; the gradients are the same.
     Shape:
         src (B, T, E) -> (B, T, E), or unbatched (T, E) -> (T, E)
     """
 
     def __init__(self, layer_or_factory, num_layers, norm=None, enable_nested_tensor=True,
-                 mask_check=True):
+                 mask_check=True, checkpoint=False):
         super().__init__()
         self.layers = _layers(layer_or_factory, num_layers)
         self.norm = norm
+        self.checkpoint = checkpoint
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=False):
         unbatched = _is_unbatched(src, src_key_padding_mask=src_key_padding_mask)
@@ -310,7 +314,7 @@ class TransformerEncoder(Module):
                                                       "src_key_padding_mask and mask")
         x = _widen_stack(self.layers, src)
         for layer in self.layers:
-            x = layer(x, mask, src_key_padding_mask, is_causal)
+            x = _run_layer(self.checkpoint, layer, x, mask, src_key_padding_mask, is_causal)
         x = _narrow_stack(self.layers, x)
         if self.norm is not None:
             x = self.norm(x)
@@ -320,17 +324,19 @@ class TransformerEncoder(Module):
 class TransformerDecoder(Module):
     """A stack of decoder layers, then an optional final norm.
 
-    Args: as TransformerEncoder, with TransformerDecoderLayer.
+    Args: as TransformerEncoder, with TransformerDecoderLayer (``checkpoint`` leaves the
+        layers of an incremental decoding call, with a ``cache``, as they are).
     Shape:
         tgt (B, T, E), memory (B, S, E) -> (B, T, E), or unbatched tgt (T, E), memory (S, E)
         -> (T, E). With a ``cache`` (a DecoderCache), tgt holds only the positions after
         ``cache.position`` (see TransformerDecoderLayer).
     """
 
-    def __init__(self, layer_or_factory, num_layers, norm=None):
+    def __init__(self, layer_or_factory, num_layers, norm=None, checkpoint=False):
         super().__init__()
         self.layers = _layers(layer_or_factory, num_layers)
         self.norm = norm
+        self.checkpoint = checkpoint
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False,
@@ -345,12 +351,21 @@ class TransformerDecoder(Module):
         caches = [None] * len(self.layers) if cache is None else cache.advance(tgt.shape[1 - b])
         x = _widen_stack(self.layers, tgt)
         for layer, layer_cache in zip(self.layers, caches):
-            x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                      memory_key_padding_mask, tgt_is_causal, memory_is_causal, layer_cache)
+            x = _run_layer(self.checkpoint and layer_cache is None, layer, x, memory, tgt_mask,
+                           memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                           tgt_is_causal, memory_is_causal, layer_cache)
         x = _narrow_stack(self.layers, x)
         if self.norm is not None:
             x = self.norm(x)
         return x.squeeze(b) if unbatched else x
+
+
+def _run_layer(checkpointed, layer, *args):
+    """``layer(*args)``, checkpointed (its activations recomputed in backward) or not."""
+    if not checkpointed:
+        return layer(*args)
+    from minigrad.utils.checkpoint import checkpoint
+    return checkpoint(layer, *args, use_reentrant=False)
 
 
 class DecoderCache:

@@ -482,3 +482,25 @@ def test_vmap_rows_time_vmap_and_the_loop_in_both_libraries(capsys):
     for k in batched:
         np.testing.assert_allclose(batched[k].numpy(), np.stack([g[k].numpy() for g in looped]),
                                    rtol=1e-5, atol=1e-6)
+
+
+@needs_torch
+def test_checkpoint_rows_time_and_measure_both_libraries_plain_and_checkpointed(capsys):
+    """benchmarks.checkpoint: a row for each library plain and checkpointed, with its time
+    and peak memory (measured in a child process), the checkpointed rows with the ratios;
+    both variants of each library compute the same loss."""
+    from benchmarks import checkpoint as bench
+    argv = ["--layers", "2", "--seq-len", "8", "--batch", "2", "--d-model", "8",
+            "--repeats", "1", "--threads", "1"]
+    results = bench.main(argv)
+    rows = capsys.readouterr().out.splitlines()[3:]
+    assert [r.split("  ")[0] for r in rows] == ["minigrad plain", "minigrad checkpointed",
+                                                "torch plain", "torch checkpointed"]
+    for row in rows:
+        assert re.search(r"\d+\.\d ms/step   peak +\d+\.\d MB", row)
+    assert all("| time" in r for r in rows[1::2]) and not any("| time" in r for r in rows[::2])
+    assert len(results) == 4 and all(m >= 0 for _, m in results.values())
+    cfg = bench.config_of(bench.parse(argv))
+    for lib in ("minigrad", "torch"):
+        plain, ckpt = (bench.make_step(cfg, lib, c)().item() for c in (False, True))
+        assert plain == ckpt

@@ -114,3 +114,77 @@ def test_gpt_with_checkpointed_blocks_has_the_same_gradients():
         results.append([p.grad.numpy() for p in model.parameters()])
     for plain, ckpt in zip(*results):
         np.testing.assert_array_equal(plain, ckpt)
+
+
+def _seq2seq_grads(flag, **kw):
+    from minigrad.models import Transformer
+    rng = np.random.default_rng(4)
+    src, tgt = mg.tensor(rng.integers(1, 13, (3, 7))), mg.tensor(rng.integers(1, 13, (3, 5)))
+    src[0, -2:] = 0  # padding, masked as keys
+    tgt[1, -1:] = 0
+    mg.manual_seed(0)
+    model = Transformer(13, 13, d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=2,
+                        dim_feedforward=16, dropout=0.3, max_len=16, checkpoint=flag, **kw)
+    logits = model(src, tgt)
+    F.cross_entropy(logits.reshape(-1, 13), tgt.reshape(-1)).backward()
+    return logits.detach().numpy(), [p.grad.numpy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("kw", [{}, dict(norm_first=True, positional="t5"),
+                                dict(residual="mhc", positional="rope", activation="gelu")])
+def test_seq2seq_with_checkpointed_layers_has_the_same_gradients(kw):
+    (plain_out, plain), (ckpt_out, ckpt) = _seq2seq_grads(False, **kw), _seq2seq_grads(True, **kw)
+    np.testing.assert_array_equal(plain_out, ckpt_out)  # (the same dropout masks)
+    assert len(plain) == len(ckpt)
+    for a, b in zip(plain, ckpt):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_checkpointed_stacks_keep_only_their_layers_inputs():
+    mg.manual_seed(0)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 3,
+                                checkpoint=True).double()
+    assert enc.checkpoint and not nn.TransformerEncoder(enc.layers[0], 1).checkpoint
+    x = mg.tensor(np.random.default_rng(5).standard_normal((2, 4, 8)), requires_grad=True)
+    packed = []
+    with mg.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        y = enc(x)
+    assert packed == []  # (every layer's saved tensors went to checkpoint's own hooks)
+    enc.checkpoint = False
+    with mg.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        enc(x)
+    assert packed  # (the plain stack keeps its activations)
+    y.sum().backward()
+    assert x.grad is not None
+
+
+def test_checkpointed_decoder_with_masks_unbatched_and_cache():
+    mg.manual_seed(0)
+    layer = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0)
+    rng = np.random.default_rng(6)
+    tgt, memory = rng.standard_normal((5, 8)), rng.standard_normal((6, 8))
+    mask = mg.tensor(np.triu(np.ones((5, 5), bool), 1))  # causal, True: masked
+    results = []
+    for flag in (False, True):
+        dec = nn.TransformerDecoder(layer, 2, nn.LayerNorm(8), checkpoint=flag)
+        t = mg.tensor(tgt, dtype=mg.float32, requires_grad=True)
+        m = mg.tensor(memory, dtype=mg.float32, requires_grad=True)
+        out = dec(t, m, tgt_mask=mask, tgt_is_causal=True)  # unbatched
+        (out ** 2).sum().backward()
+        results.append([out.detach().numpy(), t.grad.numpy(), m.grad.numpy()])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_checkpointed_seq2seq_decodes_as_the_plain_one():
+    from minigrad.models import Transformer
+    src = mg.tensor(np.random.default_rng(7).integers(3, 13, (2, 6)))
+    outs = []
+    for flag in (False, True):
+        mg.manual_seed(0)
+        model = Transformer(13, 13, d_model=8, nhead=2, num_encoder_layers=1,
+                            num_decoder_layers=2, dim_feedforward=16, max_len=16,
+                            checkpoint=flag)
+        outs.append([model.generate(src, 6, 1, 2, beam_size=b).numpy() for b in (1, 2)])
+    for a, b in zip(*outs):
+        np.testing.assert_array_equal(a, b)

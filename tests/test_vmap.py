@@ -278,14 +278,19 @@ def test_randomness():
         vmap(lambda a: a + mg.randn(50))(x)
     draws = {"randn": lambda a: a * 0 + mg.randn(50), "rand_like": lambda a: mg.rand_like(a),
              "randint": lambda a: a * 0 + mg.randint(0, 1000, (50,)),
-             "uniform_": lambda a: a.clone().uniform_(), "normal_": lambda a: a.clone().normal_()}
+             "uniform_": lambda a: a.clone().uniform_(), "normal_": lambda a: a.clone().normal_(),
+             "randperm": lambda a: a * 0 + mg.randperm(50),
+             "multinomial": lambda a: a * 0 + mg.ones(50).multinomial(50),
+             "multinomial of batched weights": lambda a: a.multinomial(50, replacement=True),
+             "bernoulli": lambda a: (a * 0.5).bernoulli(),
+             "bernoulli of unbatched probabilities": lambda a: a * mg.full((50,), 0.5).bernoulli(),
+             "bernoulli_": lambda a: a.clone().bernoulli_(0.5),
+             "bernoulli_ of batched probabilities": lambda a: a.clone().bernoulli_(a * 0.5)}
     for name, draw in draws.items():
         rows = vmap(draw, randomness="different")(x).numpy()
         assert all(not np.array_equal(rows[0], row) for row in rows[1:]), name
         rows = vmap(draw, randomness="same")(x).numpy()
         assert all(np.array_equal(rows[0], row) for row in rows[1:]), name
-    with pytest.raises(NotImplementedError, match="randomness='different'"):
-        vmap(lambda a: a * 0 + mg.randperm(50), randomness="different")(x)
     different = vmap(lambda a: F.dropout(a, 0.5), randomness="different")(x).numpy()
     assert not all(np.array_equal(different[0], row) for row in different[1:])
     same_ = vmap(lambda a: F.dropout(a, 0.5), randomness="same")(x).numpy()
@@ -305,3 +310,102 @@ def test_in_place_on_an_unbatched_tensor_with_a_batched_value_raises_as_torch():
     # a batched tensor may take an unbatched value in place
     out = vmap(lambda a, b: a.clone().add_(b), in_dims=(0, None))(x, rand(2, seed=1))
     same(out, x + rand(2, seed=1))
+
+
+RANDOM_OPS = {"randperm": lambda a: mg.randperm(50),
+              "multinomial": lambda a: a.multinomial(5),
+              "bernoulli": lambda a: a.bernoulli(),
+              "bernoulli_": lambda a: a.clone().bernoulli_(0.5)}
+
+
+@pytest.mark.parametrize("name", RANDOM_OPS)
+def test_randperm_multinomial_bernoulli_raise_in_error_mode_as_torch(name):
+    x = mg.full((3, 50), 0.5)
+    with pytest.raises(RuntimeError) as ours:
+        vmap(RANDOM_OPS[name])(x)
+    message = ("vmap: called random operation while in randomness error mode. Please either "
+               "use the 'same' or 'different' randomness flags on vmap or perform the "
+               "randomness operation out of vmap")
+    assert str(ours.value).startswith(message)
+    if torch is not None:
+        theirs = {"randperm": lambda a: torch.randperm(50),
+                  "multinomial": lambda a: a.multinomial(5), "bernoulli": lambda a: a.bernoulli(),
+                  "bernoulli_": lambda a: a.clone().bernoulli_(0.5)}[name]
+        with pytest.raises(RuntimeError) as raised:
+            torch.func.vmap(theirs)(torch.full((3, 50), 0.5))
+        assert str(raised.value).startswith(message)
+
+
+def test_randperm_different_is_a_permutation_per_element_and_same_one_for_all():
+    x = mg.ones(8, 3)
+    rows = vmap(lambda a: mg.randperm(20, dtype=mg.int32), randomness="different")(x)
+    assert rows.shape == (8, 20) and rows.dtype == mg.int32
+    rows = rows.numpy()
+    assert all(np.array_equal(np.sort(r), np.arange(20)) for r in rows)
+    assert len({tuple(r) for r in rows}) == 8
+    # nested: "same" outside, "different" inside: equal along the outer dim only
+    grid = vmap(vmap(lambda a: mg.randperm(20), randomness="different"),
+                randomness="same")(mg.ones(3, 4, 2)).numpy()
+    assert grid.shape == (3, 4, 20)
+    assert all(np.array_equal(grid[0], g) for g in grid[1:])
+    assert len({tuple(r) for r in grid[0]}) == 4
+    grid = vmap(vmap(lambda a: mg.randperm(20), randomness="same"),
+                randomness="different")(mg.ones(3, 4, 2)).numpy()
+    assert all(np.array_equal(g[0], r) for g in grid for r in g[1:])
+    assert len({tuple(g[0]) for g in grid}) == 3
+
+
+def test_multinomial_inside_vmap_draws_from_each_elements_weights():
+    w = mg.tensor([[[1.0, 0.0, 0.0, 3.0], [0.0, 2.0, 2.0, 0.0]],
+                   [[0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]]])  # (2 elements, 2 rows, 4)
+    for mode in ("different", "same"):
+        picks = vmap(lambda a: a.multinomial(20000, replacement=True), randomness=mode)(w)
+        assert picks.shape == (2, 2, 20000) and picks.dtype == mg.int64
+        freq = np.stack([np.bincount(p, minlength=4) for p in picks.numpy().reshape(4, -1)])
+        expected = (w / w.sum(-1, keepdim=True)).numpy().reshape(4, 4)
+        np.testing.assert_allclose(freq / 20000, expected, atol=0.02)
+        # without replacement: no category twice, those of weight 0 last
+        picks = vmap(lambda a: a.multinomial(2), randomness=mode)(w).numpy()
+        assert picks.shape == (2, 2, 2)
+        assert {tuple(sorted(p)) for p in picks[:, 1]} <= {(0, 1), (0, 2), (0, 3), (1, 2),
+                                                           (1, 3), (2, 3)}
+        assert set(picks[0, 0]) == {0, 3} and set(picks[0, 1]) == {1, 2}
+        assert picks[1, 0, 0] == 2
+    # unbatched weights: "different" draws each element its own
+    rows = vmap(lambda a: mg.ones(30).multinomial(30), randomness="different")(mg.ones(5, 1))
+    assert len({tuple(r) for r in rows.numpy()}) == 5
+    assert all(np.array_equal(np.sort(r), np.arange(30)) for r in rows.numpy())
+    with pytest.raises(RuntimeError, match="1 or 2 dim"):
+        vmap(lambda a: a.multinomial(1), randomness="same")(mg.ones(2, 3, 4, 5))
+
+
+def test_bernoulli_inside_vmap_draws_with_each_elements_probabilities():
+    p = mg.tensor([[0.1] * 20000, [0.5] * 20000, [0.9] * 20000])
+    for mode in ("different", "same"):
+        out = vmap(lambda a: a.bernoulli(), randomness=mode)(p)
+        assert out.shape == (3, 20000) and out.dtype == p.dtype
+        assert set(np.unique(out.numpy())) <= {0.0, 1.0}
+        np.testing.assert_allclose(out.numpy().mean(1), [0.1, 0.5, 0.9], atol=0.02)
+        filled = vmap(lambda a: a.clone().bernoulli_(a), randomness=mode)(p)
+        np.testing.assert_allclose(filled.numpy().mean(1), [0.1, 0.5, 0.9], atol=0.02)
+    # "same": one uniform draw for all, compared with each element's probabilities
+    out = vmap(lambda a: a.bernoulli(), randomness="same")(p).numpy()
+    assert (out[0] <= out[1]).all() and (out[1] <= out[2]).all()
+    # in place on an unbatched tensor, "different" cannot give each element its own draws
+    with pytest.raises(RuntimeError, match="different inplace randomness on an unbatched"):
+        vmap(lambda a: a + mg.zeros(4).bernoulli_(0.5), randomness="different")(mg.ones(3, 4))
+    same = vmap(lambda a: a * 0 + mg.zeros(4).bernoulli_(0.5), randomness="same")(mg.ones(3, 4))
+    assert all(np.array_equal(same.numpy()[0], r) for r in same.numpy()[1:])
+
+
+def test_random_draws_outside_vmap_are_those_of_the_generator():
+    mg.manual_seed(3)
+    perm, picks = mg.randperm(10).numpy(), mg.tensor([1.0, 2.0, 3.0]).multinomial(2).numpy()
+    coins = mg.full((2, 5), 0.3).bernoulli().numpy()
+    mg.manual_seed(3)
+    rng = mg.backend.generator()
+    np.testing.assert_array_equal(perm, rng.permutation(10))
+    arrivals = rng.standard_exponential((1, 3))
+    np.testing.assert_array_equal(picks, np.argsort(-(np.array([1.0, 2.0, 3.0]) / arrivals),
+                                                    axis=1)[0, :2])
+    np.testing.assert_array_equal(coins, rng.random((2, 5)) < 0.3)

@@ -156,6 +156,7 @@ def batched_index(index):
     return any(getattr(i, "level", None) is not None for i in items)
 
 
+multinomial = None  # minigrad.batched's: Tensor.multinomial inside vmap
 index_per_element = None  # minigrad.batched's: x[index] with such an index, element by element
 
 
