@@ -44,26 +44,30 @@ def tokens(cfg, seed=0):
     return rng.integers(0, VOCAB, (cfg["batch"], cfg["seq_len"] + 1))
 
 
+def _training_step(lib, model, optimizer, x):
+    """One step of next-token training on ``x`` (forward, cross-entropy, backward, the
+    optimiser's step), the same code for both libraries."""
+    def step():
+        optimizer.zero_grad()
+        logits = model(x[:, :-1])
+        loss = lib.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
+                                               x[:, 1:].reshape(-1))
+        loss.backward()
+        optimizer.step()
+        return loss
+    return step
+
+
 def minigrad_step(cfg, checkpointed, seed=0):
     """A training step of models.GPT with checkpoint=checkpointed."""
     from minigrad.models import GPT
-    F = mg.nn.functional
     mg.manual_seed(seed)
     model = GPT(VOCAB, d_model=cfg["d_model"], nhead=HEADS, num_layers=cfg["layers"],
                 dim_feedforward=FEEDFORWARD * cfg["d_model"], dropout=cfg["dropout"],
                 max_len=cfg["seq_len"], positional="learned", tie_embeddings=False,
                 checkpoint=checkpointed)
     optimizer = mg.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
-    x = mg.tensor(tokens(cfg, seed))
-
-    def step():
-        optimizer.zero_grad()
-        logits = model(x[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), x[:, 1:].reshape(-1))
-        loss.backward()
-        optimizer.step()
-        return loss
-    return step
+    return _training_step(mg, model, optimizer, mg.tensor(tokens(cfg, seed)))
 
 
 def torch_model(cfg, checkpointed):
@@ -116,20 +120,10 @@ def torch_model(cfg, checkpointed):
 
 def torch_step(cfg, checkpointed, seed=0):
     """A training step of the nanoGPT-style model, plain or with checkpointed blocks."""
-    F = torch.nn.functional
     torch.manual_seed(seed)
     model = torch_model(cfg, checkpointed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
-    x = torch.tensor(tokens(cfg, seed))
-
-    def step():
-        optimizer.zero_grad()
-        logits = model(x[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), x[:, 1:].reshape(-1))
-        loss.backward()
-        optimizer.step()
-        return loss
-    return step
+    return _training_step(torch, model, optimizer, torch.tensor(tokens(cfg, seed)))
 
 
 def make_step(cfg, lib, checkpointed):
