@@ -410,3 +410,19 @@ def test_saved_values_are_gone_after_backward(device):
         with pytest.raises(RuntimeError, match=r"(?i)freed|released") as err:
             program(M)
         assert re.search(r"retain_graph", str(err.value))
+
+
+def test_held_bytes_tells_buffers_apart_whose_base_is_made_on_each_read(strict):
+    """Buffers are told apart by identity. An array module may hand out a new object for an
+    array's ``.base`` on each read (the strict stand-in keeps none alive), so the count must
+    hold each buffer while it counts: three views of three buffers are three buffers, two
+    views of one are one."""
+    from types import SimpleNamespace
+    from minigrad.viz.graph import held_bytes
+    bases = [strict.zeros(16, dtype=np.float32) for _ in range(3)]
+    views = [b[:8] for b in bases] + [bases[0][8:]]
+    del bases  # only the views keep their buffers now
+    nodes = [SimpleNamespace(checkpoint=None, edges=(), saved=[SimpleNamespace(array=v)])
+             for v in views]
+    total, buffers, leaf = held_bytes(nodes)
+    assert (total, buffers, leaf) == (3 * 64, 3, 0)

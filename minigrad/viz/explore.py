@@ -32,8 +32,8 @@ import numpy as np
 from .. import backend
 from ..autograd import engine
 from ..autograd.graph import AccumulateGrad
-from .graph import (doc_rule, held_bytes, nbytes_text, op_call, op_name, saved_records,
-                    shape_text)
+from .graph import (_base, doc_rule, held_bytes, nbytes_text, op_call, op_name,
+                    saved_records, shape_text)
 from .modules import run_members
 from .render import INSTALL_HELP, GraphvizNotFound, naming
 from .view import make_view
@@ -347,27 +347,24 @@ def _cost(cost):
 
 
 def _buffer_holders(ops):
-    """node -> the saved buffers it holds, and buffer -> [bytes, number of holders]; the
-    leaves' own arrays are left out (they outlive the graph)."""
-    leaves = set()
+    """node -> the saved buffers it holds, and buffer -> [bytes, number of holders, the
+    buffer]; the leaves' own arrays are left out (they outlive the graph). Buffers are told
+    apart by identity, so each is kept in ``sizes`` (an id is unique only while its object
+    lives)."""
+    leaves = {}
     for node in ops:
         for e in node.edges:
             if e and isinstance(e[0], AccumulateGrad) and e[0].variable is not None:
-                leaves.add(id(_base(e[0].variable.array)))
+                base = _base(e[0].variable.array)
+                leaves[id(base)] = base
     holders, sizes = {}, {}
     for node in ops:
         mine = {id(b): b for b in (_base(s.array) for s in node.saved or ())
                 if hasattr(b, "nbytes") and id(b) not in leaves}
         holders[node] = list(mine)
         for b, arr in mine.items():
-            sizes.setdefault(b, [arr.nbytes, 0])[1] += 1
+            sizes.setdefault(b, [arr.nbytes, 0, arr])[1] += 1
     return holders, sizes
-
-
-def _base(arr):
-    while getattr(arr, "base", None) is not None:
-        arr = arr.base
-    return arr
 
 
 # --- module groups ----------------------------------------------------------------------------

@@ -330,26 +330,28 @@ def held_bytes(nodes):
     """The memory the saved tensors of ``nodes`` keep alive, with the inputs of the
     checkpointed regions they were recorded in: each buffer counted once (a view counts
     as the array it views). Returns (bytes, number of buffers, bytes of them
-    that belong to leaf tensors, which exist anyway)."""
-    seen = {}
-    leaves = set()
+    that belong to leaf tensors, which exist anyway). The buffers are told apart by
+    identity, so each is held here until the sums are made (an id is unique only while
+    its object lives)."""
+    seen, leaves = {}, {}
     regions = {n.checkpoint for n in nodes if n.checkpoint is not None}
     for region in regions:  # a checkpoint keeps its inputs instead of its ops' tensors
         for t in region.inputs_alive():
             base = _base(t.array)
-            seen[id(base)] = base.nbytes
+            seen[id(base)] = base
             if t.grad_fn is None and t.requires_grad:
-                leaves.add(id(base))
+                leaves[id(base)] = base
     for node in nodes:
         for e in node.edges:
             if e and isinstance(e[0], AccumulateGrad) and e[0].variable is not None:
-                leaves.add(id(_base(e[0].variable.array)))
+                base = _base(e[0].variable.array)
+                leaves[id(base)] = base
         for s in node.saved or ():
             base = _base(s.array)
             if hasattr(base, "nbytes"):
-                seen[id(base)] = base.nbytes
-    leaf_bytes = sum(n for i, n in seen.items() if i in leaves)
-    return sum(seen.values()), len(seen), leaf_bytes
+                seen[id(base)] = base
+    total = sum(b.nbytes for b in seen.values())
+    return total, len(seen), sum(b.nbytes for i, b in seen.items() if i in leaves)
 
 
 def _feeds(edge, t):
