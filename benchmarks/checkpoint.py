@@ -22,14 +22,12 @@ variant in a fresh process of its own, as benchmarks.run measures the CPU.
 Speed and memory are reported here, never asserted.
 """
 import argparse
-import os
-import subprocess
-import sys
 
 import numpy as np
 
 import minigrad as mg
 from minigrad.demos._cli import positive_int
+from benchmarks import timing
 from benchmarks.timing import (blas_threads, interleaved_all, machine_line, peak_extra_memory,
                                set_threads, torch)
 
@@ -131,19 +129,9 @@ def make_step(cfg, lib, checkpointed):
 
 
 def memory_in_child(args, lib, checkpointed):
-    """Peak extra bytes of two steps of one variant, measured in a fresh process (with
-    benchmarks.run's allocator setting: every allocation of 64 KB or more gets pages of its
-    own, returned when freed, so the resident size follows the live arrays)."""
-    cmd = [sys.executable, "-m", "benchmarks.checkpoint", "--child", lib,
-           "checkpoint" if checkpointed else "plain"] + config_argv(args)
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=_ROOT, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"memory of {lib} failed:\n{done.stderr[-2000:]}")
-    return int(done.stdout.split()[-1])
-
-
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """Peak extra bytes of two steps of one variant, measured in a fresh process."""
+    argv = ["--child", lib, "checkpoint" if checkpointed else "plain"] + config_argv(args)
+    return timing.memory_in_child("benchmarks.checkpoint", argv, lib)
 
 
 def config_argv(args):

@@ -30,14 +30,12 @@ GPU, or a PyTorch with CUDA, the program says so in one line and exits with stat
 """
 import argparse
 import json
-import os
-import subprocess
 import sys
 
 import numpy as np
 
 from minigrad import backend
-from benchmarks import bench_engine, gpu, workloads
+from benchmarks import bench_engine, gpu, timing, workloads
 from benchmarks.timing import (blas_threads, interleaved, interleaved_all, machine_line,
                                peak_extra_memory, set_threads, synced, torch)
 from minigrad.demos._cli import positive_int
@@ -126,19 +124,9 @@ def gpu_target(cp):
 
 def memory_in_child(kind, arg, lib, threads, dropout=None):
     """Peak extra bytes of a step of ``lib``, measured in a fresh process."""
-    cmd = [sys.executable, "-m", "benchmarks.run", "--child", kind, arg, lib,
-           "--threads", str(threads)] + ([] if dropout is None else ["--dropout", f"{dropout}"])
-    # every allocation of 64 KB or more gets pages of its own, returned when freed: the
-    # resident size then follows the live arrays of either library, not what its allocator
-    # keeps for later
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=_ROOT, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"memory of {lib} {kind} {arg} failed:\n{done.stderr[-2000:]}")
-    return int(done.stdout.split()[-1])
-
-
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    argv = ["--child", kind, arg, lib, "--threads", str(threads)]
+    argv += [] if dropout is None else ["--dropout", f"{dropout}"]
+    return timing.memory_in_child("benchmarks.run", argv, f"{lib} {kind} {arg}")
 
 
 def mb(n):

@@ -32,9 +32,8 @@ import tempfile
 import time
 
 from minigrad.backend.threads import THREAD_VARIABLES
-from benchmarks.timing import machine_line
+from benchmarks.timing import ROOT, machine_line
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SETTINGS = {  # name: the variables set on top of an environment without thread settings
     "old default": {"MINIGRAD_ONE_BLAS_THREAD": "0"},
@@ -93,7 +92,7 @@ def run_once(setting, workload, steps, busy, busy_limit):
         with tempfile.TemporaryDirectory() as out:
             start = time.perf_counter()
             done = subprocess.run(command(workload, steps, out), env=environment(setting),
-                                  cwd=_ROOT, capture_output=True, text=True, check=True)
+                                  cwd=ROOT, capture_output=True, text=True, check=True)
             wall = time.perf_counter() - start
     finally:
         if neighbour is not None:

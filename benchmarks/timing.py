@@ -6,6 +6,8 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -129,6 +131,23 @@ def peak_extra_memory(step, runs=2):
         step()
     peak = _status("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return max(0, (peak - rss)) * 1024
+
+
+def memory_in_child(module, argv, what):
+    """The peak extra bytes that ``python -m module *argv`` prints last (a child that runs
+    ``peak_extra_memory`` in a fresh process). Every allocation of 64 KB or more gets pages
+    of its own, returned when freed: the resident size then follows the live arrays of
+    either library, not what its allocator keeps for later. ``what`` names the
+    measurement in the error of a child that fails."""
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+    done = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True,
+                          text=True, cwd=ROOT, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory of {what} failed:\n{done.stderr[-2000:]}")
+    return int(done.stdout.split()[-1])
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # (the repository's)
 
 
 def _status(field):

@@ -32,7 +32,7 @@ def test_peak_extra_memory_sees_a_large_temporary():
             "print(peak_extra_memory(lambda: np.ones(64 * 2**20 // 8).sum()))")
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, cwd=run._ROOT, check=True).stdout
+                         env=env, cwd=timing.ROOT, check=True).stdout
     assert 48 * 2**20 < int(out.split()[-1]) < 96 * 2**20
 
 
@@ -183,7 +183,7 @@ GPU_HERE = mg.cuda_is_available() and torch is not None and torch.cuda.is_availa
 @pytest.mark.skipif(GPU_HERE, reason="this machine can run the GPU benchmark")
 def test_cuda_without_a_gpu_stops_with_one_line_and_status_2():
     done = subprocess.run([sys.executable, "-m", "benchmarks.run", "--device", "cuda",
-                           "--only", "tiny"], capture_output=True, text=True, cwd=run._ROOT)
+                           "--only", "tiny"], capture_output=True, text=True, cwd=timing.ROOT)
     assert done.returncode == 2 and done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr
