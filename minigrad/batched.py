@@ -327,30 +327,37 @@ def _name(func):
     return getattr(func, "__name__", repr(func))
 
 
-def _leaves(tree):
-    """(leaves, rebuild) of a tuple, list or dict tree (a leaf is anything else)."""
-    if isinstance(tree, (tuple, list, dict)):
-        items = list(tree.values()) if isinstance(tree, dict) else list(tree)
-        parts = [_leaves(t) for t in items]
-        counts = [len(p[0]) for p in parts]
+def flatten(tree):
+    """(leaves, rebuild) of a pytree, tuples, lists and dicts of tensors (a leaf is anything
+    else): the leaves in order, and a function that puts a list of as many values back into
+    the same structure."""
+    if isinstance(tree, (tuple, list)):
+        parts = [flatten(t) for t in tree]
+        kind = type(tree)
+    elif isinstance(tree, dict):
+        keys = list(tree)
+        parts = [flatten(tree[k]) for k in keys]
+    else:
+        return [tree], lambda values: values[0]
+    counts = [len(leaves) for leaves, _ in parts]
+    leaves = [leaf for p, _ in parts for leaf in p]
 
-        def rebuild(values):
-            out, start = [], 0
-            for (_, part), n in zip(parts, counts):
-                out.append(part(values[start:start + n]))
-                start += n
-            if isinstance(tree, dict):
-                return dict(zip(tree.keys(), out))
-            return out if isinstance(tree, list) else tuple(out)
-        return [leaf for p in parts for leaf in p[0]], rebuild
-    return [tree], lambda values: values[0]
+    def rebuild(values):
+        out, start = [], 0
+        for (_, part), n in zip(parts, counts):
+            out.append(part(values[start:start + n]))
+            start += n
+        if isinstance(tree, dict):
+            return dict(zip(keys, out))
+        return out if kind is list else tuple(out)
+    return leaves, rebuild
 
 
 def _dims_for(dims, tree, where):
     """One dim per leaf of ``tree`` from ``dims``: an int or None for the whole subtree, or
     a tree of the same structure (a prefix of it)."""
     if dims is None or isinstance(dims, int):
-        return [dims] * len(_leaves(tree)[0])
+        return [dims] * len(flatten(tree)[0])
     if isinstance(dims, (tuple, list)) and isinstance(tree, (tuple, list)) and \
             len(dims) == len(tree):
         return [d for sub, t in zip(dims, tree) for d in _dims_for(sub, t, where)]
@@ -388,7 +395,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         if isinstance(in_dims, tuple) and len(in_dims) != len(args):
             raise ValueError(f"{where}: expected one in_dim per positional input: in_dims has "
                              f"{len(in_dims)}, inputs {len(args)}")
-        leaves, rebuild = _leaves(args)
+        leaves, rebuild = flatten(args)
         dims = _dims_for(in_dims, args, where)
         size = _batch_size(leaves, dims, where)
         if chunk_size is None or chunk_size >= size:
@@ -437,7 +444,7 @@ def _run(func, leaves, rebuild, dims, size, kwargs, out_dims, randomness):
                   for x, d in zip(leaves, dims)]
         out = func(*rebuild(inputs), **kwargs)
         where = f"vmap({_name(func)}, ...)"
-        out_leaves, out_rebuild = _leaves(out)
+        out_leaves, out_rebuild = flatten(out)
         odims = _dims_for(out_dims, out, where + " out")
         results = [_unbatched(o, d, level, func) for o, d in zip(out_leaves, odims)]
     finally:
@@ -468,8 +475,8 @@ def _unbatched(out, dim, level, func):
 
 def _concatenated(chunks, out_dims, where):
     from .combine import cat
-    leaves = [_leaves(c)[0] for c in chunks]
-    _, rebuild = _leaves(chunks[0])
+    leaves = [flatten(c)[0] for c in chunks]
+    _, rebuild = flatten(chunks[0])
     dims = _dims_for(out_dims, chunks[0], where + " out")
     return rebuild([parts[0] if d is None else cat(list(parts), dim=d)
                     for parts, d in zip(zip(*leaves), dims)])

@@ -29,39 +29,14 @@ from .autograd import forward_ad
 from .autograd.batching import LEVELS
 from .autograd.grad_mode import STATE, enable_grad
 from .autograd.graph import AccumulateGrad
-from .batched import from_values, lift, physical, rewrap, values_at, vmap
+from .batched import flatten as _flatten, from_values, lift, physical, rewrap, values_at, vmap
 from .tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp",
            "vmap", "functional_call"]
 
 
-# --- pytrees: tuples, lists and dicts of tensors ---------------------------------------------
-
-def _flatten(tree):
-    """(leaves, rebuild): the tensors of ``tree`` in order, and a function that puts a list
-    of as many values back into the same structure."""
-    if isinstance(tree, (tuple, list)):
-        parts = [_flatten(t) for t in tree]
-        kind = type(tree)
-    elif isinstance(tree, dict):
-        keys = list(tree)
-        parts = [_flatten(tree[k]) for k in keys]
-    else:
-        return [tree], lambda values: values[0]
-    counts = [len(leaves) for leaves, _ in parts]
-    leaves = [leaf for p, _ in parts for leaf in p]
-
-    def rebuild(values):
-        out, start = [], 0
-        for (_, part), n in zip(parts, counts):
-            out.append(part(values[start:start + n]))
-            start += n
-        if isinstance(tree, dict):
-            return dict(zip(keys, out))
-        return out if kind is list else tuple(out)
-    return leaves, rebuild
-
+# --- pytrees: tuples, lists and dicts of tensors (flattened by batched.flatten) -------------
 
 def _tensors(leaves, who, what, floating=True):
     """ValueError unless every leaf is a Tensor, and (``floating``) a floating point or
