@@ -96,10 +96,9 @@ class Region:
         return f"<checkpoint region {self.name}>"
 
 
-def _mark(result, start, region):
-    """Mark the nodes recorded since ``start`` (a recording number) that ``result`` was
-    computed from with ``region``; a node already marked by a checkpoint inside keeps its
-    own, which gets this one as its parent."""
+def _recorded_since(result, start):
+    """The nodes that ``result`` was computed from and that were recorded since ``start``
+    (a recording number), each once: a walk of the graph back to the region's inputs."""
     stack = [t.grad_fn for t in _tensors(result) if t.grad_fn is not None]
     seen = set()
     while stack:
@@ -107,6 +106,15 @@ def _mark(result, start, region):
         if id(node) in seen or node.seq < start or isinstance(node, AccumulateGrad):
             continue
         seen.add(id(node))
+        yield node
+        stack.extend(e[0] for e in node.edges if e and e[0] is not None)
+
+
+def _mark(result, start, region):
+    """Mark the nodes recorded since ``start`` that ``result`` was computed from with
+    ``region``; a node already marked by a checkpoint inside keeps its own, which gets this
+    one as its parent."""
+    for node in _recorded_since(result, start):
         inner = node.checkpoint
         if inner is None:
             node.checkpoint = region
@@ -115,21 +123,13 @@ def _mark(result, start, region):
                 inner = inner.parent
             if inner.parent is None:
                 inner.parent = region
-        stack.extend(e[0] for e in node.edges if e and e[0] is not None)
 
 
 def _release(result, start):
     """Free the graph the recomputation recorded (nodes since ``start``): only the tensors
     it saved are wanted, and its nodes (whose packed outputs point back at them) would
     otherwise wait for the garbage collector."""
-    stack = [t.grad_fn for t in _tensors(result) if t.grad_fn is not None]
-    seen = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen or node.seq < start or isinstance(node, AccumulateGrad):
-            continue
-        seen.add(id(node))
-        stack.extend(e[0] for e in node.edges if e and e[0] is not None)
+    for node in list(_recorded_since(result, start)):
         if hasattr(node, "release"):
             node.release()
 
