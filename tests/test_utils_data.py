@@ -347,3 +347,17 @@ def test_batches_stay_on_the_tested_device(device):
         assert all(b.device == mg.Device(device) for xy in batches for b in xy)
         ys = [v for _, yb in batches for v in yb.tolist()]
         assert ys == [v / 2 for xb, _ in batches for v in xb[:, 0].tolist()]
+
+
+@needs_torch
+def test_classes_live_in_pytorchs_modules():
+    """Each class and function sits in the submodule PyTorch puts it in (so ``from
+    torch.utils.data.sampler import RandomSampler`` keeps working with the import changed),
+    and the package's namespace holds its public names and submodules, no stray imports."""
+    import torch.utils.data as tdata
+    for name in data.__all__:
+        theirs = getattr(tdata, name).__module__.replace("torch", "minigrad", 1)
+        if "._utils." not in theirs:  # (PyTorch's private collate and worker modules)
+            assert getattr(data, name).__module__ == theirs, name
+    public = {n for n in vars(data) if not n.startswith("_")}
+    assert public == set(data.__all__) | {"dataset", "sampler", "dataloader"}
