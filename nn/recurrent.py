@@ -40,11 +40,13 @@ def _gru_step(gi, h, c, w_hh, b_hh):
     return (h - new) * update + new, None
 
 
-def _lstm_step(gi, h, c, w_hh, b_hh):
-    """PyTorch's LSTM cell: c' = f * c + i * g, h' = o * tanh(c')."""
+def _lstm_step(gi, h, c, w_hh, b_hh, w_hr=None):
+    """PyTorch's LSTM cell: c' = f * c + i * g, h' = o * tanh(c'), then h' = h' W_hr^T when
+    the layer projects its state (``proj_size``)."""
     i, f, g, o = (gi + F.linear(h, w_hh, b_hh)).chunk(4, -1)
     c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-    return o.sigmoid() * c.tanh(), c
+    h = o.sigmoid() * c.tanh()
+    return (h if w_hr is None else F.linear(h, w_hr)), c
 
 
 _STEPS = {"RNN_TANH": _rnn_tanh_step, "RNN_RELU": _rnn_relu_step, "GRU": _gru_step,
@@ -75,26 +77,35 @@ class RNNBase(Module):
                 not 0 <= dropout <= 1:
             raise ValueError("dropout should be a number in range [0, 1] representing the "
                              "probability of an element being zeroed")
-        if proj_size:
-            raise NotImplementedError(f"{name}: proj_size is not supported, got {proj_size}")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable "
+                             "projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         if dropout > 0 and num_layers == 1:
             warnings.warn(f"dropout option adds dropout after all but last recurrent layer, "
                           f"so non-zero dropout expects num_layers greater than 1, but got "
                           f"dropout={dropout} and num_layers={num_layers}")
         self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
         self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
-        self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, 0
+        self.dropout, self.bidirectional = float(dropout), bidirectional
+        self.proj_size = proj_size
         gates = _GATES[mode] * hidden_size
+        state = proj_size or hidden_size  # (the size of h: projected, or the hidden size)
         directions = 2 if bidirectional else 1
         kw = dict(device=device, dtype=dtype)
         self._flat_weights_names = []
         for layer in range(num_layers):
             for direction in range(directions):
                 suffix = f"_l{layer}" + ("_reverse" if direction else "")
-                width = input_size if layer == 0 else hidden_size * directions
-                shapes = {"weight_ih": (gates, width), "weight_hh": (gates, hidden_size)}
+                width = input_size if layer == 0 else state * directions
+                shapes = {"weight_ih": (gates, width), "weight_hh": (gates, state)}
                 if bias:
                     shapes.update(bias_ih=(gates,), bias_hh=(gates,))
+                if proj_size:
+                    shapes.update(weight_hr=(proj_size, hidden_size))
                 for kind, shape in shapes.items():
                     setattr(self, kind + suffix, Parameter(mg.empty(*shape, **kw)))
                     self._flat_weights_names.append(kind + suffix)
@@ -112,13 +123,19 @@ class RNNBase(Module):
     @property
     def all_weights(self):
         """The parameters of each layer and direction: [[weight_ih, weight_hh, bias_ih,
-        bias_hh], ...]."""
-        per = 4 if self.bias else 2
+        bias_hh(, weight_hr)], ...]."""
+        per = self._per_direction()
         names = self._flat_weights_names
         return [[getattr(self, n) for n in names[i:i + per]] for i in range(0, len(names), per)]
 
+    def _per_direction(self):
+        """How many parameters each layer and direction has."""
+        return (4 if self.bias else 2) + (1 if self.proj_size else 0)
+
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"  # (PyTorch's RNN shows no nonlinearity)
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if not self.bias:
@@ -135,7 +152,7 @@ class RNNBase(Module):
         lstm, name = self.mode == "LSTM", type(self).__name__
         if input.dim() not in (2, 3):
             raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D "
-                             f"tensor instead")
+                             f"instead")
         batched = input.dim() == 3
         x = input.unsqueeze(1) if not batched else \
             input.transpose(0, 1) if self.batch_first else input
@@ -144,11 +161,14 @@ class RNNBase(Module):
                                f"{self.input_size}, got {x.shape[-1]}")
         steps, batch = x.shape[0], x.shape[1]
         directions = 2 if self.bidirectional else 1
-        expected = (self.num_layers * directions, batch, self.hidden_size)
+        layers = self.num_layers * directions
+        sizes = [(layers, batch, self.proj_size or self.hidden_size),  # h
+                 (layers, batch, self.hidden_size)]                     # c (LSTM's)
         states = [None, None] if hx is None else list(hx) if lstm else [hx, None]
         if lstm and hx is not None and len(states) != 2:
             raise RuntimeError(f"{name}: hx should be a tuple (h_0, c_0)")
         for i, h in enumerate(states[:2 if lstm else 1]):
+            expected = sizes[i]
             if h is None:
                 states[i] = mg.zeros(*expected, dtype=x.dtype, device=x.device)
                 continue
@@ -158,27 +178,31 @@ class RNNBase(Module):
                                    f"{h.dim()}-D tensor")
             h = h if batched else h.unsqueeze(1)
             if tuple(h.shape) != expected:
-                raise RuntimeError(f"Expected hidden size {expected}, got "
+                which = f"hidden[{i}]" if lstm else "hidden"
+                raise RuntimeError(f"Expected {which} size {expected}, got "
                                    f"{list(h.shape if batched else h.squeeze(1).shape)}")
             states[i] = h
         h0, c0 = states
         step = _STEPS[self.mode]
-        per = 4 if self.bias else 2
+        per = self._per_direction()
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outputs = []
             for direction in range(directions):
                 k = layer * directions + direction
-                names = self._flat_weights_names[k * per:(k + 1) * per]
-                w_ih, w_hh, b_ih, b_hh = [getattr(self, n) for n in names] + [None] * (4 - per)
-                gi = F.linear(x, w_ih, b_ih)  # (the input's part of every step at once)
+                weights = {n.split("_l")[0]: getattr(self, n)
+                           for n in self._flat_weights_names[k * per:(k + 1) * per]}
+                w_hh, b_hh = weights["weight_hh"], weights.get("bias_hh")
+                projection = (weights["weight_hr"],) if self.proj_size else ()
+                # (the input's part of every step at once)
+                gi = F.linear(x, weights["weight_ih"], weights.get("bias_ih"))
                 h, c = h0[k], (c0[k] if lstm else None)
                 seq = [None] * steps
                 for t in (range(steps - 1, -1, -1) if direction else range(steps)):
-                    h, c = step(gi[t], h, c, w_hh, b_hh)
+                    h, c = step(gi[t], h, c, w_hh, b_hh, *projection)
                     seq[t] = h
                 outputs.append(mg.stack(seq, 0) if steps else
-                               x.new_zeros(0, batch, self.hidden_size))
+                               x.new_zeros(0, batch, sizes[0][-1]))
                 h_n.append(h)
                 c_n.append(c)
             x = outputs[0] if directions == 1 else mg.cat(outputs, 2)
@@ -206,13 +230,13 @@ class RNN(RNNBase):
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
                  batch_first=False, dropout=0.0, bidirectional=False, device=None,
-                 dtype=None):
+                 dtype=None, proj_size=0):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
                              f"'relu'.")
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size,
                          hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         device=device, dtype=dtype)
+                         proj_size, device=device, dtype=dtype)
         self.nonlinearity = nonlinearity
 
 
@@ -222,15 +246,19 @@ class GRU(RNNBase):
     h' = (1 - z) * n + z * h. Shapes as RNN's."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+                 dropout=0.0, bidirectional=False, device=None, dtype=None, proj_size=0):
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first,
-                         dropout, bidirectional, device=device, dtype=dtype)
+                         dropout, bidirectional, proj_size, device=device, dtype=dtype)
 
 
 class LSTM(RNNBase):
-    """A long short-term memory over whole sequences, as PyTorch's nn.LSTM (without
-    ``proj_size``): input, forget and output gates, c' = f * c + i * g, h' = o * tanh(c').
-    The state is the pair (h, c); shapes as RNN's, forward returns (output, (h_n, c_n))."""
+    """A long short-term memory over whole sequences, as PyTorch's nn.LSTM: input, forget
+    and output gates, c' = f * c + i * g, h' = o * tanh(c'). The state is the pair (h, c);
+    shapes as RNN's, forward returns (output, (h_n, c_n)).
+
+    With ``proj_size`` > 0 (smaller than ``hidden_size``), h' is projected, h' = h' W_hr^T
+    (a ``weight_hr_l{k}`` of shape (proj_size, hidden_size) per layer and direction): h, the
+    output and the next layer's input are proj_size wide, c stays hidden_size wide."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
@@ -280,10 +308,12 @@ class RNNCellBase(Module):
                 states[i] = mg.zeros(*shape, dtype=x.dtype, device=x.device)
                 continue
             h = h if batched else h.unsqueeze(0)
-            if tuple(h.shape) != shape:
-                raise RuntimeError(f"hidden{i if lstm else ''} has inconsistent hidden_size "
-                                   f"or batch size: got {list(h.shape)} expected "
-                                   f"{list(shape)}")
+            if h.shape[0] != shape[0]:
+                raise RuntimeError(f"Input batch size {shape[0]} doesn't match hidden{i} "
+                                   f"batch size {h.shape[0]}")
+            if h.shape[1] != shape[1]:
+                raise RuntimeError(f"hidden{i} has inconsistent hidden_size: got "
+                                   f"{h.shape[1]}, expected {shape[1]}")
             states[i] = h
         h, c = _STEPS[self.mode](F.linear(x, self.weight_ih, self.bias_ih), states[0],
                                  states[1], self.weight_hh, self.bias_hh)

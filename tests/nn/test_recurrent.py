@@ -76,6 +76,34 @@ def test_sequences_match_torch(kind, layout, with_state, device):
 
 
 @needs_torch
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("with_state", [False, True], ids=["zero state", "given state"])
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "unbatched"])
+def test_projected_lstm_matches_torch(layout, with_state, batched, device):
+    """LSTM with proj_size: h (and the output, and the next layer's input) 2 wide, c 4."""
+    options = dict(LAYOUTS[layout], proj_size=2)
+    theirs = make(torch, "LSTM", **options)
+    ours = same_weights(make(mg, "LSTM", **options), theirs, device)
+    assert repr(ours) == repr(theirs)
+    assert [(n, tuple(p.shape)) for n, p in ours.named_parameters()] == \
+        [(n, tuple(p.shape)) for n, p in theirs.named_parameters()]
+    assert [len(w) for w in ours.all_weights] == [len(w) for w in theirs.all_weights]
+    rng = np.random.default_rng(4)
+    shape = (2, 5, 3) if options.get("batch_first") else (5, 2, 3)
+    x = rng.standard_normal(shape if batched else (5, 3))
+    n = options.get("num_layers", 1) * (2 if options.get("bidirectional") else 1)
+    lead = (n, 2) if batched else (n,)
+    state = [rng.standard_normal(lead + (2,)), rng.standard_normal(lead + (4,))] \
+        if with_state else None
+    got, want = run(mg, ours, x, state, device), run(torch, theirs, x, state)
+    for g, w in zip(got[0] + got[1], want[0] + want[1]):
+        assert tuple(g.shape) == tuple(w.shape)
+        assert_same(g, w)
+    for name, w in want[2].items():
+        assert_same(got[2][name], w)
+
+
+@needs_torch
 @pytest.mark.parametrize("kind", KINDS)
 def test_unbatched_sequences_match_torch(kind, device):
     theirs = make(torch, kind, num_layers=2)
@@ -116,10 +144,11 @@ def test_cells_match_torch(kind, batched, device):
         assert_same(g, w)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS + ["LSTM projected"])
 def test_gradcheck(kind):
     mg.manual_seed(0)
-    model = make(mg, kind, num_layers=2, bidirectional=True)
+    options = dict(proj_size=3) if kind.endswith("projected") else {}
+    model = make(mg, kind.split()[0], num_layers=2, bidirectional=True, **options)
     x = mg.tensor(np.random.default_rng(3).standard_normal((3, 2, 3)), requires_grad=True)
     assert mg.autograd.gradcheck(lambda x: model(x)[0], (x,))
 
@@ -154,8 +183,29 @@ def test_dropout_between_layers_and_its_warning(device):
     (lambda M: M.nn.GRU(3, 4, dropout=1.5), ValueError),
     (lambda M: M.nn.GRUCell(3, 4)(M.ones(2, 2)), RuntimeError),
     (lambda M: M.nn.GRUCell(3, 4)(M.ones(2, 3), M.zeros(3, 4)), RuntimeError),
+    (lambda M: M.nn.LSTM(3, 4)(M.ones(5, 2, 3), (M.zeros(1, 2, 5), M.zeros(1, 2, 4))),
+     RuntimeError),
+    (lambda M: M.nn.LSTM(3, 4, proj_size=2)(M.ones(5, 2, 3), (M.zeros(1, 2, 4),
+                                                              M.zeros(1, 2, 4))), RuntimeError),
+    (lambda M: M.nn.LSTM(3, 4, proj_size=2)(M.ones(5, 2, 3), (M.zeros(1, 2, 2),
+                                                              M.zeros(1, 2, 2))), RuntimeError),
+    (lambda M: M.nn.LSTM(3, 4, proj_size=-1), ValueError),
+    (lambda M: M.nn.LSTM(3, 4, proj_size=4), ValueError),
+    (lambda M: M.nn.GRU(3, 4, proj_size=2), ValueError),
+    (lambda M: M.nn.RNN(3, 4, proj_size=2), ValueError),
+    (lambda M: M.nn.LSTMCell(3, 4)(M.ones(2, 3), (M.zeros(2, 4), M.zeros(3, 4))),
+     RuntimeError),
+    (lambda M: M.nn.RNNCell(3, 4)(M.ones(2, 3), M.zeros(2, 5)), RuntimeError),
+    (lambda M: M.nn.LSTMCell(3, 4)(M.ones(2, 3), (M.zeros(2, 4), M.zeros(2, 5))),
+     RuntimeError),
 ], ids=["input size", "state batch", "state dims", "4-D input", "cell state size",
         "nonlinearity", "hidden size 0", "no layers", "dropout", "cell input size",
-        "cell state batch"])
+        "cell state batch", "lstm h size", "projected h size", "projected c size",
+        "negative proj_size", "proj_size not smaller", "proj_size of a GRU",
+        "proj_size of an RNN", "cell c batch", "cell h size", "cell c size"])
 def test_errors_as_torch(program, kind, device):
-    raises_as_torch(program, kind, device)
+    message = raises_as_torch(program, kind, device)
+    try:
+        program(torch)
+    except kind as error:
+        assert message == str(error)
