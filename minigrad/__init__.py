@@ -87,6 +87,9 @@ if os.path.isfile(os.path.join(_CHECKOUT, "setup.cfg")) and \
 # The layers last: they are built from everything above (mg.nn, as torch.nn after torch).
 from . import nn  # noqa: E402,F401
 from . import func  # noqa: E402,F401  (function transforms: mg.func.jacfwd, ...)
+# mg.autograd.functional (jacobian, hessian, ...) is built from whole tensors, as func is:
+# the autograd package, below the tensor, leaves it out, and it loads here
+from .autograd import functional as _autograd_functional  # noqa: E402,F401
 from .func import vmap  # noqa: E402,F401  (torch.vmap is torch.func.vmap)
 from .compile import compile  # noqa: E402,F401,A001  (mg.compile: capture and replay a step)
 from . import cuda  # noqa: E402,F401  (mg.cuda: torch.cuda's queries through CuPy)

@@ -11,7 +11,7 @@ from .grad_mode import (detect_anomaly, enable_grad, inference_mode,  # noqa: F4
                         is_inference_mode_enabled, no_grad, set_detect_anomaly,
                         set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
-from . import engine, forward_ad, functional  # noqa: F401
+from . import engine, forward_ad  # noqa: F401
 from .reading import reading_order  # noqa: F401
 
 

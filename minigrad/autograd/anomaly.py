@@ -4,6 +4,7 @@ whose backward would start from a gradient with NaN values given to ``backward``
 PyTorch's check, NaN only: an infinite gradient given on purpose passes)."""
 import math
 import os
+import sys
 import traceback
 
 from .. import backend
@@ -17,26 +18,31 @@ def user_frames():
     """The creation stack, without minigrad's own frames nor the interpreter's (runpy's, for
     ``python -m``): computed only in anomaly mode. The demos are the user's code, wherever
     they are installed."""
-    library, user = _library_dirs()
+    library = package_dirs(("minigrad", "minigrad.nn", "minigrad.models"))
+    user = package_dirs(("minigrad.demos",))
     return [f for f in traceback.extract_stack()[:-2]
             if not f.filename.startswith(library) or f.filename.startswith(user)
             if not f.filename.startswith("<frozen ") and not f.filename.endswith("runpy.py")]
 
 
-_DIRS = []
+_DIRS = {}  # package name -> its folder (with a trailing separator), once it is loaded
 
 
-def _library_dirs():
-    """(the folders of minigrad's library code, the folder of its demos): nn and models
-    install under minigrad but sit beside it in a checkout."""
-    if not _DIRS:
-        import minigrad.demos
-        import minigrad.models
-        import minigrad.nn
-        library = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-                        for m in (minigrad, minigrad.nn, minigrad.models))
-        _DIRS.extend([library, os.path.dirname(os.path.abspath(minigrad.demos.__file__)) + os.sep])
-    return _DIRS[0], _DIRS[1]
+def package_dirs(names):
+    """The folders of those of minigrad's packages ``names`` that are loaded (nn, models and
+    demos install under minigrad but sit beside it in a checkout). They are looked up in
+    ``sys.modules``, not imported: the library is built on this layer, and a package that
+    is not loaded has no frame on the stack."""
+    dirs = []
+    for name in names:
+        folder = _DIRS.get(name)
+        if folder is None:
+            module = sys.modules.get(name)
+            if module is None:
+                continue
+            folder = _DIRS[name] = os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+        dirs.append(folder)
+    return tuple(dirs)
 
 
 def quiet_numpy():

@@ -12,8 +12,8 @@ Jacobian (every output's derivative along one input direction). No graph is kept
         value, dy = forward_ad.unpack_dual(y)       # dy = J_f(primal) @ tangent
 
 How it works: while a dual level is active this module is registered in
-``PROCESS.watchers``, so ``Function.apply`` takes its general path and calls
-``apply_dual``. When an input carries a tangent, the op runs as usual and then its ``jvp``
+``PROCESS.watchers``, so ``Function.apply`` takes its general path, and ``apply_dual`` in
+``function.apply_dual``, which that path calls (``function`` never imports this module). When an input carries a tangent, the op runs as usual and then its ``jvp``
 rule (beside ``forward`` and ``backward`` in ``minigrad/ops``) maps the inputs' tangents to
 the outputs'. The rules are written with Tensor ops, so a tangent is itself differentiable:
 by reverse mode (``mg.grad`` of a tangent) or by an enclosing level (``func.jacfwd`` of
@@ -37,8 +37,10 @@ import threading
 import weakref
 from collections import namedtuple
 
+from . import function
+from .function import Function, replay_view
 from .grad_mode import PROCESS
-from .graph import TensorBase
+from .graph import SavedTensor, TensorBase
 
 UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])
 LEVELS = []  # the active levels, outermost first (empty: forward mode is off)
@@ -74,6 +76,7 @@ def enter_level():
     LEVELS.append(level)
     if _WATCHER not in PROCESS.watchers:
         PROCESS.watchers = PROCESS.watchers + (_WATCHER,)
+        function.apply_dual = apply_dual
     return level
 
 
@@ -92,6 +95,7 @@ def exit_level(level):
     level.holders.clear()
     if not LEVELS:
         PROCESS.watchers = tuple(w for w in PROCESS.watchers if w != _WATCHER)
+        function.apply_dual = None
 
 
 class dual_level:
@@ -245,7 +249,7 @@ def _view_tangent(t, level):
             return hit[1]
     if source is None:
         return None
-    tangent = _at_level(level, _replay, source, chain)
+    tangent = _at_level(level, replay_view, source, chain)
     _remember(t, level, source, tangent)
     return tangent
 
@@ -256,11 +260,6 @@ def _remember(t, level, source, tangent):
         cache = t._view_tangents = {}
     cache[level] = (source, tangent)
     level.holders.append(weakref.ref(t))
-
-
-def _replay(t, chain):
-    from ..ops.inplace import replay_view
-    return replay_view(t, chain)
 
 
 def _at_level(level, fn, *args):
@@ -320,7 +319,6 @@ def apply_dual(cls, node, args, params):
 
 def _jvp(cls, ctx, args, results, tangents):
     """The op's jvp rule on ``ctx``, one tangent (or None) per output."""
-    from .function import Function
     if cls.jvp is Function.jvp:
         raise NotImplementedError(
             f"{cls.__name__}: You must implement the jvp function for custom "
@@ -352,7 +350,6 @@ def _user_jvp(cls, ctx, tangents):
 
 
 def _constant(t):
-    from .graph import SavedTensor
     return SavedTensor(t, t.array, None, None, t._version, None, None)
 
 

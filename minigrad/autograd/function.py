@@ -24,7 +24,7 @@ change through either is seen by the other, as in PyTorch.
 import functools
 
 from .. import backend
-from . import anomaly, batching, forward_ad
+from . import anomaly, batching
 from .grad_mode import PROCESS, STATE, no_grad
 from .graph import _PLAIN, SEQUENCE, Node, Packed, TensorBase, accumulator_of
 
@@ -36,6 +36,9 @@ _XP_BY_TYPE = backend._XP_BY_TYPE
 _VMAP_LEVELS = batching.LEVELS  # (the list itself: vmap is on while it is not empty)
 # mg.compile's recorder while it captures a step (it is then one of PROCESS.watchers), else None
 capture = None
+# forward_ad.apply_dual while a dual level is open (forward_ad is then one of
+# PROCESS.watchers), else None: forward mode plugs in here, as the recorder does above
+apply_dual = None
 
 
 def on_arrays(fn, *args):
@@ -219,8 +222,8 @@ class Function(Node):
 
         try:
             if not primitive or PROCESS.watched:
-                if forward_ad.LEVELS:  # forward-mode AD: outputs that carry tangents
-                    duals = forward_ad.apply_dual(cls, node, args, params)
+                if apply_dual is not None:  # forward-mode AD: outputs that carry tangents
+                    duals = apply_dual(cls, node, args, params)
                     if duals is not None:
                         return duals
                 out = cls._forward_general(node, arrays, params, first, args)
@@ -370,6 +373,15 @@ def _link_views(cls, params, source, results):
             r._made_without_grad = True
             r._requires_grad = True
         i += 1
+
+
+def replay_view(t, chain):
+    """Apply the view ops of ``chain`` ((op, params, output index) each, as in
+    ``_view_of``) to ``t``."""
+    for op, params, i in chain:
+        out = op.apply(t, **params)
+        t = out[i] if type(out) is tuple else out
+    return t
 
 
 def _refresh_view(view):

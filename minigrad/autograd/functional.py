@@ -8,7 +8,14 @@ caller's tensors and graph are untouched; without ``create_graph=True`` every re
 detached. An output that does not depend on an input gives zeros there, or an error with
 ``strict=True``. ``minigrad.func`` has the composable transforms (``grad``, ``jacrev``,
 ``jacfwd``, ...) of torch.func.
+
+These are user-level transforms built from whole tensors (``stack``), a layer above the
+tensor, beside ``minigrad.func``: the ``autograd`` package below the tensor never imports
+this module; ``minigrad``'s ``__init__`` does, after the tensor, so that
+``mg.autograd.functional`` is there as in PyTorch.
 """
+from ..combine import stack
+from . import grad
 from .grad_mode import enable_grad
 from .graph import TensorBase
 
@@ -42,7 +49,6 @@ def _call(func, inputs, who):
 def _grads(outputs, inputs, grad_outputs, create_graph, strict, who, retain=None):
     """d(outputs . grad_outputs)/d(inputs), zeros (or, strict, an error) where an input
     takes no part."""
-    from . import grad
     wanted = [o for o in outputs if o.requires_grad]
     if not wanted:
         found = (None,) * len(inputs)
@@ -141,7 +147,6 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         per_input = []
         for i, x in enumerate(inputs):
             if rows:
-                from ..combine import stack
                 block = stack([r[i] for r in rows]).reshape(tuple(o.shape) + tuple(x.shape))
             else:  # an empty output
                 block = x.new_zeros(tuple(o.shape) + tuple(x.shape))

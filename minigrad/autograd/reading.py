@@ -14,17 +14,15 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-import minigrad
+from .anomaly import package_dirs
 
 _HERE = os.path.abspath(__file__)
 _INNER = frozenset(("<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>", "<lambda>"))
 
 
 def _roots():
-    import minigrad.models
-    import minigrad.nn
-    return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-                 for m in (minigrad, minigrad.nn, minigrad.models))
+    """The folders of minigrad's code (the engine first, then nn and models when loaded)."""
+    return package_dirs(("minigrad", "minigrad.nn", "minigrad.models"))
 
 
 @dataclass

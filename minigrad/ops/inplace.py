@@ -3,7 +3,7 @@ computed out of place and written into the tensor's memory; these are the nodes 
 describe such a write to the graph.
 """
 from ..autograd import batching
-from ..autograd.function import Primitive
+from ..autograd.function import Primitive, replay_view
 from .shape import GetItem
 
 
@@ -115,11 +115,3 @@ class CopySlices(Primitive):
     node_name = "CopySlices"
 
     vmap = batching.loop
-
-
-def replay_view(t, chain):
-    """Apply the view ops of ``chain`` ((op, params, output index) each) to ``t``."""
-    for op, params, i in chain:
-        out = op.apply(t, **params)
-        t = out[i] if type(out) is tuple else out
-    return t

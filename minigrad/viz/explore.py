@@ -24,13 +24,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from importlib import resources
 
 import numpy as np
 
 from .. import backend
 from ..autograd import engine
+from ..autograd.anomaly import package_dirs
 from ..autograd.graph import AccumulateGrad
 from .graph import (_base, doc_rule, held_bytes, nbytes_text, op_call, op_name,
                     saved_records, shape_text)
@@ -262,9 +262,7 @@ def _source_line(node):
     when that is a different one."""
     if not node.trace:
         return None
-    library = tuple(os.path.dirname(m.__file__) + os.sep for m in
-                    (sys.modules.get("minigrad.nn"), sys.modules.get("minigrad.models"))
-                    if m is not None)
+    library = package_dirs(("minigrad.nn", "minigrad.models"))
     mine = [f for f in node.trace if not f.filename.startswith(library)] or node.trace
     lines = [_frame_text(mine[-1])]
     if node.trace[-1] is not mine[-1]:
