@@ -379,9 +379,10 @@ class profile:
 
     def _note_callers(self, scope):
         """Keep the modules whose forward is running now (the first time ``scope`` is met),
-        so that module paths start from the outermost one, however deep the first op."""
-        from .nn.module import Module
-        call = Module.__call__.__code__
+        so that module paths start from the outermost one, however deep the first op. nn
+        is built on the profiler: its Module is looked up in ``sys.modules`` (loaded, as
+        ``scope`` is one), not imported."""
+        call = sys.modules["minigrad.nn.module"].Module.__call__.__code__
         f = sys._getframe(2)
         while f is not None:
             if f.f_code is call:
@@ -825,8 +826,11 @@ def _checkpoint_frame():
     if not hooks:
         return None
     frame = getattr(hooks[-1][0], "__self__", None)
-    from .utils.checkpoint import _Recompute
-    return frame if isinstance(frame, _Recompute) else None
+    # (looked up, not imported: the utils package is built on the profiler; not loaded,
+    # no checkpoint runs)
+    checkpoint = sys.modules.get("minigrad.utils.checkpoint")
+    return frame if checkpoint is not None and isinstance(frame, checkpoint._Recompute) \
+        else None
 
 
 def _new_bytes(node, inputs, outs):

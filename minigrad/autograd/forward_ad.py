@@ -436,7 +436,7 @@ def written_tangent(base, dbase, chain, dvalue):
     ``dbase`` (zeros when None) with the view's region replaced by ``dvalue`` (zeros when
     None). Written with Tensor ops, so an enclosing level and reverse mode follow it."""
     out = base.new_zeros(base.shape) if dbase is None else dbase.clone()
-    region = _replay(out, chain)
+    region = replay_view(out, chain)
     if dvalue is None:
         region.zero_()
     else:

@@ -21,6 +21,7 @@ import os
 
 import numpy as np
 
+from . import devices
 from .devices import xp_of
 
 _messages = {}   # (error, message) -> its code; _by_code: code -> (error, message)
@@ -65,6 +66,9 @@ def raise_pending():
             error, message = _by_code[code]
             _states.clear()
             raise error(message.format(value))
+
+
+devices.before_read = raise_pending  # backend.to_host: a read raises a failed check first
 
 
 def forget():

@@ -15,6 +15,7 @@ import numpy as np
 from ..autograd.grad_mode import STATE
 from ..autograd.graph import TensorBase
 from ..backend import _XP_BY_TYPE
+from ..tensor import Tensor
 from . import cpu_kernels, fusion
 from .reuse import plan, reusable_slots
 
@@ -80,7 +81,6 @@ class ReplayCtx(ForwardCtx):
 
 
 def _make(a):
-    from ..tensor import Tensor
     return Tensor._make(a)
 
 
@@ -109,8 +109,19 @@ def run_backward_rule(rule, ctx, *grads):
 
 
 def call_returning_arrays(fn, args, kwargs):
-    from .recorder import tensor_arrays
     return tensor_arrays(fn(*args, **kwargs))
+
+
+def tensor_arrays(result):
+    """The arrays of the Tensors a replayed call returned: a Tensor, None, or a flat
+    tuple/list of them (None when it is anything else)."""
+    if result is None:
+        return []
+    if isinstance(result, TensorBase):
+        return [result.array]
+    if isinstance(result, (tuple, list)) and all(isinstance(r, TensorBase) for r in result):
+        return [r.array for r in result]
+    return None
 
 
 class Constant:

@@ -36,7 +36,7 @@ from ..autograd.grad_mode import PROCESS, STATE
 from ..autograd.graph import TensorBase
 from ..backend import random as _random
 from ..fused.attention import Attention
-from .program import Instruction, Program, SlotRef, memory_owner
+from .program import Instruction, Program, SlotRef, memory_owner, tensor_arrays
 
 ACTIVE = [None]  # the recorder capturing a step, if any
 
@@ -471,18 +471,6 @@ def _runs_hooks(node):
         return True
     leaf = getattr(node, "variable", None)
     return leaf is not None and bool(leaf._hooks or leaf._post_accumulate_hooks)
-
-
-def tensor_arrays(result):
-    """The arrays of the Tensors a replayed call returned: a Tensor, None, or a flat
-    tuple/list of them (None when it is anything else)."""
-    if result is None:
-        return []
-    if isinstance(result, TensorBase):
-        return [result.array]
-    if isinstance(result, (tuple, list)) and all(isinstance(r, TensorBase) for r in result):
-        return [r.array for r in result]
-    return None
 
 
 def _is_iterator(a):

@@ -95,7 +95,7 @@ class Attention(Primitive):
             fast = backend.attention_backward(qa, ka, va, o, lse.array, g, scale, causal)
             if fast is not None:
                 needs = ctx.needs_input_grad
-                return tuple(_tensor(d) if n else None for d, n in zip(fast, needs)) + (None,)
+                return tuple(grad._make(d) if n else None for d, n in zip(fast, needs)) + (None,)
         m = None if mask is None else mask.array
         T, S = qa.shape[-2], ka.shape[-2]
         keep = _Dropout(params["dropout_p"], qa.dtype, xp, state)
@@ -117,7 +117,7 @@ class Attention(Primitive):
                                          keep)
         dq *= scale
         needs = ctx.needs_input_grad
-        return tuple(_tensor(d) if n else None for d, n in zip((dq, dk, dv), needs)) + (None,)
+        return tuple(grad._make(d) if n else None for d, n in zip((dq, dk, dv), needs)) + (None,)
 
     @staticmethod
     def jvp(ctx, dq, dk, dv, dmask):
@@ -447,11 +447,6 @@ def _iadd(s, m):
         s += m
         return s
     return s + m
-
-
-def _tensor(arr):
-    from ..tensor import Tensor
-    return Tensor._make(arr)
 
 
 class _Dropout:
