@@ -47,6 +47,9 @@ from .tensor import Tensor
 FORMAT = "minigrad.save"  # the header metadata's "format"
 VERSION = 1
 _INDEX_KEY = "minigrad.index"  # the header metadata entry that holds the JSON index
+# nn.Parameter, which nn (built on this module) hands over when it loads: a tensor of this
+# class is saved with "parameter": true and loads back as one
+parameter_class = None
 
 
 class CheckpointError(RuntimeError, ValueError):
@@ -127,7 +130,6 @@ class _Writer:
     def finish(self):
         """Fill ``entries`` and ``arrays``: a tensor's own bytes, or where two or more
         tensors are views of one CPU array, that array once and each of them as a view."""
-        from . import nn
         raws = [_raw(t) for t in self._tensors]
         roots = [_root(a) for a in raws]
         viewers, viewed = {}, {}  # id(root) -> how many tensors view it, their elements
@@ -138,7 +140,7 @@ class _Writer:
         root_names = {}
         for t, a, where, root in zip(self._tensors, raws, self._wheres, roots):
             entry = {"requires_grad": bool(t.requires_grad), "device": str(t.device)}
-            if isinstance(t, nn.Parameter):
+            if parameter_class is not None and isinstance(t, parameter_class):
                 entry["parameter"] = True
             # a root is shared when it is not mostly bytes that no tensor here shows (a
             # few rows of a large array are written on their own, not with the array)
@@ -323,8 +325,7 @@ class _Reader:
         array = _placed(self.arrays[i], str(entry.get("device", "cpu")), self.map_location)
         t = Tensor._make(array)
         if entry.get("parameter"):
-            from . import nn
-            t = nn.Parameter(t, requires_grad=bool(entry["requires_grad"]))
+            t = parameter_class(t, requires_grad=bool(entry["requires_grad"]))
         elif entry.get("requires_grad"):
             t.requires_grad_(True)
         self.tensors[i] = t

@@ -13,7 +13,8 @@ H_pre = H_post = 1 (their initial values) and H_res = [[1]]: the ordinary residu
 """
 import minigrad as mg
 
-from .module import Module, Parameter
+from .module import Module
+from .parameter import Parameter
 
 
 def sinkhorn(logits, iters=20):

@@ -7,7 +7,8 @@ from minigrad.arguments import _dim
 
 from . import functional as F
 from . import init
-from .module import Module, Parameter
+from .module import Module
+from .parameter import Parameter
 
 
 class Linear(Module):

@@ -2,7 +2,8 @@
 import minigrad as mg
 
 from . import functional as F
-from .module import Module, Parameter
+from .module import Module
+from .parameter import Parameter
 
 
 class LayerNorm(Module):

@@ -16,7 +16,8 @@ import minigrad as mg
 
 from . import functional as F
 from . import init
-from .module import Module, Parameter
+from .module import Module
+from .parameter import Parameter
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "GRU": 3, "LSTM": 4}
 

@@ -22,9 +22,10 @@ from minigrad import cat
 from . import functional as F
 from .activation import Dropout
 from .attention import KVCache, MultiheadAttention
+from .container import ModuleList
 from .ffn import FeedForward
 from .hyper import HyperConnection, collapse_streams, expand_streams
-from .module import Module, ModuleList
+from .module import Module
 from .norm import LayerNorm
 
 
