@@ -12,12 +12,13 @@ Jacobian (every output's derivative along one input direction). No graph is kept
         value, dy = forward_ad.unpack_dual(y)       # dy = J_f(primal) @ tangent
 
 How it works: while a dual level is active this module is registered in
-``PROCESS.watchers``, so ``Function.apply`` takes its general path, and ``apply_dual`` in
-``function.apply_dual``, which that path calls (``function`` never imports this module). When an input carries a tangent, the op runs as usual and then its ``jvp``
-rule (beside ``forward`` and ``backward`` in ``minigrad/ops``) maps the inputs' tangents to
-the outputs'. The rules are written with Tensor ops, so a tangent is itself differentiable:
-by reverse mode (``mg.grad`` of a tangent) or by an enclosing level (``func.jacfwd`` of
-``func.jacfwd``). While the rule of level ``k`` runs, only the levels outside it propagate
+``PROCESS.watchers``, so ``Function.apply`` takes its general path, and its ``apply_dual``
+is ``function.apply_dual``, which that path calls (forward mode plugs into ``Function``:
+``function`` never imports this module). When an input carries a tangent, the op runs as
+usual and then its ``jvp`` rule (beside ``forward`` and ``backward`` in ``minigrad/ops``)
+maps the inputs' tangents to the outputs'. The rules are written with Tensor ops, so a
+tangent is itself differentiable: by reverse mode (``mg.grad`` of a tangent) or by an
+enclosing level (``func.jacfwd`` of ``func.jacfwd``). While the rule of level ``k`` runs, only the levels outside it propagate
 (``_THREAD.limit``).
 
 A tangent lives in the tensor's ``_tangents`` dict ({level: tangent}) and, for recorded ops,
