@@ -30,6 +30,8 @@ from .autograd.batching import LEVELS
 from .autograd.grad_mode import STATE, enable_grad
 from .autograd.graph import AccumulateGrad
 from .batched import flatten as _flatten, from_values, lift, physical, rewrap, values_at, vmap
+from .combine import stack
+from .creation import eye
 from .tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp",
@@ -125,10 +127,10 @@ def _reaches_outside(t):
         return False
     if t.grad_fn is None:
         return _outside(t)
-    stack = [t.grad_fn]
+    todo = [t.grad_fn]
     seen = {t.grad_fn}
-    while stack:
-        node = stack.pop()
+    while todo:
+        node = todo.pop()
         if type(node) is AccumulateGrad:
             leaf = node.variable
             if leaf is not None and _outside(leaf):
@@ -137,7 +139,7 @@ def _reaches_outside(t):
         for edge in node.edges:
             if edge and edge[0] not in seen:
                 seen.add(edge[0])
-                stack.append(edge[0])
+                todo.append(edge[0])
     return False
 
 
@@ -370,7 +372,6 @@ def _jvp_of_values(func, p_leaves, t_leaves, rebuild, has_aux):
 def _unit_vectors(leaves):
     """The rows of the identity over the flattened ``leaves`` (n their total size), as one
     (n, *leaf.shape) tensor per leaf: vmap's batch of basis vectors."""
-    from .creation import eye
     n = sum(x.numel() for x in leaves)
     rows = eye(n, dtype=leaves[0].dtype, device=leaves[0].device)
     out, start = [], 0
@@ -413,7 +414,6 @@ def _batched_or_looped(batched, one, basis):
     except RuntimeError as e:
         if not str(e).startswith("vmap: inplace arithmetic"):
             raise
-    from .combine import stack
     outs = [one(*[b[k] for b in basis]) for k in range(basis[0].shape[0])]
     return tuple(stack(list(parts)) for parts in zip(*outs))
 

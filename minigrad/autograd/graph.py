@@ -14,6 +14,8 @@ import threading
 import weakref
 from collections import namedtuple
 
+from .grad_mode import PROCESS, STATE
+
 _PLAIN = (int, float, bool, complex, type(None))  # saved as they are
 SEQUENCE = itertools.count()  # numbers nodes in recording order (see engine.topological_order)
 
@@ -268,14 +270,12 @@ class saved_tensors_hooks:
         self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
 
     def __enter__(self):
-        from .grad_mode import PROCESS, STATE
         STATE.saved_hooks = STATE.saved_hooks + ((self.pack_hook, self.unpack_hook),)
         with _PACKING:
             object.__setattr__(PROCESS, "packing", PROCESS.packing + 1)
         return self
 
     def __exit__(self, *exc):
-        from .grad_mode import PROCESS, STATE
         STATE.saved_hooks = STATE.saved_hooks[:-1]
         with _PACKING:
             object.__setattr__(PROCESS, "packing", PROCESS.packing - 1)
