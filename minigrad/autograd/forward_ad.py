@@ -18,8 +18,8 @@ is ``function.apply_dual``, which that path calls (forward mode plugs into ``Fun
 usual and then its ``jvp`` rule (beside ``forward`` and ``backward`` in ``minigrad/ops``)
 maps the inputs' tangents to the outputs'. The rules are written with Tensor ops, so a
 tangent is itself differentiable: by reverse mode (``mg.grad`` of a tangent) or by an
-enclosing level (``func.jacfwd`` of ``func.jacfwd``). While the rule of level ``k`` runs, only the levels outside it propagate
-(``_THREAD.limit``).
+enclosing level (``func.jacfwd`` of ``func.jacfwd``). While the rule of level ``k`` runs,
+only the levels outside it propagate (``_THREAD.limit``).
 
 A tangent lives in the tensor's ``_tangents`` dict ({level: tangent}) and, for recorded ops,
 also on the node (a saved output is rebuilt from its array in backward and finds its
