@@ -238,16 +238,6 @@ def _diagonal(op, k):
     return builtins.int(k)
 
 
-def _new_shape(op, x, shape):
-    """The shape argument of reshape or view, as a tuple of ints; PyTorch's refusal of a
-    size below -1 and of more than one -1 (NumPy reads any negative size as -1)."""
-    shape = _shape_arg(shape)
-    if any(n < -1 for n in shape) or shape.count(-1) > 1:
-        raise RuntimeError(f"{op}: invalid shape {list(shape)} for a tensor of shape "
-                           f"{tuple(x.shape)}: sizes must be >= 0, and at most one -1")
-    return shape
-
-
 def _new_size(op, size):
     """The shape of a new tensor, from ``f(2, 3)`` or ``f((2, 3))``; a negative size is a
     RuntimeError, as in PyTorch."""

@@ -17,20 +17,19 @@ from .autograd import batching, engine, forward_ad, graph
 from .autograd.grad_mode import STATE, no_grad
 from .autograd.function import ShapeError, _new_history, _refresh_view, multiple_views_op
 from .autograd.graph import TensorBase
-from .arguments import (_alias, _arg_reduce, _broadcast_shape, _check_not_0d,
-                        _check_output_size, _count, _diagonal, _dim, _dims, _gather_places,
-                        _has_arrays, _has_mask, _in_range, _index, _index_add_args,
-                        _index_tensor, _int_tuple, _is_array, _is_int, _kd, _logical_dims,
-                        _matrices, _new_shape, _normalisable, _one_dim, _reducible,
+from .arguments import (_alias, _arg_reduce, _broadcast_shape, _check_not_0d, _check_output_size,
+                        _count, _diagonal, _dim, _dims, _gather_places, _has_arrays, _has_mask,
+                        _in_range, _index, _index_add_args, _index_tensor, _int_tuple, _is_array,
+                        _is_int, _kd, _logical_dims, _matrices, _normalisable, _one_dim, _reducible,
                         _repeat_counts, _repeat_index_on_device, _required_dim, _scatter_args,
                         _shape_arg, _split_index, _spread)
 from .conversion import (_legacy_type_name, _tensor_args, as_array, filled, legacy_alias,
                          legacy_array, tensor_data)
-from .operands import (_PY_SCALARS, _alpha_sum, _clamp_operands, _described, _fitting,
-                       _float_operands, _floating, _int_division, _no_bool, _no_bool_input,
-                       _no_bool_power, _no_keywords, _operands, _py_scalar, _rounded,
-                       _concatenated, _rounded_division, _scaled_sum, _tensor_arg, _times,
-                       _where, _where_operands, _wrapped, as_tensor)
+from .operands import (_PY_SCALARS, _alpha_sum, _clamp_operands, _concatenated, _described,
+                       _fitting, _float_operands, _floating, _int_division, _no_bool,
+                       _no_bool_input, _no_bool_power, _no_keywords, _operands, _py_scalar,
+                       _rounded, _rounded_division, _scaled_sum, _tensor_arg, _times, _where,
+                       _where_operands, _wrapped, as_tensor)
 from .printing import tensor_repr
 from .random import _categorical_weights, _multinomial_picks, _uniform_draw, host_generator
 from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, CopySlices,
@@ -2124,6 +2123,16 @@ def _copy_of(data):
 
 
 # --- the array work of views, max/min and sort ----------------------------------------------
+
+def _new_shape(op, x, shape):
+    """The shape argument of reshape or view, as a tuple of ints; PyTorch's refusal of a
+    size below -1 and of more than one -1 (NumPy reads any negative size as -1)."""
+    shape = _shape_arg(shape)
+    if any(n < -1 for n in shape) or shape.count(-1) > 1:
+        raise RuntimeError(f"{op}: invalid shape {list(shape)} for a tensor of shape "
+                           f"{tuple(x.shape)}: sizes must be >= 0, and at most one -1")
+    return shape
+
 
 def _viewable(data, shape):
     """Whether ``data`` (an array) can be seen with ``shape`` without a copy: PyTorch's rule
