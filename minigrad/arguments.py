@@ -200,6 +200,25 @@ def _index_item(i, like):
     return i
 
 
+def _is_array(value):
+    """Whether ``value`` is a NumPy or CuPy array (not a NumPy scalar)."""
+    if type(value).__module__.startswith("cupy"):
+        backend.cupy()  # registers cupy.ndarray as a backend array type
+    return type(value) in backend._XP_BY_TYPE
+
+
+def _has_arrays(index):
+    items = index if isinstance(index, tuple) else (index,)
+    return builtins.any(type(i) in backend._XP_BY_TYPE for i in items)
+
+
+def _has_mask(index):
+    """Whether the (converted) index holds a bool array, whose count of True values sets
+    the result's shape."""
+    items = index if isinstance(index, tuple) else (index,)
+    return builtins.any(_is_array(i) and i.dtype == np.bool_ for i in items)
+
+
 # --- dims and shapes of the other methods -----------------------------------------------------
 
 def _is_int(v):
@@ -327,25 +346,6 @@ def _arg_reduce(t, dim, keepdim, op):
 
 
 # --- index tensors: gather, index_select, scatter, index_add, repeat_interleave ---------------
-
-def _is_array(value):
-    """Whether ``value`` is a NumPy or CuPy array (not a NumPy scalar)."""
-    if type(value).__module__.startswith("cupy"):
-        backend.cupy()  # registers cupy.ndarray as a backend array type
-    return type(value) in backend._XP_BY_TYPE
-
-
-def _has_arrays(index):
-    items = index if isinstance(index, tuple) else (index,)
-    return builtins.any(type(i) in backend._XP_BY_TYPE for i in items)
-
-
-def _has_mask(index):
-    """Whether the (converted) index holds a bool array, whose count of True values sets
-    the result's shape."""
-    items = index if isinstance(index, tuple) else (index,)
-    return builtins.any(_is_array(i) and i.dtype == np.bool_ for i in items)
-
 
 class IndexOutOfRange(IndexError, RuntimeError):
     """An index tensor's entry outside its dim (``gather``, ``index_select``): PyTorch raises

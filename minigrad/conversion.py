@@ -92,6 +92,8 @@ def _tensor_args(data, sizes, dtype, device, requires_grad):
     return (data,) + given
 
 
+# --- mg.tensor's data: lists that hold tensors, NumPy's dtypes and PyTorch's ------------------
+
 def tensor_data(data, dtype=None):
     """The array of ``mg.tensor(data, dtype)``: a copy of ``data`` (Python floats become
     float32, ints int64; NumPy scalars and arrays, and tensors, inside a list keep their
@@ -202,6 +204,8 @@ def _check_finite_for(op, data, dtype):
                            f"(a NaN or an infinity in data of shape {values.shape})")
 
 
+# --- filled tensors, made on their device -----------------------------------------------------
+
 def _module(device):
     """The array module of ``device`` (None: the CPU): filled tensors and ranges are built
     there directly, with no copy from the host."""
@@ -213,6 +217,8 @@ def filled(kind, size, dtype, device, *fill):
     on ``device``: "zeros", "ones", "empty", or "full" of the value ``fill``."""
     return getattr(_module(device), kind)(_new_size(kind, size), *fill, dtype=dtype)
 
+
+# --- legacy constructors: mg.FloatTensor(...), x.new(...), x.type('torch.LongTensor') ---------
 
 def legacy_array(dtype, device, args):
     """The array of a legacy constructor's tensor of ``dtype`` on ``device`` (also

@@ -3,6 +3,12 @@
 Every differentiable method is either one ``Primitive`` from ``minigrad.ops`` (or
 ``minigrad.fused``) or a few lines of other Tensor methods (mean, var, squeeze, stack,
 ...): there is no other way to build a gradient. Semantics, names and defaults are PyTorch's.
+
+This module holds the tensor itself: its data, gradient, graph node, version counter and
+views, and how an in-place write is checked and recorded. How the methods read their
+arguments lives below it: dims, shapes and indices in ``arguments``, numbers and dtype
+promotion in ``operands``, data made into arrays in ``conversion``, random draws in
+``random``; ``printing`` formats ``repr``.
 """
 import builtins
 import math
