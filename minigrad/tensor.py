@@ -412,13 +412,13 @@ class Tensor(TensorBase):
         if dtype is None and device is None and not requires_grad:  # (the engine's calls)
             xp = backend.xp_of(self.array)
             return Tensor._make(getattr(xp, kind)(shape, *fill, dtype=self.dtype))
-        dtype = dtypes.as_dtype(self.dtype if dtype is None else dtype)
+        dtype = self.dtype if dtype is None else dtype
         device = self.device if device is None else device
-        if fill:  # (a fill value is read as a number and checked to fit, as mg.full's)
+        if fill:  # (read as a number and checked to fit the dtype, as mg.full reads it)
             value = fill[0].item() if isinstance(fill[0], Tensor) else fill[0]
-            fill = (_fitting(_py_scalar(value), dtype, "full"),)
-        return Tensor(filled(kind, (shape,), dtype, device, *fill), device=device,
-                      requires_grad=requires_grad)
+            fill = (_fitting(_py_scalar(value), dtypes.as_dtype(dtype), "full"),)
+        return Tensor(filled(kind, (shape,), dtypes.as_dtype(dtype), device, *fill),
+                      device=device, requires_grad=requires_grad)
 
     # --- autograd -------------------------------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
