@@ -113,8 +113,8 @@ def _sequence(tensors, op):
 
 
 def _holding_a_tensor(tensors):
-    """``tensors``, where none is a tensor (lists, arrays), each made a tensor on the host;
-    otherwise as they are (the others are made tensors on the first one's device)."""
+    """cat's or stack's ``tensors``: where none is a tensor (lists, arrays), each made one
+    on the host; otherwise as they are (``_promote_all`` makes the others tensors)."""
     if builtins.any(isinstance(t, Tensor) for t in tensors):
         return tensors
     return [Tensor._make(as_array(t)) for t in tensors]
