@@ -27,16 +27,18 @@ from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, fu
                        full_like, linspace, normal, ones, ones_like, rand, rand_like, randint,
                        randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from .creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa
-                       Generator, HalfTensor, IntTensor, LongTensor, ShortTensor,
-                       initial_seed, seed, tril_indices, triu_indices)
+                       HalfTensor, IntTensor, LongTensor, ShortTensor, tril_indices,
+                       triu_indices)
+from .random import Generator, initial_seed, seed  # noqa: F401
 from .dtypes import (bool, double, float, float16, float32, float64, get_default_dtype,  # noqa
                      half, int, int8, int16, int32, int64, long, set_default_dtype, short,
                      uint8)
 from .dtypes import can_cast, finfo, iinfo, is_complex, promote_types  # noqa: F401
-from .tensor import (Tensor, ValuesIndices, broadcast_tensors, einsum, meshgrid,  # noqa: F401
-                     set_printoptions)
+from .tensor import Tensor, ValuesIndices  # noqa: F401
+from .printing import set_printoptions  # noqa: F401
 from .combine import (atleast_1d, atleast_2d, atleast_3d, cat, column_stack, concat,  # noqa
                       concatenate, dstack, hstack, row_stack, stack, vstack, where)
+from .combine import broadcast_tensors, einsum, meshgrid  # noqa: F401
 from . import optim  # noqa: F401  (after Tensor: optimisers update tensors)
 from . import viz  # noqa: F401
 from . import profiler  # noqa: F401  (mg.profiler.profile)
@@ -66,7 +68,7 @@ for _name in _FUNCTIONS:
 del _name
 # ... except those that take a number first, as in PyTorch: mg.add(2, x) is 2 + x, and
 # mg.add(2, 3) a tensor (so is mg.pow(2, x), but mg.pow(2, 3) is a TypeError)
-from .tensor import _number_first  # noqa: E402
+from .combine import _number_first  # noqa: E402
 add, sub, mul, div, pow = (_number_first(_n) for _n in  # noqa: A001
                            ("add", "sub", "mul", "div", "pow"))
 

@@ -249,8 +249,7 @@ def multinomial(t, num_samples, replacement, generator):
     """``t.multinomial(...)`` inside vmap: the weights of every element (lifted to every
     open level) drawn from at once, with random numbers drawn once per element along the
     levels of randomness "different" and shared along those of "same"."""
-    from .tensor import _categorical_weights, _multinomial_picks
-    from .creation import host_generator
+    from .random import _categorical_weights, _multinomial_picks, host_generator
     _, levels = batching.random_draw("multinomial", ())  # ("error": PyTorch's error)
     k = len(LEVELS)
     values = physical(lift(t, k))                                # (S_1..S_k, *logical)

@@ -1,13 +1,21 @@
 """Functions over several tensors: ``cat`` (``concat``, ``concatenate``), ``stack``, the
 stacks along a dim of NumPy's names (``hstack``, ``vstack``, ``dstack``, ``column_stack``),
-``atleast_1d``/``2d``/``3d`` and ``where``."""
-import functools
+``atleast_1d``/``2d``/``3d``, ``where``, ``einsum``, ``meshgrid``, ``broadcast_tensors``,
+and ``mg.add``/``sub``/``mul``/``div``/``pow``, which also take a number first."""
+import builtins
+import math
+import warnings
+
+import numpy as np
 
 from . import dtypes
-from .arguments import _dim
+from .arguments import _broadcast_shape, _dim
 from .autograd.function import ShapeError, read_on_host
-from .ops import Cat, Stack, Where
-from .tensor import Tensor, as_array, as_tensor, _checked_number, _operands
+from .conversion import as_array
+from .operands import (_PY_SCALARS, _alpha_sum, _concatenated, _float_operands, _no_keywords,
+                       _operands, _promote_all, _rounded_division, _where, _where_operands)
+from .ops import Div, Stack
+from .tensor import Tensor
 
 _MISSING = object()  # an argument not given (where(condition) alone)
 
@@ -16,18 +24,12 @@ def cat(tensors, dim=0):
     """Concatenate along an existing dim (dtypes promoted as PyTorch does). As in PyTorch,
     a 1-D empty tensor (shape (0,), such as ``tensor([])``) joins tensors of any shape: it
     adds nothing, but is still an input of the node and gets an empty gradient."""
-    tensors = _promote_all(_sequence(tensors, "cat"), "cat")
-    kept = [t for t in tensors if t.shape != (0,)] or tensors
-    if kept[0].ndim == 1:
-        kept = tensors  # (1-D tensors: the empty ones are joined as they are)
-    if any(t.ndim == 0 for t in kept):
-        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated")
-    return Cat.apply(*tensors, dim=_dim(kept[0], dim))
+    return _concatenated(_holding_a_tensor(_sequence(tensors, "cat")), dim)
 
 
 def stack(tensors, dim=0):
     """Join equal-shaped tensors along a new dim."""
-    tensors = _promote_all(_sequence(tensors, "stack"), "stack")
+    tensors = _promote_all(_holding_a_tensor(_sequence(tensors, "stack")), "stack")
     for i, t in enumerate(tensors[1:], 1):
         if t.shape != tensors[0].shape:
             raise ShapeError(f"stack: expects tensors of equal shape, got {tensors[0].shape} "
@@ -110,6 +112,14 @@ def _sequence(tensors, op):
     return list(tensors)
 
 
+def _holding_a_tensor(tensors):
+    """cat's or stack's ``tensors``: where none is a tensor (lists, arrays), each made one
+    on the host; otherwise as they are (``_promote_all`` makes the others tensors)."""
+    if builtins.any(isinstance(t, Tensor) for t in tensors):
+        return tensors
+    return [Tensor._make(as_array(t)) for t in tensors]
+
+
 def _non_empty(tensors, op):
     tensors = _sequence(tensors, op)
     if not tensors:
@@ -130,27 +140,186 @@ def where(condition, input=_MISSING, other=_MISSING):
     if input is _MISSING or other is _MISSING:
         raise TypeError("where() takes the condition alone, or the condition, input and "
                         "other: got input or other without the other one")
-    for t, v in ((input, other), (other, input)):  # a number out of an integer tensor's
-        if isinstance(t, Tensor) and not isinstance(v, Tensor):  # range: refused, as PyTorch
-            _checked_number(v, t.array.dtype, "where")
-    if isinstance(input, Tensor):
-        input, other = _operands(input, other)
-    elif isinstance(other, Tensor):
-        other, input = _operands(other, input)
+    if isinstance(input, Tensor) or isinstance(other, Tensor):
+        input, other = _where_operands(input, other)
+    else:  # two numbers: input made a tensor on condition's device (the host if none)
+        device = condition.device if isinstance(condition, Tensor) else None
+        input, other = _operands(Tensor._make(as_array(input, device=device)), other)
+    return _where(condition, input, other)
+
+
+def _number_first(name):
+    """``mg.<name>`` (add, sub, mul, div, pow): the Tensor method, which also takes a number
+    as its first argument, as PyTorch's functions do (a number and a tensor: the tensor's
+    reflected op; two numbers: the first as a tensor, except for pow)."""
+    method = getattr(Tensor, name)
+
+    def function(input, other, **kwargs):
+        if isinstance(input, Tensor):
+            return method(input, other, **kwargs)
+        if type(input) not in _PY_SCALARS and not isinstance(input, np.generic) or \
+                name == "pow" and not isinstance(other, Tensor):
+            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(input).__name__}")
+        if not isinstance(other, Tensor):
+            return method(Tensor(as_array(input)), other, **kwargs)
+        if name in ("add", "sub"):
+            alpha = kwargs.pop("alpha", 1)
+            _no_keywords(name, kwargs)
+            return _alpha_sum(name, other, input, alpha, reflected=True)
+        if name == "div":
+            mode = kwargs.pop("rounding_mode", None)
+            _no_keywords(name, kwargs)
+            if mode is None:  # (a true division: the operator's reciprocal(x) * number
+                return Div.apply(*_float_operands(other, input, True))  # is `/` only)
+            return _rounded_division(other, input, mode, reflected=True)
+        _no_keywords(name, kwargs)
+        return getattr(other, "__rmul__" if name == "mul" else "__rpow__")(input)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = method.__doc__
+    return function
+
+
+def einsum(equation, *operands):
+    """Sums of products over the subscripts of ``equation`` ("ij,jk->ik", "...ij,...jk",
+    "ii->i"), as PyTorch's: a subscript repeated in one operand takes its diagonal, one that
+    is in no other operand nor in the output is summed first, and each pair of operands is
+    contracted by one ``matmul`` (batch subscripts, kept ones, summed ones). Operands of
+    different dtypes are promoted (PyTorch refuses that where it contracts them)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    terms, out = _einsum_terms(equation.replace(" ", ""), operands)
+    dtype = operands[0].dtype
+    for t in operands[1:]:
+        dtype = dtypes.promote_types(dtype, t.dtype)
+    pending = []
+    for x, term in zip(operands, terms):
+        x = x.to(dtype)
+        for letter in dict.fromkeys(term):  # (a repeated subscript: the diagonal)
+            while term.count(letter) > 1:
+                p = term.index(letter)
+                q = term.index(letter, p + 1)
+                x = x.diagonal(0, p, q)
+                term = term[:p] + term[p + 1:q] + term[q + 1:] + letter
+        pending.append((x, term))
+    x, tx = pending[0]
+    for k in range(1, len(pending) + 1):
+        later = out + "".join(t for _, t in pending[k + 1:])
+        y, ty = pending[k] if k < len(pending) else (None, "")
+        x, tx = _einsum_sum(x, tx, later + ty)
+        if y is None:
+            break
+        y, ty = _einsum_sum(y, ty, later + tx)
+        x, tx = _einsum_pair(x, tx, y, ty, later)
+    return x.permute(*[tx.index(c) for c in out]) if tx != out else x
+
+
+def _einsum_terms(equation, operands):
+    """The subscripts of each operand and of the output, with ``...`` written out as
+    letters of its own (counted from the right, so that its dims broadcast)."""
+    inputs, arrow, out = equation.partition("->")
+    inputs = inputs.split(",")
+    if len(inputs) != len(operands):
+        raise RuntimeError(f"einsum(): {'more' if len(operands) > len(inputs) else 'fewer'} "
+                           f"operands were provided than specified in the equation")
+    dots = 0
+    terms = []
+    for term, x in zip(inputs, operands):
+        letters = term.replace("...", "")
+        n = x.ndim - len(letters)
+        if n < 0 or (n and "..." not in term):
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation "
+                               f"({len(letters)}) does not match the number of dimensions "
+                               f"({x.ndim}) for operand {len(terms)}"
+                               f"{'' if '...' in term else ' and no ellipsis was given'}")
+        dots = builtins.max(dots, n)
+        terms.append(term.replace("...", "".join(chr(0x100 + i) for i in range(n, 0, -1))))
+    ellipsis = "".join(chr(0x100 + i) for i in range(dots, 0, -1))
+    if not arrow:
+        counts = "".join(terms)
+        out = ellipsis + "".join(sorted(c for c in set(counts) if c.isalpha() and
+                                        counts.count(c) == 1 and ord(c) < 0x100))
     else:
-        input = as_tensor(as_array(input), like=condition)
-        input, other = _operands(input, other)
-    condition = as_tensor(condition, like=input)
-    if condition.dtype not in (dtypes.bool, dtypes.uint8):
-        raise RuntimeError(f"where: expected condition to be a bool tensor, got {condition.dtype} "
-                           f"(shape {tuple(condition.shape)})")
-    return Where.apply(condition, input, other)
+        out = out.replace("...", ellipsis)
+        for c in out:
+            if out.count(c) > 1:
+                raise RuntimeError(f"einsum(): output subscript {c} appears more than once in "
+                                   f"the output")
+            if not builtins.any(c in t for t in terms):
+                raise RuntimeError(f"einsum(): output subscript {c} does not appear in the "
+                                   f"equation for any input operand")
+    sizes = {}
+    for i, (term, x) in enumerate(zip(terms, operands)):
+        for c, n in zip(term, x.shape):
+            if sizes.get(c, 1) != n and n != 1:
+                if c in sizes and sizes[c] != 1:
+                    raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {i} "
+                                       f"which does not broadcast with previously seen size "
+                                       f"{sizes[c]}")
+            sizes[c] = builtins.max(sizes.get(c, 1), n)
+    return terms, out
 
 
-def _promote_all(tensors, op):
-    if not tensors:  # (PyTorch: a ValueError from cat, a RuntimeError from stack)
-        raise (ValueError if op == "cat" else RuntimeError)(
-            f"{op}: expected a non-empty sequence of tensors")
-    tensors = [as_tensor(t, like=tensors[0]) for t in tensors]
-    dt = functools.reduce(dtypes.promote_types, [t.dtype for t in tensors])
-    return [t.to(dt) for t in tensors]
+def _einsum_sum(x, term, kept):
+    """``x`` summed over its subscripts that are not in ``kept``."""
+    gone = [i for i, c in enumerate(term) if c not in kept]
+    if not gone:
+        return x, term
+    return x.sum(tuple(gone)), "".join(c for c in term if c in kept)
+
+
+def _einsum_pair(x, tx, y, ty, kept):
+    """The contraction of two operands by one matmul: (batch, left, summed) @
+    (batch, summed, right), where batch subscripts are in both and kept."""
+    batch = [c for c in tx if c in ty and c in kept]
+    summed = [c for c in tx if c in ty and c not in kept]
+    left = [c for c in tx if c not in ty]
+    right = [c for c in ty if c not in tx]
+    size = {c: builtins.max(x.shape[tx.index(c)], y.shape[ty.index(c)]) for c in summed}
+    x = x.permute(*[tx.index(c) for c in batch + left + summed])
+    y = y.permute(*[ty.index(c) for c in batch + summed + right])
+    x = x.expand(*x.shape[:len(batch) + len(left)], *[size[c] for c in summed])
+    y = y.expand(*y.shape[:len(batch)], *[size[c] for c in summed], *y.shape[-len(right):]
+                 if right else ())
+    nb = len(batch)
+    left_shape, right_shape = x.shape[nb:nb + len(left)], y.shape[nb + len(summed):]
+    c = math.prod(size[c] for c in summed)
+    out = x.reshape(*x.shape[:nb], math.prod(left_shape), c).matmul(
+        y.reshape(*y.shape[:nb], c, math.prod(right_shape)))
+    return out.reshape(*out.shape[:nb], *left_shape, *right_shape), "".join(batch + left + right)
+
+
+def meshgrid(*tensors, indexing=None):
+    """Grids from vectors: output i holds ``tensors[i]`` along dim i, repeated along the
+    others ("ij"); with "xy", the first two inputs take each other's dims (as NumPy's)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the "
+                      "indexing argument.", UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but "
+                           f"received: {indexing}")
+    for t in tensors:
+        if t.ndim > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list "
+                               f"but got: {t.ndim}D tensor")
+    swap = indexing == "xy" and len(tensors) >= 2
+    if swap:
+        tensors = (tensors[1], tensors[0]) + tuple(tensors[2:])
+    shape = tuple(t.numel() for t in tensors)
+    grids = [t.reshape(tuple(-1 if k == i else 1 for k in range(len(shape)))).expand(shape)
+             for i, t in enumerate(tensors)]
+    if swap:
+        grids = [grids[1], grids[0]] + grids[2:]
+    return tuple(grids)
+
+
+def broadcast_tensors(*tensors):
+    """The tensors expanded to their common broadcast shape (views)."""
+    shape = tensors[0].shape
+    for t in tensors[1:]:
+        shape = _broadcast_shape("broadcast_tensors", Tensor._make(np.empty(shape)), t)
+    return tuple(t.expand(shape) for t in tensors)

@@ -6,123 +6,22 @@ purpose: a seed gives the same numbers on every device.
 """
 import builtins
 import math
-import warnings
 
 import numpy as np
 
 from . import backend, dtypes
-from .autograd import batching
-from .autograd.function import read_on_host
-from .tensor import Tensor, _fitting, _py_scalar, _shape_arg, as_array
+from .arguments import _new_size
+from .conversion import (LEGACY_DTYPES, _module, as_array, filled, legacy_alias, legacy_array,
+                         tensor_data)
+from .operands import _fitting, _py_scalar
+from .random import _batched, _draw_shape, host_generator
+from .tensor import Tensor
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (Python floats become float32, ints int64;
     NumPy scalars and arrays, and tensors, inside a list keep their dtype, as in PyTorch)."""
-    if data is None:
-        raise RuntimeError("tensor: Could not infer dtype of NoneType (data is None)")
-    if isinstance(data, (list, tuple)) and _holds_tensor(data):
-        data, found = _numbers_of_tensors(data, dtypes.as_dtype(dtype))
-        dtype = found if dtype is None else dtype
-    if dtype is None and isinstance(data, (list, tuple)):
-        dtype = _list_dtype(data)
-    try:
-        arr = as_array(data, dtype)
-    except ValueError:
-        _check_finite_for("tensor", data, dtype)
-        raise
-    if arr is data or (isinstance(data, Tensor) and arr is data.array):
-        arr = arr.copy()
-    return Tensor(arr, device=device, requires_grad=requires_grad)
-
-
-def _holds_tensor(data):
-    """Whether a Tensor is anywhere in the nested list ``data``."""
-    return builtins.any(isinstance(i, Tensor) or isinstance(i, (list, tuple)) and
-                        _holds_tensor(i) for i in data)
-
-
-def _numbers_of_tensors(data, dtype):
-    """(``data`` with each Tensor in it as its one value, the dtype PyTorch infers).
-
-    As PyTorch, a Tensor inside a list is a number: one of one element, whatever its dims
-    ([tensor(1.), tensor([2.])] has shape (2,)), keeping its dtype; any other is a
-    ValueError, and so is a floating one where ``dtype`` is bool or an integer (a
-    TypeError). The dtype promotes those of every item: a Tensor's or an array's own,
-    bool, int64 for an int, the default dtype for a float."""
-    found = []
-    warned = [False]
-
-    def number(item):
-        if isinstance(item, (list, tuple)):
-            return [number(i) for i in item]
-        if isinstance(item, Tensor):
-            read_on_host("mg.tensor() of a list of tensors")
-            if item.numel() != 1:
-                raise ValueError(f"tensor: only one element tensors can be converted to Python "
-                                 f"scalars, got a tensor of shape {tuple(item.shape)} in the list")
-            if dtype is not None and dtype.kind in "biu" and item.dtype.kind in "fc":
-                raise TypeError(f"tensor: only integer tensors of a single element can be "
-                                f"converted to an index (a {item.dtype} tensor in a list made "
-                                f"into {dtype})")
-            if item.requires_grad and not warned[0]:
-                warned[0] = True
-                warnings.warn("Converting a tensor with requires_grad=True to a scalar may "
-                              "lead to unexpected behavior.\nConsider using tensor.detach() "
-                              "first.", UserWarning, stacklevel=4)
-            item = backend.to_host(item.array).reshape(())[()]  # (a NumPy scalar: its dtype)
-        found.append(_item_dtype(item))
-        return item
-    data = number(data)
-    dtype = found[0] if found else None
-    for d in found[1:]:
-        dtype = dtypes.promote_types(dtype, d)
-    return data, dtype
-
-
-def _item_dtype(item):
-    """The dtype PyTorch infers for one item of a list."""
-    if isinstance(item, (np.ndarray, np.generic)):
-        return item.dtype
-    if isinstance(item, builtins.bool):
-        return np.dtype(np.bool_)
-    if isinstance(item, builtins.int):
-        return np.dtype(np.int64)
-    if isinstance(item, builtins.complex):
-        return np.dtype(np.complex64 if dtypes.get_default_dtype() == np.float32
-                        else np.complex128)
-    return np.dtype(dtypes.get_default_dtype())
-
-
-def _list_dtype(data):
-    """The dtype PyTorch gives a tensor made from the list ``data`` where NumPy's would
-    differ: float64 when a float64 NumPy scalar, array or tensor is in it (NumPy's float64
-    from Python floats alone becomes the default dtype); None to let NumPy decide."""
-    found = [False]
-
-    def walk(item):
-        if isinstance(item, (list, tuple)):
-            for i in item:
-                if type(i) is not builtins.float and type(i) is not builtins.int:
-                    walk(i)
-        elif isinstance(item, (np.ndarray, np.generic, Tensor)) and item.dtype == np.float64:
-            found[0] = True
-    walk(data)
-    return np.float64 if found[0] else None
-
-
-def _check_finite_for(op, data, dtype):
-    """PyTorch's RuntimeError for a NaN or an infinity made into an integer tensor."""
-    dtype = dtypes.as_dtype(dtype)
-    if dtype is None or dtype.kind not in "iu":
-        return
-    try:
-        values = np.asarray(data.array if isinstance(data, Tensor) else data, dtype=np.float64)
-    except (ValueError, TypeError):
-        return
-    if not np.isfinite(values).all():
-        raise RuntimeError(f"{op}: value cannot be converted to type {dtype} without overflow "
-                           f"(a NaN or an infinity in data of shape {values.shape})")
+    return Tensor(tensor_data(data, dtype), device=device, requires_grad=requires_grad)
 
 
 def from_numpy(array):
@@ -131,22 +30,6 @@ def from_numpy(array):
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray (got {type(array).__name__})")
     return Tensor._make(array)
-
-
-def _module(device):
-    """The array module of ``device`` (None: the CPU): filled tensors and ranges are built
-    there directly, with no copy from the host."""
-    return backend.array_module(backend.CPU if device is None else device)
-
-
-def _new_shape(op, size):
-    """The shape of a new tensor, from ``f(2, 3)`` or ``f((2, 3))``; a negative size is a
-    RuntimeError, as in PyTorch."""
-    shape = _shape_arg(size)
-    if any(n < 0 for n in shape):
-        raise RuntimeError(f"{op}: trying to create a tensor with negative dimension "
-                           f"{min(shape)}: {list(shape)}")
-    return shape
 
 
 def _size(op, shape, size):
@@ -159,8 +42,7 @@ def _size(op, shape, size):
 
 
 def _filled(fill, size, dtype, device, requires_grad):
-    make = getattr(_module(device), fill)
-    arr = make(_new_shape(fill, size), dtypes.as_dtype(dtype) or dtypes.get_default_dtype())
+    arr = filled(fill, size, dtypes.as_dtype(dtype) or dtypes.get_default_dtype(), device)
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
@@ -194,7 +76,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     # PyTorch's checked conversion: NaN or 300 into uint8, 70000 into float16 are refused
     dtype = dtypes.as_dtype(dtype)
     fill_value = _fitting(_py_scalar(fill_value), dtype, "full")
-    arr = _module(device).full(_new_shape("full", (size,)), fill_value, dtype=dtype)
+    arr = filled("full", (size,), dtype, device, fill_value)
     return Tensor(arr, device=device, requires_grad=requires_grad)
 
 
@@ -300,7 +182,7 @@ def rand(*shape, size=None, generator=None, dtype=None, device=None, requires_gr
     """Uniform on [0, 1). Drawn on the host by minigrad's one generator and copied to
     ``device``, so a seed gives the same numbers on the CPU and the GPU."""
     dtype = _floating_draw("rand", dtype)
-    shape, levels = _draw_shape("rand", _new_shape("rand", _size("rand", shape, size)))
+    shape, levels = _draw_shape("rand", _new_size("rand", _size("rand", shape, size)))
     arr = host_generator(generator, True).random(shape, dtype=_draw_dtype(dtype)).astype(dtype)
     return _batched(Tensor(arr, device=device, requires_grad=requires_grad), levels)
 
@@ -308,22 +190,10 @@ def rand(*shape, size=None, generator=None, dtype=None, device=None, requires_gr
 def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal, drawn on the host as ``rand``'s."""
     dtype = _floating_draw("randn", dtype)
-    shape, levels = _draw_shape("randn", _new_shape("randn", _size("randn", shape, size)))
+    shape, levels = _draw_shape("randn", _new_size("randn", _size("randn", shape, size)))
     arr = host_generator(generator, True).standard_normal(shape, dtype=_draw_dtype(dtype))
     return _batched(Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad),
                     levels)
-
-
-def _draw_shape(op, shape):
-    """The shape to draw and the vmap levels to batch the draw at (see
-    ``batching.random_draw``): ``shape`` and none outside vmap."""
-    if not batching.LEVELS:
-        return shape, ()
-    return batching.random_draw(op, shape)
-
-
-def _batched(t, levels):
-    return batching.per_element(t, levels) if levels else t
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
@@ -394,7 +264,7 @@ def _randint(op, low, high, size, dtype, device, requires_grad, generator=None):
             if not info.min <= v <= info.max:
                 raise RuntimeError(f"{op}: {name} = {v} is out of bounds for {dtype} "
                                    f"([{info.min}, {info.max}])")
-    shape, levels = _draw_shape(op, _new_shape(op, (size,)))
+    shape, levels = _draw_shape(op, _new_size(op, (size,)))
     arr = host_generator(generator, True).integers(low, high, shape, dtype=np.int64)
     return _batched(Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad),
                     levels)
@@ -408,7 +278,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
         n = n.item()
     if type(n) is not builtins.int and not isinstance(n, np.integer):
         raise TypeError(f"randperm(): argument 'n' must be int, not {type(n).__name__}")
-    (n,) = _new_shape("randperm", (n,))
+    (n,) = _new_size("randperm", (n,))
     dtype = dtypes.as_dtype(dtype) or dtypes.int64
     if dtype.kind == "b":
         raise NotImplementedError("randperm: not implemented for bool (dtype=bool)")
@@ -425,70 +295,6 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
         arr = rng.permutation(n)
     return _batched(Tensor(arr.astype(dtype), device=device, requires_grad=requires_grad),
                     levels)
-
-
-class Generator:
-    """A random number generator of its own, as ``torch.Generator``: ops given
-    ``generator=`` draw from it rather than from the global one. It is the same kind of
-    generator, so ``Generator().manual_seed(n)`` draws what ``mg.manual_seed(n)`` would.
-    Its draws are made on the host, whatever ``device``, as every other draw."""
-
-    def __init__(self, device="cpu"):
-        self.device = backend.Device(device)
-        self.manual_seed(backend.DEFAULT_SEED)
-
-    def manual_seed(self, seed):
-        self._source = backend.random.Source(builtins.int(seed))  # (the global one's kind)
-        return self
-
-    @property
-    def host(self):
-        return self._source.host
-
-    def seed(self):
-        """Seed from the operating system's entropy; returns the seed."""
-        self.manual_seed(_entropy_seed())
-        return self._source.seed
-
-    def initial_seed(self):
-        return self._source.seed
-
-    def get_state(self):
-        """The state, as a dict (NumPy's ``bit_generator.state``; PyTorch's is a tensor)."""
-        return dict(self.host.bit_generator.state)
-
-    def set_state(self, state):
-        self.host.bit_generator.state = dict(state)
-        return self
-
-
-def initial_seed():
-    """The seed of the global generator (the last ``manual_seed``'s, or the default)."""
-    return backend.random.source().seed
-
-
-def seed():
-    """Seed the global generator from the operating system's entropy; returns the seed."""
-    chosen = _entropy_seed()
-    backend.manual_seed(chosen)
-    return chosen
-
-
-def _entropy_seed():
-    return builtins.int(np.random.SeedSequence().entropy % 2 ** 63)
-
-
-def host_generator(generator, checked=False):
-    """Where a draw comes from: ``generator``'s own or, without one, the global generator.
-    Inside vmap, as its randomness allows (unless the caller ``checked``)."""
-    if batching.LEVELS and not checked:
-        batching.random_draw("this random op")
-    if generator is None:
-        return backend.generator()
-    if not isinstance(generator, Generator):
-        raise TypeError(f"generator must be a minigrad.Generator, not "
-                        f"{type(generator).__name__}")
-    return generator.host
 
 
 def _draw_dtype(dtype):
@@ -533,72 +339,25 @@ class _LegacyTensorType(type):
         if device is not None and backend.Device(device).type != "cpu":
             raise RuntimeError(f"legacy constructor expects device type: cpu but device type: "
                                f"{backend.Device(device).type} was passed")
-        return legacy_new(cls.dtype, None, args)
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            return legacy_alias(cls.dtype, args[0])
+        return Tensor(legacy_array(cls.dtype, None, args))
 
 
-def legacy_new(dtype, device, args):
-    """A legacy constructor's tensor of ``dtype`` on ``device`` (also ``Tensor.new``'s)."""
-    if len(args) == 1 and not _legacy_size(args[0]):
-        return _legacy_data(dtype, device, args[0])
-    for i, n in enumerate(args):
-        if not _legacy_size(n):
-            raise TypeError(f"new(): argument 'size' failed to unpack the object at pos "
-                            f"{i + 1} with error \"type must be tuple of ints,but got "
-                            f"{type(n).__name__}\"")
-    return zeros(_new_shape("new", args or (0,)), dtype=dtype, device=device)
-
-
-def _legacy_size(n):
-    return isinstance(n, (builtins.int, np.integer)) and not isinstance(n, builtins.bool)
-
-
-def _legacy_data(dtype, device, data):
-    if isinstance(data, Tensor):
-        if data.dtype != dtype:
-            raise TypeError(f"expected TensorOptions(dtype={dtypes.torch_name(dtype)}) "
-                            f"(got TensorOptions(dtype={dtypes.torch_name(data.dtype)}))")
-        return data.view(data.shape)  # an alias, as PyTorch's
-    if not isinstance(data, (list, tuple, np.ndarray)):
-        raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
-    _check_no_strings(data, dtype)
-    return tensor(data, dtype=dtype, device=device)
-
-
-def _check_no_strings(data, dtype):
-    """PyTorch's errors for a string among the numbers: found while it reads the shape
-    (along the first items) a ValueError, found later a TypeError."""
-    first = data
-    while isinstance(first, (list, tuple)) and len(first):
-        first = first[0]
-        if isinstance(first, str):
-            raise ValueError("too many dimensions 'str'")
-
-    def strings(items):
-        return builtins.any(isinstance(i, str) or isinstance(i, (list, tuple)) and strings(i)
-                            for i in items)
-    if isinstance(data, (list, tuple)) and strings(data):
-        if dtype.kind == "f":
-            raise TypeError("must be real number, not str")
-        raise TypeError("'str' object cannot be interpreted as an integer")
-
-
-def _legacy_type(name, dtype):
-    return _LegacyTensorType(name, (), {"dtype": dtype, "is_cuda": False,
+def _legacy_type(name):
+    return _LegacyTensorType(name, (), {"dtype": LEGACY_DTYPES[name], "is_cuda": False,
                                         "__module__": "minigrad"})
 
 
-FloatTensor = _legacy_type("FloatTensor", dtypes.float32)
-DoubleTensor = _legacy_type("DoubleTensor", dtypes.float64)
-HalfTensor = _legacy_type("HalfTensor", dtypes.float16)
-LongTensor = _legacy_type("LongTensor", dtypes.int64)
-IntTensor = _legacy_type("IntTensor", dtypes.int32)
-ShortTensor = _legacy_type("ShortTensor", dtypes.int16)
-CharTensor = _legacy_type("CharTensor", dtypes.int8)
-ByteTensor = _legacy_type("ByteTensor", dtypes.uint8)
-BoolTensor = _legacy_type("BoolTensor", dtypes.bool)
-LEGACY_TYPES = {t.__name__: t for t in (FloatTensor, DoubleTensor, HalfTensor, LongTensor,
-                                        IntTensor, ShortTensor, CharTensor, ByteTensor,
-                                        BoolTensor)}
+FloatTensor = _legacy_type("FloatTensor")
+DoubleTensor = _legacy_type("DoubleTensor")
+HalfTensor = _legacy_type("HalfTensor")
+LongTensor = _legacy_type("LongTensor")
+IntTensor = _legacy_type("IntTensor")
+ShortTensor = _legacy_type("ShortTensor")
+CharTensor = _legacy_type("CharTensor")
+ByteTensor = _legacy_type("ByteTensor")
+BoolTensor = _legacy_type("BoolTensor")
 
 
 def as_tensor(data, dtype=None, device=None):

@@ -3,10 +3,15 @@
 Every differentiable method is either one ``Primitive`` from ``minigrad.ops`` (or
 ``minigrad.fused``) or a few lines of other Tensor methods (mean, var, squeeze, stack,
 ...): there is no other way to build a gradient. Semantics, names and defaults are PyTorch's.
+
+This module holds the tensor itself: its data, gradient, graph node, version counter and
+views, and how an in-place write is checked and recorded. How the methods read their
+arguments lives below it: dims, shapes and indices in ``arguments``, numbers and dtype
+promotion in ``operands``, data made into arrays in ``conversion``, random draws in
+``random``; ``printing`` formats ``repr``.
 """
 import builtins
 import math
-import sys
 import warnings
 import weakref
 from collections import namedtuple
@@ -18,20 +23,33 @@ from .autograd import batching, engine, forward_ad, graph
 from .autograd.grad_mode import STATE, no_grad
 from .autograd.function import ShapeError, _new_history, _refresh_view, multiple_views_op
 from .autograd.graph import TensorBase
-from .arguments import (_alias, _count, _dim, _dims, _index, _kd, _one_dim, _required_dim,
-                        _shape_arg, _split_index)
+from .arguments import (_alias, _arg_reduce, _broadcast_shape, _check_not_0d, _check_output_size,
+                        _count, _diagonal, _dim, _dims, _gather_places, _has_arrays, _has_mask,
+                        _in_range, _index, _index_add_args, _index_tensor, _int_tuple, _is_array,
+                        _is_int, _kd, _logical_dims, _matrices, _normalisable, _one_dim, _reducible,
+                        _repeat_counts, _repeat_index_on_device, _required_dim, _scatter_args,
+                        _shape_arg, _split_index, _spread)
+from .conversion import (_legacy_type_name, _tensor_args, as_array, filled, legacy_alias,
+                         legacy_array, tensor_data)
+from .operands import (_PY_SCALARS, _alpha_sum, _clamp_operands, _concatenated, _described,
+                       _fitting, _float_operands, _floating, _int_division, _no_bool,
+                       _no_bool_input, _no_bool_power, _no_keywords, _operands, _py_scalar,
+                       _rounded, _rounded_division, _scaled_sum, _tensor_arg, _times, _where,
+                       _where_operands, _wrapped, as_tensor)
+from .printing import tensor_repr
+from .random import _categorical_weights, _multinomial_picks, _uniform_draw, host_generator
 from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, CopySlices,
-                  Cumprod, Cumsum, Div, Erf, Exp, Expand, Flip, FloorDivide, GetItem,
+                  Cumprod, Cumsum, Div, Erf, Exp, Expand, Flip, GetItem,
                   IndexAddAlong, Log, LogSoftmax, MaskedFill, MaskedSelect, Prod, ProdDim,
                   Rsub, ScalarPow, Scatter, ScatterAdd, ScatterValue, Std, TensorPow, Var,
                   LogSumExp, MatMul, MatrixTranspose, Max, Maximum, MaxDim, Mean, MeanAll, Min,
                   Minimum, MinDim, Mm, Mul, Neg, NonDiff, Overwrite, Permute, Pow, Reciprocal,
-                  Relu, Remainder, RemainderOfNumber, RemainderScalar, Reshape, Roll, SetItem,
+                  Relu, Reshape, Roll, SetItem,
                   Sigmoid, Sign, Sin, Softmax, Split,
                   Sqrt, Squeeze, SqueezeDim, SqueezeDims, Sub, Sum, SumDim, Tanh,
                   ToDevice, Transpose, Unsqueeze, indexing_op, replay_view)
 from .ops import (Ceil, Cosh, Expm1, Floor, Frac, Log1p, Round, RoundDecimals, Sinh, Trunc)
-from .ops import (Bmm, Dot, Gather, IndexSelect, Mv, Repeat, ReshapeAlias, RoundedDiv, Rsqrt,
+from .ops import (Bmm, Dot, Gather, IndexSelect, Mv, Repeat, ReshapeAlias, Rsqrt,
                   Sort, SplitWithSizes, SqueezeDimInPlace, Topk, Tril, Triu, UnsafeView)
 from .ops.reduce import AbsSumNorm, CountNonzero, MaxAbsNorm, MinAbsNorm, PNorm
 from .ops.shape import Unbind
@@ -51,7 +69,6 @@ _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
 # what max(dim), min(dim), sort and topk return
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 MinMax = namedtuple("aminmax", ["min", "max"])  # (what aminmax returns)
-_PY_SCALARS = (builtins.int, builtins.float, builtins.bool)
 _NON_LEAF_GRAD = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
     "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
@@ -280,33 +297,7 @@ class Tensor(TensorBase):
 
     def __repr__(self):
         read_on_host("Tensor.__repr__()")
-        values = self.numpy()
-        finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
-        fixed = values.dtype.kind == "f" and not np.array_equal(finite, np.round(finite))
-        options = {k: v for k, v in _PRINT_OPTIONS.items() if v is not None}
-        if options.pop("sci_mode", None) and values.dtype.kind == "f":
-            digits = options.get("precision", 4)
-            options["formatter"] = {"float_kind": lambda v: f"{v:.{digits}e}"}
-        options.setdefault("precision", 4)
-        if "linewidth" in options:
-            options["max_line_width"] = options.pop("linewidth")
-        body = np.array2string(values, separator=", ", prefix="tensor(",
-                               floatmode="fixed" if fixed else "maxprec", **options)
-        extras = []
-        if self.is_cuda:
-            extras.append(f"device='{self.device}'")
-        if values.size == 0 and values.ndim != 1:  # PyTorch prints "[]" and the size
-            extras.append(f"size={values.shape}")
-        # dtypes the values imply, so not named; an empty tensor implies only the default
-        implied = (dtypes.get_default_dtype(),) if values.size == 0 else \
-            (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool)
-        if self.dtype not in implied:
-            extras.append(f"dtype={self.dtype}")
-        if self.grad_fn is not None:
-            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
-        elif self.requires_grad:
-            extras.append("requires_grad=True")
-        return "tensor(" + ", ".join([body] + extras) + ")"
+        return tensor_repr(self)
 
     def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False,
            memory_format=None):
@@ -406,10 +397,9 @@ class Tensor(TensorBase):
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         """A new tensor holding a copy of ``data``, of this tensor's dtype and device unless
         given (as ``torch.Tensor.new_tensor``)."""
-        from . import creation
-        return creation.tensor(data, dtype=self.dtype if dtype is None else dtype,
-                               device=self.device if device is None else device,
-                               requires_grad=requires_grad)
+        device = self.device if device is None else device
+        return Tensor(tensor_data(data, self.dtype if dtype is None else dtype), device=device,
+                      requires_grad=requires_grad)
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
         if not isinstance(fill_value, Tensor):
@@ -422,10 +412,13 @@ class Tensor(TensorBase):
         if dtype is None and device is None and not requires_grad:  # (the engine's calls)
             xp = backend.xp_of(self.array)
             return Tensor._make(getattr(xp, kind)(shape, *fill, dtype=self.dtype))
-        from . import creation
-        return getattr(creation, kind)(shape, *fill, dtype=self.dtype if dtype is None else dtype,
-                                       device=self.device if device is None else device,
-                                       requires_grad=requires_grad)
+        dtype = self.dtype if dtype is None else dtype
+        device = self.device if device is None else device
+        if fill:  # (read as a number and checked to fit the dtype, as mg.full reads it)
+            value = fill[0].item() if isinstance(fill[0], Tensor) else fill[0]
+            fill = (_fitting(_py_scalar(value), dtypes.as_dtype(dtype), "full"),)
+        return Tensor(filled(kind, (shape,), dtypes.as_dtype(dtype), device, *fill),
+                      device=device, requires_grad=requires_grad)
 
     # --- autograd -------------------------------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
@@ -680,11 +673,10 @@ class Tensor(TensorBase):
     def diff(self, n=1, dim=-1, prepend=None, append=None):
         """The ``n``-th forward difference along ``dim`` (``x[i + 1] - x[i]``; of bools,
         whether they differ), after ``prepend`` and ``append`` join this tensor."""
-        from .combine import cat
         if self.ndim == 0:
             raise RuntimeError("diff expects input to be at least one-dimensional")
         d = _dim(self, dim)
-        x = cat([t for t in (prepend, self, append) if t is not None], d)
+        x = _concatenated([t for t in (prepend, self, append) if t is not None], d)
         for _ in range(n):
             if x.shape[d] == 0:
                 break
@@ -746,8 +738,9 @@ class Tensor(TensorBase):
     def new(self, *args):
         """PyTorch's legacy ``x.new(...)``: as ``mg.FloatTensor(...)`` (a size gives zeros),
         in this tensor's dtype and on its device."""
-        from .creation import legacy_new
-        return legacy_new(self.dtype, self.device, args)
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            return legacy_alias(self.dtype, args[0])
+        return Tensor(legacy_array(self.dtype, self.device, args), device=self.device)
 
     def pin_memory(self):
         return self  # (host memory needs no pinning here)
@@ -955,8 +948,7 @@ class Tensor(TensorBase):
 
     def where(self, condition, other):
         """``self`` where ``condition`` holds, else ``other`` (PyTorch's Tensor.where)."""
-        from .combine import where
-        return where(condition, self, other)
+        return _where(condition, *_where_operands(self, other))
 
     def masked_fill(self, mask, value):
         """``self`` with ``value`` where ``mask`` is True; the result keeps self's dtype."""
@@ -1703,7 +1695,7 @@ class Tensor(TensorBase):
             return batching.multinomial(self, num_samples, replacement, generator)
         read_on_host("Tensor.multinomial()")
         weights = _categorical_weights(self, num_samples, replacement)
-        rng = _host_generator(generator)
+        rng = host_generator(generator)
         picks = _multinomial_picks(weights, num_samples, replacement,
                                    lambda kind, m: getattr(rng, kind)((weights.shape[0], m)))
         picks = picks.reshape(self.shape[:-1] + (num_samples,))
@@ -1796,12 +1788,12 @@ class Tensor(TensorBase):
         """Fill with draws uniform on [a, b). Drawn on the host by minigrad's one generator
         and copied to the tensor's device, on purpose: a seed gives the same numbers on the
         CPU and the GPU."""
-        draw = _host_generator(generator).random(self.shape) * (b - a) + a
+        draw = host_generator(generator).random(self.shape) * (b - a) + a
         return self.copy_(draw.astype(self.dtype))
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
         """Fill with normal draws of ``mean`` and ``std``, drawn on the host as ``uniform_``'s."""
-        draw = _host_generator(generator).standard_normal(self.shape) * std + mean
+        draw = host_generator(generator).standard_normal(self.shape) * std + mean
         return self.copy_(draw.astype(self.dtype))
 
     def __setitem__(self, index, value):
@@ -1960,740 +1952,7 @@ class Tensor(TensorBase):
 Tensor._output_class = Tensor  # what ops make, from any Tensor (an nn.Parameter too)
 
 
-# --- helpers --------------------------------------------------------------------------------
-
-def as_array(data, dtype=None, device=None):
-    """A backend array from a Tensor, array, scalar or nested list, with PyTorch's dtypes."""
-    if isinstance(data, Tensor):
-        data = data.array
-    dtype = dtypes.as_dtype(dtype)
-    if _is_array(data):
-        arr = data if dtype is None or data.dtype == dtype else data.astype(dtype)
-    else:
-        try:
-            arr = np.asarray(data, dtype=dtype)
-        except OverflowError:  # a number beyond an integer dtype: PyTorch's checked cast
-            arr = _checked_integers(np.asarray(data), dtype)
-        if dtype is None and arr.dtype == np.float64 and not isinstance(data, (np.ndarray,
-                                                                               np.generic)):
-            arr = arr.astype(dtypes.get_default_dtype())  # Python floats -> float32
-    if arr.dtype.kind in "OUSV" or arr.dtype.itemsize > 8 and arr.dtype.kind == "f" or \
-            arr.dtype.itemsize > 16:  # (longdouble: no PyTorch dtype)
-        raise TypeError(f"cannot make a tensor from {type(data).__name__} of dtype {arr.dtype}")
-    if not arr.dtype.isnative:
-        raise ValueError(f"cannot make a tensor from an array of byte order {arr.dtype.str} "
-                         "(not the machine's): convert it with .astype(its dtype's "
-                         "newbyteorder('='))")
-    if arr.dtype == np.uint64 and dtype is None and not _is_array(data) and \
-            not isinstance(data, np.generic):  # Python ints beyond int64, as PyTorch refuses
-        raise ValueError(f"tensor: a Python int beyond int64's range ({np.iinfo(np.int64).max})"
-                         " cannot be converted to a tensor (Overflow when unpacking long long)")
-    if device is not None:
-        arr = backend.to_device(arr, device)
-    return arr
-
-
-def _checked_integers(wide, dtype):
-    """``wide`` (the numbers as NumPy reads them) cast to the integer ``dtype`` as PyTorch
-    casts a tensor's data: integers within the dtype's range, or negative ones whose size
-    fits an unsigned dtype (-1 is 255 in uint8), wrap around; anything else raises."""
-    if wide.dtype.kind in "iu":
-        low, high = _checked_range(dtype)
-        bad = wide[(wide < low) | (wide > high)]
-        if not bad.size:
-            return wide.astype(dtype)
-    else:  # floats (or numbers beyond 64 bits) out of the dtype's range
-        info = np.iinfo(dtype)
-        bad = np.array([v for v in wide.reshape(-1).tolist() if not info.min <= v <= info.max])
-    raise RuntimeError(f"tensor: value {bad.reshape(-1)[0]} cannot be converted to {dtype} "
-                       "without overflow")
-
-
-def _is_array(value):
-    """Whether ``value`` is a NumPy or CuPy array (not a NumPy scalar)."""
-    if type(value).__module__.startswith("cupy"):
-        backend.cupy()  # registers cupy.ndarray as a backend array type
-    return type(value) in backend._XP_BY_TYPE
-
-
-def as_tensor(value, like):
-    """``value`` as a Tensor on ``like``'s device (Tensors pass through)."""
-    if isinstance(value, Tensor):
-        return value
-    return Tensor._make(as_array(value, device=like.device if isinstance(like, Tensor) else None))
-
-
-def _py_scalar(v):
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def _operands(x, y, reflected=False):
-    """(x, y) ready for a binary op: scalars stay Python scalars, dtypes promoted as PyTorch."""
-    if isinstance(y, Tensor) and y.array.dtype is x.array.dtype:  # the common case
-        return (y, x) if reflected else (x, y)
-    if type(y) in _PY_SCALARS or isinstance(y, np.generic):
-        y = _py_scalar(y)
-        kind = x.array.dtype.kind
-        if isinstance(y, builtins.float) and kind in "biu":
-            x = x.to(dtypes.get_default_dtype())
-        elif type(y) is builtins.int and kind == "b":
-            x = x.to(dtypes.int64)
-        elif type(y) is builtins.int and kind in "iu":
-            y = _wrapped(y, x.array.dtype)
-    else:
-        y = as_tensor(y, like=x)
-        if y.array.dtype is not x.array.dtype:
-            dt = dtypes.promote(x, y)
-            x, y = x.to(dt), y.to(dt)
-    return (y, x) if reflected else (x, y)
-
-
-def _wrapped(n, dtype, op=None):
-    """A Python int as a number of the integer ``dtype``: wrapped around as PyTorch's C cast
-    does when out of its range (uint8: -2 is 254), where NumPy raises. With ``op`` (a bound
-    or fill value, an exponent), PyTorch's checked conversion: values beyond the range raise
-    (an unsigned type still takes -n for n within its range, wrapped). Anything but a Python
-    int, or a dtype that is no integer type, is returned as it is."""
-    if type(n) is not builtins.int or np.dtype(dtype).kind not in "iu":
-        return n
-    info = np.iinfo(dtype)
-    if info.min <= n <= info.max or not -2 ** 63 <= n < 2 ** 64:
-        return n  # (too large for any integer: NumPy's OverflowError, as PyTorch's)
-    low, high = _checked_range(dtype)
-    if op is not None and not low <= n <= high:
-        raise RuntimeError(f"{op}: value {n} cannot be converted to {dtype} without overflow")
-    return builtins.int(np.array(n, dtype=np.int64 if n < 2 ** 63 else np.uint64).astype(dtype))
-
-
-def _checked_number(n, dtype, op):
-    """A number as an operand of ``dtype`` where PyTorch checks that it fits (``where``'s
-    scalar operand): an int as ``_wrapped`` takes it; a finite float beyond float32's range
-    is a RuntimeError for float32 (PyTorch checks that one; float16 overflows to inf)."""
-    if type(n) is builtins.float and np.dtype(dtype) == np.float32 and math.isfinite(n) \
-            and abs(n) > np.finfo(np.float32).max:
-        raise RuntimeError(f"{op}: value {n} cannot be converted to {dtype} without overflow")
-    return _wrapped(n, dtype, op)
-
-
-def _fitting(n, dtype, op):
-    """A number as a value of ``dtype`` by PyTorch's checked conversion of a fill value, a
-    clamp bound or an exponent: an int as ``_wrapped`` takes it; a float into an integer
-    dtype must be finite and within its range (it is then truncated); a finite number
-    beyond the largest float16 or float32 is refused by those dtypes (not rounded to inf)."""
-    kind = np.dtype(dtype).kind
-    if type(n) is builtins.float and kind in "iu":
-        info = np.iinfo(dtype)
-        if not (math.isfinite(n) and info.min <= n <= info.max):
-            raise RuntimeError(f"{op}: value {n} cannot be converted to {dtype} without "
-                               "overflow")
-    elif type(n) in (builtins.int, builtins.float) and kind == "f" and \
-            np.dtype(dtype).itemsize <= 4 and math.isfinite(n) and \
-            abs(n) > builtins.float(np.finfo(dtype).max):
-        raise RuntimeError(f"{op}: value {n} cannot be converted to {dtype} without overflow")
-    return _wrapped(n, dtype, op)
-
-
-def _checked_range(dtype):
-    """The integers PyTorch's checked cast takes into the integer ``dtype``: its range, and
-    for an unsigned dtype the negatives of its range too (they wrap around)."""
-    info = np.iinfo(dtype)
-    return (-info.max if info.min == 0 else info.min), info.max
-
-
-def _tensor_arg(op, other):
-    """``other``, which must be a tensor (PyTorch's TypeError for a number)."""
-    if not isinstance(other, Tensor):
-        raise TypeError(f"{op}(): argument 'other' must be Tensor, not {type(other).__name__}")
-    return other
-
-
-def _new_shape(op, x, shape):
-    """The shape argument of reshape or view, as a tuple of ints; PyTorch's refusal of a
-    size below -1 and of more than one -1 (NumPy reads any negative size as -1)."""
-    shape = _shape_arg(shape)
-    if any(n < -1 for n in shape) or shape.count(-1) > 1:
-        raise RuntimeError(f"{op}: invalid shape {list(shape)} for a tensor of shape "
-                           f"{tuple(x.shape)}: sizes must be >= 0, and at most one -1")
-    return shape
-
-
-def _float_operands(x, y, reflected=False):
-    """Operands of true division: integers are divided as floats (PyTorch's rule)."""
-    if isinstance(y, (builtins.int, np.integer)) and x.array.dtype.kind in "biu":
-        x = x.to(dtypes.get_default_dtype())  # (the divisor is not wrapped into x's dtype)
-    elif not (type(y) in _PY_SCALARS or isinstance(y, np.generic)):
-        y = as_tensor(y, like=x)
-        if x.array.dtype.kind in "biu" and y.array.dtype.kind in "biu":  # each straight to
-            x, y = x.to(dtypes.get_default_dtype()), y.to(dtypes.get_default_dtype())  # float
-    x, y = _operands(x, y, reflected)
-    if not any(isinstance(t, Tensor) and t.array.dtype.kind in "fc" for t in (x, y)):
-        x, y = (t.to(dtypes.get_default_dtype()) if isinstance(t, Tensor) else t for t in (x, y))
-    return x, y
-
-
-def _no_bool(op, x, other=None):
-    """``x``, after PyTorch's refusal of subtraction and negation with bool tensors (NumPy's
-    TypeError, or worse, numbers, otherwise)."""
-    if x.array.dtype.kind == "b" or isinstance(other, builtins.bool) or \
-            isinstance(other, Tensor) and other.array.dtype.kind == "b":
-        what = "subtraction, the `-` operator," if op == "sub" else "negation, the `-` operator,"
-        raise RuntimeError(f"{op}: {what} with a bool tensor is not supported (got "
-                           f"{_described(x)}{'' if other is None else ' and '}"
-                           f"{'' if other is None else _described(other)}); to invert a "
-                           "mask, use the `~` or `logical_not()` operator instead")
-    return x
-
-
-def _clamp_operands(x, lo, hi):
-    """(x, lo, hi) of a clamp with a tensor bound, all of one dtype (PyTorch's promotion);
-    both bounds are tensors or None, as PyTorch's ``clamp(Tensor, Tensor?, Tensor?)``."""
-    bounds = [b for b in (lo, hi) if b is not None]
-    for b in bounds:
-        x, _ = _operands(x, b)
-    lo, hi = (None if b is None else b.to(x.dtype) for b in (lo, hi))
-    return x, lo, hi
-
-
-def _no_bool_power(x, y):
-    """Operands of ``pow``, after PyTorch's refusal of a bool tensor to a bool tensor's power."""
-    if x.array.dtype.kind == "b":
-        raise NotImplementedError(f"pow: not implemented for bool tensors (got {_described(x)} "
-                                  f"and {_described(y)})")
-    return x, y
-
-
-def _described(v):
-    """An operand in a message: a tensor's dtype and shape, or a number."""
-    if isinstance(v, Tensor):
-        return f"a {v.dtype} tensor of shape {tuple(v.shape)}"
-    return repr(v)
-
-
-def _int_division(fn, x, y, reflected=False):
-    """``//`` and ``%``: integers divided by zero raise, as in PyTorch (NumPy gives 0)."""
-    x, y = _operands(x, y, reflected)
-    if all(isinstance(t, builtins.bool) or isinstance(t, Tensor) and t.array.dtype.kind == "b"
-           for t in (x, y)):
-        raise NotImplementedError(f"{fn}: not implemented for bool tensors (got {_described(x)} "
-                                  f"and {_described(y)})")
-    divisor = y.array if isinstance(y, Tensor) else y
-    if x.dtype.kind in "biu" if isinstance(x, Tensor) else divisor.dtype.kind in "biu":
-        # a number is checked on the host; a tensor's zeros are read back (one read-back)
-        zero = divisor == 0 if isinstance(divisor, _PY_SCALARS) else (divisor == 0).any()
-        if zero:
-            raise RuntimeError(f"{fn}: ZeroDivisionError (integer division by zero)")
-    if fn == "floor_divide":
-        return FloorDivide.apply(x, y)
-    if not isinstance(y, Tensor):  # (PyTorch's nodes: one input, the tensor)
-        return RemainderScalar.apply(x, y)
-    return (Remainder if isinstance(x, Tensor) else RemainderOfNumber).apply(x, y)
-
-
-def _without_leading_ones(value):
-    """``value`` reshaped without its leading dims of size 1 (a view)."""
-    k = 0
-    while k < value.ndim and value.shape[k] == 1:
-        k += 1
-    return value.reshape(value.shape[k:])
-
-
-def _alpha_sum(op, x, other, alpha, reflected=False):
-    """``x + alpha * other`` (op "add") or ``x - alpha * other`` ("sub"); ``reflected``:
-    ``other`` comes first (``mg.add(2, x, alpha=3)`` is ``2 + 3 * x``). PyTorch's rules for
-    alpha: a number (or a 0-d tensor), no float for an integer result, a bool only for a
-    bool one, and in float32 (and float16) one rounding, of the exact ``x + alpha * other``.
-    In float64 the product and the sum are rounded apart (PyTorch: once, a fused
-    multiply-add), a difference of at most an ulp."""
-    if isinstance(alpha, Tensor) and alpha.ndim == 0:
-        alpha = alpha.item()
-    alpha = _py_scalar(alpha)
-    if isinstance(alpha, builtins.complex):
-        raise RuntimeError(f"{op}: for non-complex input tensors, argument alpha must not be a "
-                           f"complex number, got {alpha!r}")
-    if type(alpha) not in _PY_SCALARS:
-        raise TypeError(f"{op}(): argument 'alpha' must be Number, not {type(alpha).__name__}")
-    if op == "sub":
-        _no_bool("sub", x, other)
-    first, second = _operands(x, other, reflected)
-    dtype = (first if isinstance(first, Tensor) else second).dtype
-    kind = dtype.kind
-    if type(alpha) is builtins.bool and kind != "b":
-        raise RuntimeError(f"{op}: a bool alpha is only supported for bool results, got alpha="
-                           f"{alpha} for a result of dtype {dtype}")
-    if type(alpha) is builtins.float and kind in "biu":
-        raise RuntimeError(f"{op}: for integral input tensors, argument alpha must not be a "
-                           f"floating point number, got alpha={alpha} for dtype {dtype}")
-    if kind == "b":  # x or (alpha and other)
-        return NonDiff.apply(first, second if alpha else False, fn="logical_or")
-    if kind in "iu":
-        alpha = _wrapped(alpha, dtype, op)
-    elif np.isfinite(alpha) and abs(alpha) > np.finfo(np.float32 if dtype.itemsize <= 4
-                                                      else dtype).max:
-        raise RuntimeError(f"{op}: value alpha={alpha} cannot be converted to {dtype} without "
-                           f"overflow")
-    scaled = second * alpha if isinstance(second, Tensor) else _wrapped(second * alpha, dtype)
-    out = first + scaled if op == "add" else first - scaled
-    if isinstance(out, Tensor) and dtype.kind == "f" and dtype.itemsize <= 4:
-        raw = [v.array if isinstance(v, Tensor) else v for v in (first, second)]
-        on_arrays(backend.add_scaled, out.array, raw[0], raw[1],
-                  alpha if op == "add" else -alpha)
-    return out
-
-
-# set by set_printoptions; None keeps the printing default
-_PRINT_OPTIONS = dict(precision=None, threshold=None, edgeitems=None, linewidth=None,
-                      sci_mode=None)
-_PRINT_PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
-                   "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
-                   "full": dict(precision=4, threshold=sys.maxsize, edgeitems=3, linewidth=80)}
-
-
-def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
-                     profile=None, sci_mode=None):
-    """How tensors print, as PyTorch's: digits after the point, the element count above
-    which a tensor is summarised by its ``edgeitems`` first and last items per dim, the
-    line width, scientific notation (True, False, or None: chosen by the values); a
-    ``profile`` ("default", "short", "full") sets the first four at once."""
-    if profile is not None:
-        _PRINT_OPTIONS.update(_PRINT_PROFILES[profile])
-    given = dict(precision=precision, threshold=threshold, edgeitems=edgeitems,
-                 linewidth=linewidth)
-    _PRINT_OPTIONS.update({k: v for k, v in given.items() if v is not None})
-    if threshold is not None and threshold == math.inf:
-        _PRINT_OPTIONS["threshold"] = sys.maxsize
-    _PRINT_OPTIONS["sci_mode"] = sci_mode
-
-
-def einsum(equation, *operands):
-    """Sums of products over the subscripts of ``equation`` ("ij,jk->ik", "...ij,...jk",
-    "ii->i"), as PyTorch's: a subscript repeated in one operand takes its diagonal, one that
-    is in no other operand nor in the output is summed first, and each pair of operands is
-    contracted by one ``matmul`` (batch subscripts, kept ones, summed ones). Operands of
-    different dtypes are promoted (PyTorch refuses that where it contracts them)."""
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    terms, out = _einsum_terms(equation.replace(" ", ""), operands)
-    dtype = operands[0].dtype
-    for t in operands[1:]:
-        dtype = dtypes.promote_types(dtype, t.dtype)
-    pending = []
-    for x, term in zip(operands, terms):
-        x = x.to(dtype)
-        for letter in dict.fromkeys(term):  # (a repeated subscript: the diagonal)
-            while term.count(letter) > 1:
-                p = term.index(letter)
-                q = term.index(letter, p + 1)
-                x = x.diagonal(0, p, q)
-                term = term[:p] + term[p + 1:q] + term[q + 1:] + letter
-        pending.append((x, term))
-    x, tx = pending[0]
-    for k in range(1, len(pending) + 1):
-        later = out + "".join(t for _, t in pending[k + 1:])
-        y, ty = pending[k] if k < len(pending) else (None, "")
-        x, tx = _einsum_sum(x, tx, later + ty)
-        if y is None:
-            break
-        y, ty = _einsum_sum(y, ty, later + tx)
-        x, tx = _einsum_pair(x, tx, y, ty, later)
-    return x.permute(*[tx.index(c) for c in out]) if tx != out else x
-
-
-def _einsum_terms(equation, operands):
-    """The subscripts of each operand and of the output, with ``...`` written out as
-    letters of its own (counted from the right, so that its dims broadcast)."""
-    inputs, arrow, out = equation.partition("->")
-    inputs = inputs.split(",")
-    if len(inputs) != len(operands):
-        raise RuntimeError(f"einsum(): {'more' if len(operands) > len(inputs) else 'fewer'} "
-                           f"operands were provided than specified in the equation")
-    dots = 0
-    terms = []
-    for term, x in zip(inputs, operands):
-        letters = term.replace("...", "")
-        n = x.ndim - len(letters)
-        if n < 0 or (n and "..." not in term):
-            raise RuntimeError(f"einsum(): the number of subscripts in the equation "
-                               f"({len(letters)}) does not match the number of dimensions "
-                               f"({x.ndim}) for operand {len(terms)}"
-                               f"{'' if '...' in term else ' and no ellipsis was given'}")
-        dots = builtins.max(dots, n)
-        terms.append(term.replace("...", "".join(chr(0x100 + i) for i in range(n, 0, -1))))
-    ellipsis = "".join(chr(0x100 + i) for i in range(dots, 0, -1))
-    if not arrow:
-        counts = "".join(terms)
-        out = ellipsis + "".join(sorted(c for c in set(counts) if c.isalpha() and
-                                        counts.count(c) == 1 and ord(c) < 0x100))
-    else:
-        out = out.replace("...", ellipsis)
-        for c in out:
-            if out.count(c) > 1:
-                raise RuntimeError(f"einsum(): output subscript {c} appears more than once in "
-                                   f"the output")
-            if not builtins.any(c in t for t in terms):
-                raise RuntimeError(f"einsum(): output subscript {c} does not appear in the "
-                                   f"equation for any input operand")
-    sizes = {}
-    for i, (term, x) in enumerate(zip(terms, operands)):
-        for c, n in zip(term, x.shape):
-            if sizes.get(c, 1) != n and n != 1:
-                if c in sizes and sizes[c] != 1:
-                    raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {i} "
-                                       f"which does not broadcast with previously seen size "
-                                       f"{sizes[c]}")
-            sizes[c] = builtins.max(sizes.get(c, 1), n)
-    return terms, out
-
-
-def _einsum_sum(x, term, kept):
-    """``x`` summed over its subscripts that are not in ``kept``."""
-    gone = [i for i, c in enumerate(term) if c not in kept]
-    if not gone:
-        return x, term
-    return x.sum(tuple(gone)), "".join(c for c in term if c in kept)
-
-
-def _einsum_pair(x, tx, y, ty, kept):
-    """The contraction of two operands by one matmul: (batch, left, summed) @
-    (batch, summed, right), where batch subscripts are in both and kept."""
-    batch = [c for c in tx if c in ty and c in kept]
-    summed = [c for c in tx if c in ty and c not in kept]
-    left = [c for c in tx if c not in ty]
-    right = [c for c in ty if c not in tx]
-    size = {c: builtins.max(x.shape[tx.index(c)], y.shape[ty.index(c)]) for c in summed}
-    x = x.permute(*[tx.index(c) for c in batch + left + summed])
-    y = y.permute(*[ty.index(c) for c in batch + summed + right])
-    x = x.expand(*x.shape[:len(batch) + len(left)], *[size[c] for c in summed])
-    y = y.expand(*y.shape[:len(batch)], *[size[c] for c in summed], *y.shape[-len(right):]
-                 if right else ())
-    nb = len(batch)
-    left_shape, right_shape = x.shape[nb:nb + len(left)], y.shape[nb + len(summed):]
-    c = math.prod(size[c] for c in summed)
-    out = x.reshape(*x.shape[:nb], math.prod(left_shape), c).matmul(
-        y.reshape(*y.shape[:nb], c, math.prod(right_shape)))
-    return out.reshape(*out.shape[:nb], *left_shape, *right_shape), "".join(batch + left + right)
-
-
-def meshgrid(*tensors, indexing=None):
-    """Grids from vectors: output i holds ``tensors[i]`` along dim i, repeated along the
-    others ("ij"); with "xy", the first two inputs take each other's dims (as NumPy's)."""
-    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
-        tensors = tuple(tensors[0])
-    if indexing is None:
-        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the "
-                      "indexing argument.", UserWarning, stacklevel=2)
-        indexing = "ij"
-    if indexing not in ("ij", "xy"):
-        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but "
-                           f"received: {indexing}")
-    for t in tensors:
-        if t.ndim > 1:
-            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list "
-                               f"but got: {t.ndim}D tensor")
-    swap = indexing == "xy" and len(tensors) >= 2
-    if swap:
-        tensors = (tensors[1], tensors[0]) + tuple(tensors[2:])
-    shape = tuple(t.numel() for t in tensors)
-    grids = [t.reshape(tuple(-1 if k == i else 1 for k in range(len(shape)))).expand(shape)
-             for i, t in enumerate(tensors)]
-    if swap:
-        grids = [grids[1], grids[0]] + grids[2:]
-    return tuple(grids)
-
-
-def broadcast_tensors(*tensors):
-    """The tensors expanded to their common broadcast shape (views)."""
-    shape = tensors[0].shape
-    for t in tensors[1:]:
-        shape = _broadcast_shape("broadcast_tensors", Tensor._make(np.empty(shape)), t)
-    return tuple(t.expand(shape) for t in tensors)
-
-
-def _host_generator(generator):
-    from .creation import host_generator
-    return host_generator(generator)
-
-
-def _uniform_draw(t, op, generator, in_place=False):
-    """Uniform float64 draws of ``t``'s shape on its device, for ``bernoulli``. Inside vmap
-    as the open levels' randomness asks (see ``batching.random_draw``): batched at the
-    levels drawing "different" values, where an in-place draw's tensor must be batched."""
-    from .creation import _batched, _draw_shape, host_generator
-    shape, levels = _draw_shape(op, tuple(t.shape))
-    level = getattr(t, "level", None)
-    if in_place and levels and (level is None or level.index < levels[-1].index):
-        raise RuntimeError("vmap: Cannot ask for different inplace randomness on an unbatched "
-                           "tensor. This will appear like same randomness.")
-    draw = Tensor(host_generator(generator, True).random(shape), device=t.device)
-    return _batched(draw, levels)
-
-
-def _times(value, t):
-    """``value * t``, with ``t`` itself where value is the int 1."""
-    return t if type(value) in (builtins.int, builtins.bool) and value == 1 else value * t
-
-
-def _scaled_sum(x, product, beta, alpha):
-    """``beta * x + alpha * product`` of addmm and baddbmm (``x`` unread where beta is 0)."""
-    if not (type(alpha) in (builtins.int, builtins.bool) and alpha == 1):
-        product = product * alpha
-    if beta == 0:
-        _broadcast_shape("addmm", x, product)  # (self must still fit the product's shape)
-        return product
-    if not (type(beta) in (builtins.int, builtins.bool) and beta == 1):
-        x = x * beta
-    return x + product
-
-
-def _tensor_args(data, sizes, dtype, device, requires_grad):
-    """``Tensor(...)``'s (data, dtype, device, requires_grad): ints alone are a size (the
-    default dtype's zeros); other positional arguments after data are dtype, device and
-    requires_grad."""
-    if data is None or (type(data) is builtins.int and builtins.all(
-            type(n) is builtins.int for n in sizes)):
-        shape = () if data is None else (data,) + sizes
-        if builtins.any(n < 0 for n in shape):
-            raise RuntimeError(f"Trying to create tensor with negative dimension "
-                               f"{builtins.min(shape)}: {list(shape)}")
-        dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
-        return np.zeros(shape or (0,), dtype), dtype, device, requires_grad
-    if len(sizes) > 3:
-        raise TypeError(f"Tensor() takes at most 4 positional arguments ({len(sizes) + 1} given)")
-    given = sizes + (dtype, device, requires_grad)[len(sizes):]
-    return (data,) + given
-
-
-def _legacy_type_name(name):
-    """(device, dtype) of a legacy type's name: 'torch.LongTensor', 'minigrad.cuda.LongTensor'."""
-    from .creation import LEGACY_TYPES
-    parts = name.split(".")
-    kind = LEGACY_TYPES.get(parts[-1])
-    if kind is None or parts[0] not in ("torch", "minigrad") or \
-            parts[1:-1] not in ([], ["cuda"]):
-        raise ValueError(f"invalid type: {name!r}")
-    return ("cuda" if len(parts) == 3 else "cpu"), kind.dtype
-
-
-def _number_first(name):
-    """``mg.<name>`` (add, sub, mul, div, pow): the Tensor method, which also takes a number
-    as its first argument, as PyTorch's functions do (a number and a tensor: the tensor's
-    reflected op; two numbers: the first as a tensor, except for pow)."""
-    method = getattr(Tensor, name)
-
-    def function(input, other, **kwargs):
-        if isinstance(input, Tensor):
-            return method(input, other, **kwargs)
-        if type(input) not in _PY_SCALARS and not isinstance(input, np.generic) or \
-                name == "pow" and not isinstance(other, Tensor):
-            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
-                            f"{type(input).__name__}")
-        if not isinstance(other, Tensor):
-            return method(Tensor(as_array(input)), other, **kwargs)
-        if name in ("add", "sub"):
-            alpha = kwargs.pop("alpha", 1)
-            _no_keywords(name, kwargs)
-            return _alpha_sum(name, other, input, alpha, reflected=True)
-        if name == "div":
-            mode = kwargs.pop("rounding_mode", None)
-            _no_keywords(name, kwargs)
-            if mode is None:  # (a true division: the operator's reciprocal(x) * number
-                return Div.apply(*_float_operands(other, input, True))  # is `/` only)
-            return _rounded_division(other, input, mode, reflected=True)
-        _no_keywords(name, kwargs)
-        return getattr(other, "__rmul__" if name == "mul" else "__rpow__")(input)
-
-    function.__name__ = function.__qualname__ = name
-    function.__doc__ = method.__doc__
-    return function
-
-
-def _no_keywords(name, kwargs):
-    if kwargs:
-        raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kwargs))}'")
-
-
-def _rounded_division(x, other, mode, reflected=False):
-    """``div(x, other, rounding_mode=mode)`` (``other / x`` when ``reflected``): the quotient
-    rounded toward zero ("trunc") or down ("floor"), in the promoted dtype (integers stay
-    integers; float16 is divided in float32 and rounded once). As in PyTorch, recorded in
-    the graph with a zero gradient for both operands."""
-    if not isinstance(mode, str):
-        raise TypeError(f"div(): argument 'rounding_mode' must be str or None, not "
-                        f"{type(mode).__name__}")
-    if mode not in ("trunc", "floor"):
-        raise RuntimeError(f"div: expected rounding_mode to be one of None, 'trunc', or "
-                           f"'floor' but found {mode!r}")
-    a, b = _operands(x, other, reflected)
-    if all(isinstance(t, builtins.bool) or isinstance(t, Tensor) and t.array.dtype.kind == "b"
-           for t in (a, b)):
-        raise NotImplementedError(f"div: rounding_mode={mode!r} is not implemented for bool "
-                                  f"tensors (got {_described(a)} and {_described(b)})")
-    dtype = (a if isinstance(a, Tensor) else b).dtype
-    if dtype.kind in "iu":
-        divisor = b.array if isinstance(b, Tensor) else b
-        if builtins.bool(divisor == 0) if isinstance(divisor, _PY_SCALARS) else \
-                builtins.bool((divisor == 0).any()):
-            raise RuntimeError(f"div: ZeroDivisionError (integer division by zero, "
-                               f"rounding_mode={mode!r})")
-        if mode == "floor":
-            return NonDiff.apply(a, b, fn="floor_divide")
-        raw = [t.array if isinstance(t, Tensor) else t for t in (a, b)]
-        return Tensor._make(on_arrays(_trunc_divide, raw[0], raw[1]))
-    return RoundedDiv.apply(a, b, mode=mode)
-
-
-def _matrices(x, op):
-    """``x``, checked to have the two dims of a matrix (``tril``, ``triu``)."""
-    if x.ndim < 2:
-        raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got shape "
-                           f"{tuple(x.shape)}")
-    return x
-
-
-def _diagonal(op, k):
-    """The ``diagonal`` argument of ``tril``/``triu``: an int, as PyTorch's."""
-    if not _is_int(k):
-        raise TypeError(f"{op}(): argument 'diagonal' must be int, not {type(k).__name__}")
-    return builtins.int(k)
-
-
-def _gather_places(x, dim, index):
-    """The index arrays of ``x.gather(dim, index)`` (``index`` a checked integer tensor):
-    ``index`` along ``dim``, aranges along the other dims."""
-    xp = backend.xp_of(x.array)
-    places = tuple(index if k == dim else  # with aranges along the other dims
-                   x._make(xp.arange(n).reshape((n,) + (1,) * (index.ndim - k - 1)))
-                   for k, n in enumerate(index.shape))
-    return _index(places, x)
-
-
-def _trunc_divide(x, y):
-    """Integer division rounded toward zero (C's ``/``): the floor, plus one where the
-    remainder is nonzero and the operands' signs differ."""
-    xp = backend.xp_of(x if _is_array(x) else y)
-    q = xp.floor_divide(x, y)
-    fix = (xp.remainder(x, y) != 0) & ((xp.asarray(x) < 0) != (xp.asarray(y) < 0))
-    return xp.asarray(q + fix.astype(q.dtype))  # (an array even of 0-d operands)
-
-
-class IndexOutOfRange(IndexError, RuntimeError):
-    """An index tensor's entry outside its dim (``gather``, ``index_select``): PyTorch raises
-    an IndexError or a RuntimeError depending on the dim and the kernel; this is both."""
-
-
-def _index_tensor(op, index, like, dim, allowed):
-    """``index`` for ``gather``/``index_select``: an integer tensor of a dtype in ``allowed``
-    on ``like``'s device, every entry within [0, size of ``dim``) (an IndexError otherwise,
-    naming the entry: no silent wrap-around of negative indices, as PyTorch)."""
-    if not isinstance(index, Tensor) or index.dtype not in allowed:
-        got = index.dtype if isinstance(index, Tensor) else type(index).__name__
-        raise RuntimeError(f"{op}: expected an index tensor of dtype "
-                           f"{' or '.join(str(d) for d in allowed)}, got {got}")
-    n = like.shape[dim]
-    return _in_range(index, 0, n, IndexOutOfRange, f"{op}: index {{}} is out of bounds for "
-                     f"dim {dim} of size {n} (input shape {tuple(like.shape)})")
-
-
-def _in_range(index, low, high, error, message):
-    """``index`` (a tensor), after the check that its entries lie in [low, high):
-    ``error(message.format(entry))`` names the smallest entry below, else the largest above.
-    On the CPU it is raised here; on a GPU the check runs on the device without a
-    synchronisation, its error is raised at the next read on the host (``backend.checks``),
-    and the index returned is wrapped into range meanwhile, as CuPy's indexing wraps it."""
-    a = index.array
-    if a.size == 0:
-        return index
-    if type(a) is np.ndarray:
-        lo, hi = builtins.int(a.min()), builtins.int(a.max())
-        if lo < low or hi >= high:
-            raise error(message.format(lo if lo < low else hi))
-        return index
-    backend.checks.check(*backend.checks.out_of_range(a, low, high), error, message)
-    return Tensor._make(on_arrays(backend.wrap_index, a, high))  # (a replay wraps its own)
-
-
-def _check_view_writable(t, op):
-    """PyTorch refuses an in-place change, recorded in a graph, of one of several views
-    made by one call (split, chunk, unbind), or of a view of one."""
-    multi = multiple_views_op(t)
-    if multi is not None:
-        raise RuntimeError(f"{op}: {multi} is a view and is being modified inplace. This view "
-                           "is the output of a function that returns multiple views. Such "
-                           "functions do not allow the output views to be modified inplace: "
-                           "use an out-of-place op instead")
-
-
-def _recording(t, *others):
-    """Whether an in-place op on ``t`` that reads ``others`` is recorded in a graph."""
-    return STATE.grad_enabled and (t.requires_grad or builtins.any(
-        isinstance(o, Tensor) and o.requires_grad for o in others))
-
-
-def _arithmetic_(t, op, ufunc, other):
-    """``t <op>= other`` with no graph to record (an optimiser's step, a manual update):
-    the ufunc writes into t's memory, after PyTorch's checks of shape and dtype."""
-    _check_writable(t, op)
-    data = t.array
-    raw = other.array if isinstance(other, Tensor) else other
-    if type(raw) is not np.ndarray or type(data) is not np.ndarray:  # (two host arrays: as is)
-        raw = _operand_array(t, op, other, raw)
-    if hasattr(raw, "dtype") and getattr(raw, "ndim", 0) > 0 or isinstance(other, Tensor):
-        result = dtypes.promote_types(data.dtype, raw.dtype)  # PyTorch's promotion
-    elif isinstance(raw, builtins.float) and data.dtype.kind in "biu":
-        result = dtypes.get_default_dtype()  # a Python float makes an int tensor float
-    elif type(raw) is builtins.int and data.dtype.kind == "b":
-        result = dtypes.int64
-    else:
-        result = data.dtype
-        if type(raw) is builtins.int and data.dtype.kind in "iu" and ufunc != "true_divide":
-            raw = _wrapped(raw, data.dtype)
-    if ufunc == "true_divide" and np.dtype(result).kind in "biu":
-        result = dtypes.get_default_dtype()
-    shape = getattr(raw, "shape", ())
-    _check_fit(t, op, np.broadcast_shapes(data.shape, shape) if shape != data.shape
-               else shape, result)
-    on_arrays(_ufunc_into, data, raw, ufunc)
-    t._shared_counter()[0] += 1
-    return t
-
-
-# The raw array work of the in-place ops, one function each (``on_arrays``: mg.compile
-# records each call as one instruction of a step's program, named after the function).
-
-def _ufunc_into(data, raw, ufunc):
-    """``data <ufunc>= raw``, written into ``data`` (an in-place op with no graph)."""
-    getattr(backend.xp_of(data), ufunc)(data, raw, out=data, casting="unsafe")
-    return data
-
-
-def _write_values(data, new):
-    """``new``'s values written into ``data`` (an in-place op: ``_update``)."""
-    data[...] = new
-    return data
-
-
-def _copy_of(data):
-    """A copy of ``data``: a tensor's values before an in-place op recorded in a graph."""
-    return data.copy()
-
-
-def _operand_array(t, op, other, raw):
-    """The operand ``raw`` of an in-place op on ``t`` as something t's array module takes:
-    numbers as they are, lists as arrays, an array on t's device. A Tensor on another device
-    is an error, as in an op that records a graph; a bare array is copied to t's device."""
-    if isinstance(raw, _PY_SCALARS) or isinstance(raw, np.generic):
-        return raw
-    if isinstance(raw, (list, tuple)):
-        return backend.xp_of(t.array).asarray(raw)
-    if isinstance(other, Tensor):
-        backend.check_same_device(op, [t.array, raw])
-        return raw
-    return backend.to_device(raw, t.device) if _is_array(raw) else raw
-
-
-def _has_arrays(index):
-    items = index if isinstance(index, tuple) else (index,)
-    return builtins.any(type(i) in backend._XP_BY_TYPE for i in items)
-
+# --- in place: PyTorch's refusals of a write, and the history a recorded write leaves ---
 
 def _check_writable(t, op, index=None):
     """PyTorch's refusals of an in-place write whatever it computes: into an expanded view
@@ -2728,9 +1987,15 @@ def _expanded(data):
                                           for n, s in zip(data.shape, data.strides))
 
 
-def _check_not_0d(t, op):
-    if t.ndim == 0:
-        raise ShapeError(f"{op}: expects at least a 1-dimensional tensor, got a 0-d tensor")
+def _check_view_writable(t, op):
+    """PyTorch refuses an in-place change, recorded in a graph, of one of several views
+    made by one call (split, chunk, unbind), or of a view of one."""
+    multi = multiple_views_op(t)
+    if multi is not None:
+        raise RuntimeError(f"{op}: {multi} is a view and is being modified inplace. This view "
+                           "is the output of a function that returns multiple views. Such "
+                           "functions do not allow the output views to be modified inplace: "
+                           "use an out-of-place op instead")
 
 
 def _check_not_leaf(t, op):
@@ -2743,6 +2008,12 @@ def _check_not_leaf(t, op):
     if base is not None and base.requires_grad and base.grad_fn is None:
         raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used "
                            "in an in-place operation (wrap the update in `with mg.no_grad():`)")
+
+
+def _recording(t, *others):
+    """Whether an in-place op on ``t`` that reads ``others`` is recorded in a graph."""
+    return STATE.grad_enabled and (t.requires_grad or builtins.any(
+        isinstance(o, Tensor) and o.requires_grad for o in others))
 
 
 def _check_fit(t, op, shape, dtype, cast=False):
@@ -2795,58 +2066,78 @@ def _rebase(t, new, written=None):
     t._view_version = t._vc[0]
 
 
-def _no_bool_input(t, op, error):
-    """``t``, after PyTorch's refusal of bool tensors by ``op`` (with PyTorch's error type)."""
-    if t.array.dtype.kind == "b":
-        raise error(f"{op}: bool tensors are not supported (shape {tuple(t.shape)})")
+def _arithmetic_(t, op, ufunc, other):
+    """``t <op>= other`` with no graph to record (an optimiser's step, a manual update):
+    the ufunc writes into t's memory, after PyTorch's checks of shape and dtype."""
+    _check_writable(t, op)
+    data = t.array
+    raw = other.array if isinstance(other, Tensor) else other
+    if type(raw) is not np.ndarray or type(data) is not np.ndarray:  # (two host arrays: as is)
+        raw = _operand_array(t, op, other, raw)
+    if hasattr(raw, "dtype") and getattr(raw, "ndim", 0) > 0 or isinstance(other, Tensor):
+        result = dtypes.promote_types(data.dtype, raw.dtype)  # PyTorch's promotion
+    elif isinstance(raw, builtins.float) and data.dtype.kind in "biu":
+        result = dtypes.get_default_dtype()  # a Python float makes an int tensor float
+    elif type(raw) is builtins.int and data.dtype.kind == "b":
+        result = dtypes.int64
+    else:
+        result = data.dtype
+        if type(raw) is builtins.int and data.dtype.kind in "iu" and ufunc != "true_divide":
+            raw = _wrapped(raw, data.dtype)
+    if ufunc == "true_divide" and np.dtype(result).kind in "biu":
+        result = dtypes.get_default_dtype()
+    shape = getattr(raw, "shape", ())
+    _check_fit(t, op, np.broadcast_shapes(data.shape, shape) if shape != data.shape
+               else shape, result)
+    on_arrays(_ufunc_into, data, raw, ufunc)
+    t._shared_counter()[0] += 1
     return t
 
 
-def _rounded(t, op, kind):
-    """floor, ceil, trunc or round (``kind``) of ``t``: a copy of an integer tensor, as
-    PyTorch's; bool tensors refused, as PyTorch."""
-    if _no_bool_input(t, op, NotImplementedError).array.dtype.kind != "f":
-        return t.clone()
-    return kind.apply(t, fn=op if op != "round" else "rint")
+def _operand_array(t, op, other, raw):
+    """The operand ``raw`` of an in-place op on ``t`` as something t's array module takes:
+    numbers as they are, lists as arrays, an array on t's device. A Tensor on another device
+    is an error, as in an op that records a graph; a bare array is copied to t's device."""
+    if isinstance(raw, _PY_SCALARS) or isinstance(raw, np.generic):
+        return raw
+    if isinstance(raw, (list, tuple)):
+        return backend.xp_of(t.array).asarray(raw)
+    if isinstance(other, Tensor):
+        backend.check_same_device(op, [t.array, raw])
+        return raw
+    return backend.to_device(raw, t.device) if _is_array(raw) else raw
 
 
-def _floating(t):
-    return t if t.array.dtype.kind == "f" else t.to(dtypes.get_default_dtype())
+# The raw array work of the in-place ops, one function each (``on_arrays``: mg.compile
+# records each call as one instruction of a step's program, named after the function).
+
+def _ufunc_into(data, raw, ufunc):
+    """``data <ufunc>= raw``, written into ``data`` (an in-place op with no graph)."""
+    getattr(backend.xp_of(data), ufunc)(data, raw, out=data, casting="unsafe")
+    return data
 
 
-def _spread(t, op, dim, unbiased, keepdim, correction, axis, keepdims):
-    """var (``op`` Var) or std (Std) of ``t`` over ``dim``: of float16 in float32, rounded
-    once; ``correction`` 1 unless given (``unbiased`` False: 0)."""
-    if t.dtype.kind != "f":
-        raise RuntimeError(f"var/std: only floating point tensors are supported, got "
-                           f"{t.dtype} (shape {t.shape})")
-    if t.array.dtype == np.float16:
-        return _spread(t.float(), op, dim, unbiased, keepdim, correction, axis, keepdims).half()
-    if correction is None:
-        correction = 1 if unbiased is None else builtins.int(unbiased)
-    dims = _dims(t, dim, axis)
-    return op.apply(t, dims=dims, keepdim=_kd(keepdim, keepdims), correction=correction,
-                    count=_count(t, dims))
+def _write_values(data, new):
+    """``new``'s values written into ``data`` (an in-place op: ``_update``)."""
+    data[...] = new
+    return data
 
 
-def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):
-    if isinstance(dim, Tensor):
-        return pair_op.apply(*_operands(t, dim))
-    dim = axis if dim is None else dim
-    keepdim = _kd(keepdim, keepdims)
-    name = full_op.__name__.lower()  # max or min
-    if dim is not None and not _is_int(dim):  # (amax/amin take several dims)
-        raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__} "
-                        f"(use amax/amin to reduce over several dims)")
-    if dim is not None:
-        _reducible(t, name, dim)
-        if t.ndim == 0:  # a 0-d tensor has one dim to reduce, of size 1
-            _dim(t, dim)
-            values, indices = dim_op.apply(t.reshape(1), dim=0, keepdim=False)
-        else:
-            values, indices = dim_op.apply(t, dim=_dim(t, dim), keepdim=keepdim)
-        return ValuesIndices(values, indices)
-    return full_op.apply(t, dims=_reducible(t, name, dim), keepdim=keepdim)
+def _copy_of(data):
+    """A copy of ``data``: a tensor's values before an in-place op recorded in a graph."""
+    return data.copy()
+
+
+# --- the array work of views, max/min and sort ----------------------------------------------
+
+def _new_shape(op, x, shape):
+    """The shape argument of reshape or view, as a tuple of ints; PyTorch's refusal of a
+    size below -1 and of more than one -1 (NumPy reads any negative size as -1)."""
+    shape = _shape_arg(shape)
+    if any(n < -1 for n in shape) or shape.count(-1) > 1:
+        raise RuntimeError(f"{op}: invalid shape {list(shape)} for a tensor of shape "
+                           f"{tuple(x.shape)}: sizes must be >= 0, and at most one -1")
+    return shape
 
 
 def _viewable(data, shape):
@@ -2876,72 +2167,32 @@ def _viewable(data, shape):
     return view_d == -1
 
 
-def _reducible(t, op, dim):
-    """``dim`` as _dims gives it, after PyTorch's errors for a max, min or arg-reduction of
-    an empty tensor: IndexError over a dim of size 0, RuntimeError over every dim."""
-    dims = _dims(t, dim, None)
-    if t.array.size == 0:
-        if dim is None or isinstance(dim, (tuple, list)) and not dim:  # (): every dim
-            raise RuntimeError(f"{op}(): Expected reduction dim to be specified for an empty "
-                               f"input (shape {tuple(t.shape)}); give the dim argument")
-        for d in dims:
-            if t.shape[d] == 0:
-                raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size "
-                                 f"(input shape {tuple(t.shape)})")
-    return dims
+def _without_leading_ones(value):
+    """``value`` reshaped without its leading dims of size 1 (a view)."""
+    k = 0
+    while k < value.ndim and value.shape[k] == 1:
+        k += 1
+    return value.reshape(value.shape[k:])
 
 
-def _normalisable(t, op, dtype):
-    """The input of softmax or log_softmax: cast to ``dtype`` if given; integers and bools
-    are refused, as in PyTorch (``dtype=`` or ``.float()`` makes them floating point)."""
-    x = t if dtype is None else t.to(dtype)
-    if x.array.dtype.kind != "f":
-        raise NotImplementedError(f"{op}: not implemented for {x.dtype} tensors (shape "
-                                  f"{tuple(t.shape)}); pass dtype= or call .float() first")
-    return x
-
-
-def _arg_reduce(t, dim, keepdim, op):
-    name = op._arg  # argmax or argmin
-    if dim is not None and not _is_int(dim):
-        raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
-    if t.array.dtype.kind == "b":
-        raise RuntimeError(f"{name}(): does not support bool input (shape {tuple(t.shape)})")
-    if dim is None and t.array.size == 0:
-        raise IndexError(f"{name}(): Expected reduction dim to be specified for an empty "
-                         f"input (shape {tuple(t.shape)})")
-    if dim is None:  # over every dim; keepdim keeps each as a dim of size 1
-        index = op.apply(t.reshape(-1), dim=0, keepdim=False)[1]
-        return index.reshape((1,) * t.ndim) if keepdim else index
-    d = _reducible(t, name, dim)[0] if t.ndim else _dim(t, dim)
-    if t.ndim == 0:  # a 0-d tensor has one dim to reduce, of size 1: index 0
-        return op.apply(t.reshape(1), dim=0, keepdim=False)[1]
-    return op.apply(t, dim=d, keepdim=keepdim)[1]
-
-
-def _logical_dims(t, dim, axis):
-    """The axes of ``any``/``all``: as ``_dims``, except that an empty tuple or list of
-    dims reduces over none (PyTorch's rule for these two, unlike ``sum``'s)."""
-    given = axis if dim is None else dim
-    if isinstance(given, (tuple, list)) and len(given) == 0:
-        return ()
-    return _dims(t, dim, axis)
-
-
-def _is_int(v):
-    """Whether ``v`` is an integer argument as PyTorch reads one (a bool is not)."""
-    return isinstance(v, (builtins.int, np.integer)) and not isinstance(v, (builtins.bool,
-                                                                            np.bool_))
-
-
-def _int_tuple(op, name, value):
-    """``value`` (an int, or a tuple or list of ints) as a tuple of ints; anything else is
-    PyTorch's TypeError."""
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    if not builtins.all(_is_int(v) for v in items):
-        raise TypeError(f"{op}(): argument '{name}' must be an int or a tuple of ints, got "
-                        f"{value!r}")
-    return tuple(builtins.int(v) for v in items)
+def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):
+    if isinstance(dim, Tensor):
+        return pair_op.apply(*_operands(t, dim))
+    dim = axis if dim is None else dim
+    keepdim = _kd(keepdim, keepdims)
+    name = full_op.__name__.lower()  # max or min
+    if dim is not None and not _is_int(dim):  # (amax/amin take several dims)
+        raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__} "
+                        f"(use amax/amin to reduce over several dims)")
+    if dim is not None:
+        _reducible(t, name, dim)
+        if t.ndim == 0:  # a 0-d tensor has one dim to reduce, of size 1
+            _dim(t, dim)
+            values, indices = dim_op.apply(t.reshape(1), dim=0, keepdim=False)
+        else:
+            values, indices = dim_op.apply(t, dim=_dim(t, dim), keepdim=keepdim)
+        return ValuesIndices(values, indices)
+    return full_op.apply(t, dims=_reducible(t, name, dim), keepdim=keepdim)
 
 
 def _sort_order(data, axis, descending):
@@ -2954,217 +2205,3 @@ def _sort_order(data, axis, descending):
         return xp.argsort(data, axis=axis, kind="stable").astype(np.int64, copy=False)
     order = xp.flip(xp.argsort(xp.flip(data, axis), axis=axis, kind="stable"), axis)
     return (data.shape[axis] - 1 - order).astype(np.int64, copy=False)
-
-
-def _multinomial_picks(weights, num_samples, replacement, draw):
-    """``multinomial``'s draws: weights (rows, n) float64 -> picks (rows, num_samples)
-    int64, with ``draw(kind, m)`` the (rows, m) random numbers of the generator's method
-    ``kind`` ("random" or "standard_exponential")."""
-    rows, n = weights.shape
-    if rows == 0:
-        return np.zeros((0, num_samples), np.int64)
-    if replacement:  # inverse transform: uniform draws scaled to each row's total
-        totals = np.cumsum(weights, axis=1)
-        points = draw("random", num_samples) * totals[:, -1:]
-        picks = np.stack([np.searchsorted(t, p, side="right") for t, p in zip(totals, points)])
-        last = n - 1 - np.argmax(weights[:, ::-1] > 0, axis=1, keepdims=True)
-        picks = np.minimum(picks, last)  # (a draw rounded up to the total)
-    else:  # a race: category i arrives at time E_i / w_i (E_i exponential); the first
-        # num_samples to arrive are drawn, as one at a time without replacement would
-        # draw them. Categories of weight 0 come after every other, in a random order.
-        arrivals = draw("standard_exponential", n)
-        with np.errstate(divide="ignore"):
-            keys = np.where(weights > 0, weights / arrivals, -arrivals)
-        picks = np.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
-    return picks.astype(np.int64)
-
-
-def _categorical_weights(t, num_samples, replacement):
-    """The weights of ``multinomial`` as a float64 host matrix (one row per distribution),
-    after PyTorch's checks of the weights and of ``num_samples``."""
-    if t.array.dtype.kind != "f":
-        raise RuntimeError(f"multinomial: input must be floating point weights, got "
-                           f"{t.dtype} (shape {tuple(t.shape)})")
-    if t.ndim not in (1, 2):
-        raise RuntimeError(f"multinomial: input must be 1 or 2 dim, got shape "
-                           f"{tuple(t.shape)}")
-    if not _is_int(num_samples):
-        raise TypeError(f"multinomial(): argument 'num_samples' must be int, not "
-                        f"{type(num_samples).__name__}")
-    if num_samples <= 0:
-        raise RuntimeError(f"multinomial: cannot sample num_samples = {num_samples} <= 0 "
-                           "samples")
-    n = t.shape[-1]
-    if not replacement and num_samples > n:
-        raise RuntimeError(f"multinomial: cannot sample num_samples = {num_samples} > {n} "
-                           f"categories without replacement (input shape {tuple(t.shape)})")
-    weights = backend.to_host(t.array).astype(np.float64).reshape(-1, n)
-    if not np.all(np.isfinite(weights) & (weights >= 0)):
-        raise RuntimeError(f"multinomial: input (the weights, shape {tuple(t.shape)}) "
-                           "contains either `inf`, `nan` or element < 0")
-    if np.any(weights.sum(axis=1) <= 0):
-        raise RuntimeError(f"multinomial: invalid distribution in input (shape "
-                           f"{tuple(t.shape)}): a row's weights sum to 0")
-    return weights
-
-
-def _broadcast_shape(op, x, y):
-    """The shape ``x`` and ``y`` broadcast to; PyTorch's error where they do not."""
-    try:
-        return tuple(np.broadcast_shapes(x.shape, y.shape))
-    except ValueError:
-        raise ShapeError(f"{op}: shapes {tuple(x.shape)} and {tuple(y.shape)} do not "
-                         "broadcast") from None
-
-
-def _repeat_counts(repeats, n, alone=False, check=True):
-    """The counts of ``repeat_interleave`` as a host int64 array, after PyTorch's checks:
-    an int32 or int64 tensor of one dim (or, with an input, 0-d), one count per entry of
-    the ``n`` entries or one for all, none negative (``check=False``: the checks of the
-    dtype and shape only, and nothing read)."""
-    if repeats.dtype not in (dtypes.int64, dtypes.int32):
-        raise NotImplementedError(f"repeat_interleave: repeats must be an int32 or int64 "
-                                  f"tensor, got {repeats.dtype}")
-    if repeats.ndim != 1 if alone else repeats.ndim > 1:
-        what = "a 1-D" if alone else "a 0-d or 1-D"
-        raise RuntimeError(f"repeat_interleave: repeats must be {what} tensor, got shape "
-                           f"{tuple(repeats.shape)}")
-    if repeats.ndim == 1 and repeats.shape[0] not in ((n,) if alone else (1, n)):
-        raise RuntimeError(f"repeat_interleave: repeats must have the same size as input along "
-                           f"dim, got {repeats.shape[0]} counts for {n} entries")
-    if not check:
-        return None
-    read_on_host("Tensor.repeat_interleave()")
-    counts = backend.to_host(repeats.array).astype(np.int64)
-    if (counts < 0).any():
-        raise RuntimeError(f"repeat_interleave: repeats can not be negative, got "
-                           f"{builtins.int(counts.min())}")
-    return counts
-
-
-def _repeat_index_on_device(repeats, n, output_size):
-    """``repeat_interleave``'s index on a GPU when ``output_size`` is given: made there
-    without reading the counts back, as PyTorch's; a negative count or an output_size
-    other than their sum is raised at the next read on the host (``backend.checks``)."""
-    _repeat_counts(repeats, n, check=False)
-    counts = on_arrays(_repeat_index, repeats.array, n, output_size)
-    return Tensor._make(counts)
-
-
-def _repeat_index(counts, n, output_size):
-    """The entries 0..n-1, entry i ``counts[i]`` times (one count: each that many times), as
-    ``output_size`` indices (cut or padded with n where the counts sum otherwise, flagged)."""
-    xp = backend.xp_of(counts)
-    counts = xp.broadcast_to(counts.reshape(-1).astype(np.int64), (n,))
-    low, total = counts.min() if n else xp.zeros((), np.int64), counts.sum()
-    backend.checks.check(low < 0, low, RuntimeError,
-                         "repeat_interleave: repeats can not be negative, got {}")
-    backend.checks.check(total != output_size, total, RuntimeError,
-                         f"repeat_interleave: invalid output_size, expected {{}} but got "
-                         f"{output_size}")
-    ends = xp.cumsum(xp.maximum(counts, 0))
-    index = xp.searchsorted(ends, xp.arange(output_size, dtype=np.int64), side="right")
-    return xp.minimum(index, max(n - 1, 0))  # (in range while an error is pending)
-
-
-def _check_output_size(output_size, size):
-    if output_size is not None and output_size != size:
-        raise RuntimeError(f"repeat_interleave: invalid output_size, expected {size} but got "
-                           f"{output_size}")
-
-
-def _check_index_dtype(op, index):
-    if not isinstance(index, Tensor) or index.dtype not in (dtypes.int64, dtypes.int32):
-        got = index.dtype if isinstance(index, Tensor) else type(index).__name__
-        raise RuntimeError(f"{op}(): expected an index tensor of dtype int32 or int64, got {got}")
-
-
-def _has_mask(index):
-    """Whether the (converted) index holds a bool array, whose count of True values sets
-    the result's shape."""
-    items = index if isinstance(index, tuple) else (index,)
-    return builtins.any(_is_array(i) and i.dtype == np.bool_ for i in items)
-
-
-def _check_index_range(op, index, n, dim, error=RuntimeError):
-    """``index`` after PyTorch's error (RuntimeError; IndexError for index_add into a
-    vector) for an entry outside [0, n) along ``dim`` (on a GPU: see ``_in_range``)."""
-    return _in_range(index, 0, n, error, f"{op}(): index {{}} is out of bounds for "
-                                         f"dimension {dim} with size {n}")
-
-
-def _scatter_args(op, t, dim, index, src):
-    """The operands of ``scatter``/``scatter_add`` on ``t``, after PyTorch's checks:
-    (x, places, src) with x the tensor written (a 0-d t seen as 1-D), places the written
-    elements' index array per dim (``index`` along dim, aranges along the others; None
-    for an empty index, which writes nothing), and src cut to index's shape (or a number)."""
-    d = _dim(t, dim)
-    _check_index_dtype(op, index)
-    if isinstance(src, Tensor) and src.dtype != t.dtype:
-        raise RuntimeError(f"{op}(): expected self.dtype to be equal to src.dtype, got "
-                           f"{t.dtype} and {src.dtype}")
-    backend.check_same_device(op, [t.array, index.array] +
-                              ([src.array] if isinstance(src, Tensor) else []))
-    x = t.reshape(1) if t.ndim == 0 else t
-    if index.numel() == 0:
-        return x, None, src
-    idx = index.reshape(1) if index.ndim == 0 else index
-    if idx.ndim != x.ndim:
-        raise RuntimeError(f"{op}(): index tensor must have the same number of dimensions as "
-                           f"self tensor (index shape {tuple(index.shape)}, self shape "
-                           f"{tuple(t.shape)})")
-    fits = builtins.all(idx.shape[k] <= x.shape[k] for k in range(x.ndim) if k != d)
-    if isinstance(src, Tensor):
-        src = src.reshape(1) if src.ndim == 0 else src
-        if src.ndim != idx.ndim:
-            raise RuntimeError(f"{op}(): index tensor must have the same number of dimensions "
-                               f"as src tensor (index shape {tuple(index.shape)}, src shape "
-                               f"{tuple(src.shape)})")
-        fits = fits and builtins.all(i <= s for i, s in zip(idx.shape, src.shape))
-    if not fits:
-        raise RuntimeError(f"{op}(): expected index {list(idx.shape)} to be no larger than self "
-                           f"{list(x.shape)} apart from dimension {d} and to be no larger than "
-                           f"src {list(getattr(src, 'shape', ()))}")
-    idx = _check_index_range(op, idx, x.shape[d], d)
-    xp = backend.xp_of(x.array)
-    places = tuple(idx.array if k == d else xp.arange(n).reshape((n,) + (1,) * (idx.ndim - k - 1))
-                   for k, n in enumerate(idx.shape))
-    if isinstance(src, Tensor) and src.shape != idx.shape:
-        src = src[tuple(slice(0, n) for n in idx.shape)]
-    return x, places, src
-
-
-def _index_add_args(t, d, index, source):
-    """``index_add``'s index (as a vector) and source, after PyTorch's checks: an int32 or
-    int64 vector within [0, size of dim), and a source of t's dtype and shape but along
-    dim, where it has one entry per index."""
-    op = "index_add_"
-    _check_index_dtype(op, index)
-    if index.ndim > 1:
-        raise IndexError(f"{op}(): index is supposed to be a vector, got shape "
-                         f"{tuple(index.shape)}")
-    if not isinstance(source, Tensor):
-        raise TypeError(f"index_add(): argument 'source' (position 3) must be Tensor, not "
-                        f"{type(source).__name__}")
-    if source.dtype != t.dtype:
-        raise RuntimeError(f"{op}(): self ({t.dtype}) and source ({source.dtype}) must have "
-                           "the same dtype")
-    backend.check_same_device(op, [t.array, index.array, source.array])
-    index = index.reshape(-1)
-    if d >= builtins.max(source.ndim, 1):
-        raise RuntimeError(f"{op}(): indexing dim {d} is out of bounds of the source tensor of "
-                           f"shape {tuple(source.shape)}")
-    entries = source.shape[d] if source.ndim else 1
-    if index.shape[0] != entries:
-        raise RuntimeError(f"{op}(): number of indices ({index.shape[0]}) should be equal to "
-                           f"source.size(dim) ({entries}), for dim {d}")
-    outer = [n for k, n in enumerate(t.shape) if k != d]
-    if builtins.max(source.ndim, 1) != builtins.max(t.ndim, 1) or \
-            [n for k, n in enumerate(source.shape) if k != d] != outer:
-        raise RuntimeError(f"{op}(): source tensor shape must match self tensor shape, "
-                           f"excluding the specified dimension: got self shape "
-                           f"{tuple(t.shape)} and source shape {tuple(source.shape)}")
-    # PyTorch's kernel for a vector (or 0-d) self raises IndexError, its others RuntimeError
-    error = IndexError if t.ndim <= 1 else RuntimeError
-    index = _check_index_range(op, index, t.shape[d] if t.ndim else 1, d, error)
-    return index, source

@@ -16,8 +16,8 @@ from minigrad.autograd.function import on_arrays, read_on_host
 from minigrad.fused import Attention, CrossEntropy, Dropout, LayerNorm, Linear
 from minigrad.fused.attention import blocks as attention_blocks
 from minigrad.fused.attention import composite as attention_composite
+from minigrad.operands import _fitting
 from minigrad.ops import Embedding, GetItem, SetItem
-from minigrad.tensor import _fitting
 
 
 class ArgumentError(mg.ShapeError, AssertionError):

@@ -19,7 +19,7 @@ from minigrad import backend
 from minigrad.autograd.graph import RemovableHandle
 from minigrad.autograd import function as _function
 from minigrad.autograd.grad_mode import STATE
-from minigrad.tensor import _is_array
+from minigrad.arguments import _is_array
 
 from .parameter import Parameter
 

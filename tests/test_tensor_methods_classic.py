@@ -361,7 +361,7 @@ def test_einsum_takes_a_list(device):
 # --- set_printoptions -------------------------------------------------------------------------
 @pytest.fixture
 def printing():
-    from minigrad.tensor import _PRINT_OPTIONS
+    from minigrad.printing import _PRINT_OPTIONS
     saved = dict(_PRINT_OPTIONS)
     yield
     _PRINT_OPTIONS.update(saved)

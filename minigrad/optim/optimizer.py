@@ -35,7 +35,8 @@ from collections import defaultdict
 
 from .. import backend
 from ..autograd import enable_grad
-from ..tensor import Tensor, _check_writable, _is_array
+from ..arguments import _is_array
+from ..tensor import Tensor, _check_writable
 from ..compile.recorder import replayed_as_call
 
 
