@@ -11,10 +11,11 @@ import numpy as np
 
 from . import backend, dtypes
 from .arguments import _new_size
+from .autograd.grad_mode import STATE
 from .conversion import (LEGACY_DTYPES, _module, as_array, filled, legacy_alias, legacy_array,
                          tensor_data)
 from .operands import _fitting, _py_scalar
-from .random import _batched, _draw_shape, host_generator
+from .random import Normal, NormalOfMean, NormalOfStd, _batched, _draw_shape, host_generator
 from .tensor import Tensor
 
 
@@ -200,8 +201,9 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
            requires_grad=False):
     """Normal draws of mean ``mean`` and standard deviation ``std``, drawn on the host as
     ``randn``'s. A tensor mean or std (or both): the shape the two broadcast to, in that
-    tensor's dtype and on its device; numbers alone: ``size`` is needed. As in PyTorch, no
-    gradient reaches mean or std (PyTorch's is zero)."""
+    tensor's dtype and on its device; numbers alone: ``size`` is needed. As in PyTorch, a
+    mean or std that requires grad makes a result that requires grad, whose gradient to
+    them is zero (``random.Normal``)."""
     tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
     if not tensors:
         if size is None:
@@ -224,8 +226,16 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
         raise RuntimeError(f"normal: the shapes of mean {tuple(mean.shape)} and std "
                            f"{tuple(std.shape)} do not broadcast") from None
     draw = randn(*shape, generator=generator, dtype=like.dtype, device=like.device)
-    mean, std = (t.detach() if isinstance(t, Tensor) else t for t in (mean, std))
-    return (draw * std + mean).requires_grad_(requires_grad)
+    sample = draw * _detached(std) + _detached(mean)
+    if any(t.requires_grad for t in tensors) and STATE.grad_enabled:
+        node = (Normal if len(tensors) == 2 else
+                NormalOfMean if isinstance(mean, Tensor) else NormalOfStd)
+        return node.apply(sample, mean, std)
+    return sample.requires_grad_(requires_grad)
+
+
+def _detached(x):
+    return x.detach() if isinstance(x, Tensor) else x
 
 
 def randint(low=None, high=None, size=(), *, generator=None, dtype=None, device=None,

@@ -9,6 +9,7 @@ import numpy as np
 from . import backend
 from .arguments import _is_int
 from .autograd import batching
+from .ops.elementwise import NonDiff
 
 
 class Generator:
@@ -150,3 +151,28 @@ def _multinomial_picks(weights, num_samples, replacement, draw):
             keys = np.where(weights > 0, weights / arrivals, -arrivals)
         picks = np.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
     return picks.astype(np.int64)
+
+
+class Normal(NonDiff):
+    """out = sample, ``normal``'s values (draw * std + mean, computed by ``normal``) when
+    mean or std is a tensor that requires grad;  dmean = 0,  dstd = 0: no gradient reaches
+    them through a sample, as PyTorch's NormalBackward gives (zeros, not the
+    reparameterised draw's). PyTorch numbers the node by which of mean and std is a
+    tensor (the subclasses)."""
+    node_name = "NormalBackward3"
+
+    @staticmethod
+    def forward(ctx, sample, mean, std):
+        return sample.copy()
+
+    vmap = batching.elementwise
+
+
+class NormalOfMean(Normal):
+    """``normal`` with a tensor mean and a number std (see Normal)."""
+    node_name = "NormalBackward1"
+
+
+class NormalOfStd(Normal):
+    """``normal`` with a number mean and a tensor std (see Normal)."""
+    node_name = "NormalBackward2"

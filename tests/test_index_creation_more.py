@@ -1,6 +1,7 @@
 """Writes of values with extra leading size-1 dims, 0-d integer index tensors, list indices
 read as tuples, and the makers of new tensors: each against PyTorch."""
 import ast
+import contextlib
 import subprocess
 import sys
 import warnings
@@ -361,15 +362,40 @@ def test_normal_shapes_and_dtypes_as_torch(args, device):
     assert tuple(got.shape) == tuple(want.shape) and str(got.dtype) == str(want.dtype)[6:]
 
 
-def test_normal_draws_and_takes_no_gradient(device):
+def test_normal_draws_the_same_values_whether_mean_requires_grad_or_not(device):
+    mg.manual_seed(3)
     mean = mg.full((4000,), 3.0, device=device, requires_grad=True)
     x = mg.normal(mean, 0.5)
     assert abs(x.mean().item() - 3.0) < 0.05 and abs(x.std().item() - 0.5) < 0.05
-    assert not x.requires_grad and x.device == mean.device
+    assert x.requires_grad and x.device == mean.device
+    mg.manual_seed(3)
+    assert mg.normal(mean.detach(), 0.5).tolist() == x.tolist()
     mg.manual_seed(1)
     a = mg.normal(0.0, 1.0, size=(3,))
     mg.manual_seed(1)
     assert a.tolist() == mg.normal(0.0, 1.0, size=(3,)).tolist()
+
+
+@needs_torch
+@pytest.mark.parametrize("args", ["m, 2.0", "0.5, s", "m, s", "m.detach(), s.detach()",
+                                  "m, s.detach()", "m[:1], s"], ids=str)
+@pytest.mark.parametrize("grad_mode", ["enabled", "no_grad"])
+def test_normal_takes_a_zero_gradient_as_torch(args, grad_mode, device):
+    """A mean or std that requires grad gives a result that requires grad, with PyTorch's
+    node (NormalBackward1/2/3 by which is a tensor) and zero gradients of their shapes."""
+    seen = []
+    for M, dev in ((torch, "cpu"), (mg, device)):
+        m = M.zeros(2, 3, dtype=M.float64, device=dev).requires_grad_()
+        s = M.ones(3, dtype=M.float64, device=dev).requires_grad_()
+        with M.no_grad() if grad_mode == "no_grad" else contextlib.nullcontext():
+            y = eval(f"M.normal({args})")
+        name = type(y.grad_fn).__name__ if M is torch else y.grad_fn and y.grad_fn.name()
+        seen.append((y.requires_grad, name if y.grad_fn else None, tuple(y.shape)))
+        if y.requires_grad:
+            (y * 3).sum().backward()
+        seen.append([None if t.grad is None else (tuple(t.grad.shape), t.grad.abs().sum().item())
+                     for t in (m, s)])
+    assert seen[:2] == seen[2:]
 
 
 @needs_torch
