@@ -20,6 +20,7 @@ from . import backend
 from .autograd import batching
 from .autograd.batching import LEVELS
 from .arguments import _dim
+from .combine import cat, stack
 from .tensor import Tensor, ValuesIndices
 
 _RANDOMNESS = ("error", "different", "same")
@@ -213,6 +214,7 @@ def apply_batched(cls, args, params):
 
 
 batching.dispatch = apply_batched
+batching.stack = stack
 
 
 def index_per_element(x, index):
@@ -226,7 +228,6 @@ def index_per_element(x, index):
 
     def element(t, b):
         return t.value[b] if type(t) is BatchedTensor and t.level is level else t
-    from .combine import stack
     outs = [element(x, b)[tuple(element(i, b) for i in items)] for b in range(level.size)]
     return BatchedTensor(stack(outs), level)
 
@@ -474,7 +475,6 @@ def _unbatched(out, dim, level, func):
 
 
 def _concatenated(chunks, out_dims, where):
-    from .combine import cat
     leaves = [flatten(c)[0] for c in chunks]
     _, rebuild = flatten(chunks[0])
     dims = _dims_for(out_dims, chunks[0], where + " out")

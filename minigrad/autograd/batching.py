@@ -26,6 +26,9 @@ from .graph import TensorBase
 
 LEVELS = []  # the open vmap levels, outermost first (empty: vmap is off)
 dispatch = None  # minigrad.batched.apply_batched, the hook Function.apply calls
+# minigrad.combine.stack, set by minigrad.batched: the loop stacks its results with it
+# (tensor functions sit above the autograd layer, which cannot import them)
+stack = None
 
 
 class BatchContext:
@@ -108,7 +111,6 @@ def loop(ctx, *args, **params):
 def run_per_element(ctx, args, params):
     """``ctx.op`` once per batch element on the batched inputs' slices; each output
     stacked along a new dim 0."""
-    from ..combine import stack
     results = []
     for b in range(ctx.size):
         sliced = [a[b] if batched else a for a, batched in zip(args, ctx.batched)]
