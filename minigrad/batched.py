@@ -19,8 +19,9 @@ import numpy as np
 from . import backend
 from .autograd import batching
 from .autograd.batching import LEVELS
-from .arguments import _dim
+from .arguments import _dim, _index, _split_index
 from .combine import cat, stack
+from .ops.inplace import SetItem
 from .tensor import Tensor, ValuesIndices
 
 _RANDOMNESS = ("error", "different", "same")
@@ -117,12 +118,20 @@ class BatchedTensor(Tensor):
                            "backward() outside of functorch transforms.")
 
     def __setitem__(self, index, value):
-        """``x[index] = value`` into each element (basic indexing: ints, slices, None, ...)."""
+        """``x[index] = value`` into each element: basic indexing (ints, slices, None, ...)
+        writes into the batch's values; index tensors and lists (the same for every
+        element) write the index put's result (SetItem's rule)."""
         items = index if isinstance(index, tuple) else (index,)
-        if any(isinstance(i, Tensor) or hasattr(i, "__len__") for i in items):
-            raise NotImplementedError("vmap: x[index] = value with an index tensor or list "
-                                      "is not implemented inside vmap")
         batching.check_inplace(self, value)
+        if any(isinstance(i, Tensor) or hasattr(i, "__len__") for i in items):
+            if batching.batched_index(index):
+                raise NotImplementedError("vmap: x[index] = value with a batched index "
+                                          "tensor is not implemented inside vmap")
+            basic, advanced = _split_index(_index(index, self), self.ndim)
+            if isinstance(value, Tensor) and value.dtype != self.dtype:
+                value = value.to(self.dtype)
+            return self._update("__setitem__", lambda t: SetItem.apply(
+                t, value, index=basic, then=advanced), cast=True)
         index = (slice(None),) + items
         if type(value) is BatchedTensor:
             region = self.value[index]
