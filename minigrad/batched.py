@@ -20,6 +20,7 @@ from . import backend
 from .autograd import batching
 from .autograd.batching import LEVELS
 from .arguments import _dim, _index, _split_index
+from .autograd.function import Function
 from .combine import cat, stack
 from .ops.inplace import SetItem
 from .tensor import Tensor, ValuesIndices
@@ -208,7 +209,10 @@ def apply_batched(cls, args, params):
         values.append(a.value if mine else a)
         batched.append(mine)
     ctx = batching.BatchContext(cls, level.size, tuple(batched), level)
-    rule = cls.vmap if cls._raw and cls.vmap is not None else batching.loop
+    if cls._raw:
+        rule = cls.vmap if cls.vmap is not None else batching.loop
+    else:
+        rule = _function_rule(cls)
     if getattr(cls, "random", False):  # (its rule calls the op on unbatched values)
         _RANDOM_RULE.append(cls)
         try:
@@ -223,6 +227,147 @@ def apply_batched(cls, args, params):
 
 
 batching.dispatch = apply_batched
+
+
+# --- a user's autograd.Function inside vmap, as PyTorch's ----------------------------------
+
+class VmapInfo(tuple):
+    """What a Function's ``vmap`` staticmethod gets first: ``batch_size`` and
+    ``randomness`` of the level (PyTorch's VmapInfo)."""
+    batch_size = property(lambda self: self[0])
+    randomness = property(lambda self: self[1])
+
+    def __new__(cls, batch_size, randomness):
+        return super().__new__(cls, (batch_size, randomness))
+
+
+def _function_rule(cls):
+    """The batching rule of a user's Function, as PyTorch's: its ``vmap`` staticmethod, or
+    with ``generate_vmap_rule = True`` its forward, setup_context and backward run on
+    batched tensors (``_generated``). It must be written in the setup_context style."""
+    if cls.setup_context is Function.setup_context:
+        raise RuntimeError("In order to use an autograd.Function with functorch transforms "
+                           "(vmap, grad, jvp, jacrev, ...), it must override the "
+                           "setup_context staticmethod. For more details, please see "
+                           "https://pytorch.org/docs/main/notes/extending.func.html")
+    if cls.vmap is not None:
+        return functools.partial(_own_rule, cls)
+    if getattr(cls, "generate_vmap_rule", False):
+        return functools.partial(_generated_rule, cls)
+    raise RuntimeError(f"You tried to vmap over {cls.__name__}, but it does not have vmap "
+                       "support. Please override and implement the vmap staticmethod or set "
+                       "generate_vmap_rule=True. For more details, please see "
+                       "https://pytorch.org/docs/main/notes/extending.func.html")
+
+
+def _own_rule(cls, ctx, *args, **params):
+    """``cls.vmap(info, in_dims, *args)``: (outputs, out_dims), each output's batch dim
+    moved to 0 (expanded where its out_dim is None)."""
+    in_dims = tuple(0 if b else None for b in ctx.batched)
+    out, out_dims = cls.vmap(VmapInfo(ctx.size, ctx.level.randomness), in_dims, *args,
+                             **params)
+    outs = out if isinstance(out, tuple) else (out,)
+    dims = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(outs)
+    if len(dims) != len(outs):
+        raise ValueError(f"{cls.__name__}.vmap: expected out_dims to have one entry per "
+                         f"output ({len(outs)}), got {out_dims!r}")
+    moved = tuple(_batch_first(o, d, ctx.size) for o, d in zip(outs, dims))
+    return moved if isinstance(out, tuple) else moved[0]
+
+
+def _batch_first(t, dim, size):
+    """``t`` with its batch dim (``dim``; None: it has none) at 0."""
+    if dim is None:
+        return t.unsqueeze(0).expand((size,) + tuple(t.shape))
+    return t if dim % t.ndim == 0 else t.movedim(dim, 0)
+
+
+def _generated_rule(cls, ctx, *args, **params):
+    return _generated(cls).apply(*args, level=ctx.level, batched=ctx.batched, **params)
+
+
+_GENERATED = {}  # a user's Function with generate_vmap_rule: its generated Function
+
+
+def _generated(cls):
+    """The Function that runs ``cls`` on the batch's values (PyTorch's generated vmap
+    rule): its forward, setup_context and backward see the batched inputs, outputs,
+    saved tensors and gradients as batched tensors of the level (so each of their ops
+    goes to its own rule)."""
+    if cls in _GENERATED:
+        return _GENERATED[cls]
+
+    class Generated(Function):
+        node_name = "Vmapped" + cls.__name__ + "Backward"  # (PyTorch's name)
+
+        @staticmethod
+        def forward(ctx, *values, level, batched, **params):
+            inputs = tuple(BatchedTensor(v, level) if b else v
+                           for v, b in zip(values, batched))
+            out = cls.forward(*inputs, **params)
+            cls.setup_context(ctx, inputs, out)
+            ctx.level, saved = level, ctx._to_save or ()
+            ctx.saved_batched = tuple(type(t) is BatchedTensor for t in saved)
+            ctx._to_save = tuple(t.value if type(t) is BatchedTensor else t for t in saved)
+            outs = out if isinstance(out, tuple) else (out,)
+            values = tuple(_value_at(o, level) for o in outs)
+            return values if isinstance(out, tuple) else values[0]
+
+        @property
+        def saved_tensors(self):
+            return tuple(BatchedTensor(t, self.level) if b else t
+                         for t, b in zip(super().saved_tensors, self.saved_batched))
+
+        @staticmethod
+        def backward(ctx, *grads):
+            level, batched = ctx.level, ctx.params["batched"]
+            with _opened(level):
+                grads = cls.backward(ctx, *(None if g is None else BatchedTensor(g, level)
+                                            for g in grads))
+                grads = grads if isinstance(grads, tuple) else (grads,)
+                out = []
+                for g, b in zip(grads, batched):
+                    if isinstance(g, Tensor):
+                        g = _value_at(g, level) if b else (
+                            g.value.sum(0) if type(g) is BatchedTensor and g.level is level
+                            else g)
+                    out.append(g)
+            return tuple(out)
+
+    Generated.__name__ = Generated.__qualname__ = "Vmapped" + cls.__name__
+    _GENERATED[cls] = Generated
+    return Generated
+
+
+def _value_at(t, level):
+    """The values under ``level`` of ``t``: expanded over the batch where ``t`` is not
+    batched at it."""
+    if type(t) is BatchedTensor and t.level is level:
+        return t.value
+    if not isinstance(t, Tensor):
+        return t
+    return t.unsqueeze(0).expand((level.size,) + tuple(t.shape))
+
+
+class _opened:
+    """``level`` open while a generated backward runs (backward may run after its vmap
+    returned: the level is opened again, where nothing inside it is open)."""
+
+    def __init__(self, level):
+        self.level, self.pushed = level, False
+
+    def __enter__(self):
+        if self.level.index < len(LEVELS) and LEVELS[self.level.index] is self.level:
+            return
+        if self.level.index != len(LEVELS):
+            raise RuntimeError("vmap: the backward of a Function with generate_vmap_rule ran "
+                               "where its vmap level cannot be opened again")
+        LEVELS.append(self.level)
+        self.pushed = True
+
+    def __exit__(self, *exc):
+        if self.pushed:
+            LEVELS.pop()
 batching.stack = stack
 
 
