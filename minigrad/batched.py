@@ -372,18 +372,71 @@ batching.stack = stack
 
 
 def index_per_element(x, index):
-    """``x[index]`` where the index holds batched tensors: once per element of the innermost
-    of their levels, stacked (with the loop's warning)."""
-    items = index if isinstance(index, tuple) else (index,)
-    level = max((t.level for t in (x,) + items if type(t) is BatchedTensor),
-                key=lambda lv: lv.index)
-    warnings.warn("vmap: there is no batching rule for indexing with a batched index "
-                  "tensor; it runs once per batch element", stacklevel=3)
+    """``x[index]`` where the index holds batched tensors, each element by its own index
+    tensors, in one indexing of the batch's values: ``x`` and the index tensors lifted to
+    the innermost of their levels, and in front of the index arrays one ``arange`` per
+    level (the batch's own coordinates), so that element b reads ``x[b][index[b]]``.
 
-    def element(t, b):
-        return t.value[b] if type(t) is BatchedTensor and t.level is level else t
-    outs = [element(x, b)[tuple(element(i, b) for i in items)] for b in range(level.size)]
-    return BatchedTensor(stack(outs), level)
+    PyTorch's ints-first split (``_split_index``) is done first, as for one element. NumPy
+    puts the dims of index arrays that are apart in front, where the batch's coordinates
+    lead; the dims of arrays next to each other go where they stand: those of the parts
+    before them, which the batch's coordinates moved behind, are moved back."""
+    items = index if isinstance(index, tuple) else (index,)
+    k = max(t.level.index for t in (x,) + items if type(t) is BatchedTensor) + 1
+    values = physical(lift(x, k))
+    ndim = values.ndim - k
+    arrays, stand_ins = {}, []  # each item of one element (index tensors: their arrays)
+    for i in items:
+        if type(i) is BatchedTensor:
+            array = physical(lift(i, k)).array
+            if array.dtype == bool or array.ndim == k:
+                raise NotImplementedError("vmap: indexing with a batched bool mask or 0-d "
+                                          "index tensor is not implemented inside vmap")
+            one = np.broadcast_to(np.zeros((), array.dtype), array.shape[k:])
+            arrays[id(one)] = array
+            stand_ins.append(one)
+        else:
+            stand_ins.append(_index(i, x) if isinstance(i, (Tensor, list)) else i)
+    basic, advanced = _split_index(tuple(stand_ins), ndim)
+    if advanced is not None:  # the ints first (no arrays in basic)
+        values = values[(slice(None),) * k + basic]
+        ndim = values.ndim - k
+        stand_ins = list(advanced)
+    is_array = [getattr(i, "ndim", 0) > 0 for i in stand_ins]
+    dims = max(1 if i.dtype == bool else i.ndim for i, a in zip(stand_ins, is_array) if a)
+    grids = [backend.xp_of(values.array).arange(n).reshape(
+        (1,) * j + (n,) + (1,) * (k - j - 1 + dims)) for j, n in enumerate(values.shape[:k])]
+    physical_index = tuple(grids) + tuple(
+        _leading(arrays[id(i)], k, dims) if id(i) in arrays else i for i in stand_ins)
+    out = values[physical_index]
+    before = _dims_before_arrays(stand_ins, is_array, ndim)
+    if before:  # (moved behind the arrays' dims by the batch's coordinates)
+        first = k + dims
+        out = out.movedim(tuple(range(first, first + before)), tuple(range(k, k + before)))
+    return rewrap(out, k)
+
+
+def _leading(array, k, dims):
+    """An index array of the batch (k leading dims) with size-1 dims after them up to
+    ``dims`` dims of its own, to broadcast with the others."""
+    missing = dims - (array.ndim - k)
+    return array.reshape(array.shape[:k] + (1,) * missing + array.shape[k:])
+
+
+def _dims_before_arrays(items, is_array, ndim):
+    """How many dims of ``x[items]`` (``x`` of ``ndim`` dims) come before the index arrays'
+    dims, where NumPy keeps them in place (the arrays, and ints among them, next to each
+    other); 0 where it puts them in front."""
+    advanced = [n for n, (i, a) in enumerate(zip(items, is_array))
+                if a or isinstance(i, (int, np.integer)) and not isinstance(i, bool)]
+    if advanced[-1] - advanced[0] + 1 != len(advanced):
+        return 0
+    used = sum(0 if i is None or i is Ellipsis or isinstance(i, bool) else
+               (i.ndim if a and i.dtype == bool else 1) for i, a in zip(items, is_array))
+    before = 0
+    for i in items[:advanced[0]]:
+        before += ndim - used if i is Ellipsis else (0 if isinstance(i, int) else 1)
+    return before
 
 
 batching.index_per_element = index_per_element

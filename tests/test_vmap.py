@@ -299,11 +299,44 @@ def test_setitem_and_backward_inside_vmap():
         vmap(lambda a: a.sum().backward())(x)
 
 
-def test_indexing_with_a_batched_index_loops_and_reading_values_raises():
-    x, idx = rand(3, 4), mg.tensor([[0, 1], [2, 3], [1, 1]])
-    with pytest.warns(UserWarning, match="batched index"):
-        out = vmap(lambda a, i: a[i] * 2)(x, idx)
-    same(out, looped(lambda a, i: a[i] * 2, [x, idx], (0, 0)))
+# x[index] with index tensors of each element's own (i: (2,) into dim 0, j: (2,) into
+# dim 1, k: (2, 1) into dim 2), PyTorch's placement of their dims each time
+BATCHED_INDEX = [
+    lambda a, i, j, k: a[i], lambda a, i, j, k: a[:, j], lambda a, i, j, k: a[i, :, k],
+    lambda a, i, j, k: a[1, j], lambda a, i, j, k: a[..., k], lambda a, i, j, k: a[:, j, k],
+    lambda a, i, j, k: a[0, :, k], lambda a, i, j, k: a[None, :, j, None, 2],
+    lambda a, i, j, k: a[1:, j][:, :, None, i[:1]]]
+
+
+@pytest.mark.parametrize("n", range(len(BATCHED_INDEX)))
+def test_indexing_with_batched_index_tensors(device, n):
+    """One indexing of the batch, as the loop (values and gradients) and as torch.func."""
+    fn = BATCHED_INDEX[n]
+    rng = np.random.default_rng(n)
+    x = rand(4, 3, 5, 6, device=device)
+    ids = [mg.tensor(rng.integers(0, size, shape), device=device)
+           for size, shape in ((3, (4, 2)), (5, (4, 2)), (6, (4, 2, 1)))]
+    pull = mg.func.grad(lambda *a: fn(*a).sin().sum())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, grads = vmap(fn)(x, *ids), vmap(pull)(x, *ids)
+    same(out, looped(fn, [x] + ids, (0, 0, 0, 0)))
+    same(grads, looped(pull, [x] + ids, (0, 0, 0, 0)))
+    if torch is not None:
+        theirs = torch.func.vmap(fn)(*(torch.tensor(t.numpy()) for t in [x] + ids))
+        np.testing.assert_array_equal(out.numpy(), theirs.numpy())
+
+
+def test_indexing_with_batched_index_tensors_nested_and_unbatched_x():
+    x = rand(4, 3, 5)
+    ids = mg.tensor(np.random.default_rng(0).integers(0, 5, (2, 4, 3)))
+    out = vmap(vmap(lambda a, i: a[:, i]), in_dims=(None, 0))(x, ids)
+    same(out, mg.stack([mg.stack([x[b][:, ids[c, b]] for b in range(4)]) for c in range(2)]))
+    same(vmap(lambda i: x[0][:, i])(ids[0]), mg.stack([x[0][:, i] for i in ids[0]]))
+
+
+def test_reading_values_raises():
+    x = rand(3, 4)
     for fn in (lambda a: a.nonzero(), lambda a: a * float(a.sum()),
                lambda a: a.gather(0, mg.tensor([1])) if a.sum().item() else a):
         with pytest.raises(RuntimeError, match="vmap"):
