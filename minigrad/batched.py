@@ -283,6 +283,10 @@ def _batch_first(t, dim, size):
 
 
 def _generated_rule(cls, ctx, *args, **params):
+    if any(type(a) is BatchedTensor for a in args):
+        raise NotImplementedError(
+            f"vmap: {cls.__name__} has generate_vmap_rule=True and runs inside nested vmap "
+            "levels, which is not implemented; give it a vmap staticmethod instead")
     return _generated(cls).apply(*args, level=ctx.level, batched=ctx.batched, **params)
 
 

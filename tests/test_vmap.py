@@ -626,6 +626,12 @@ def test_a_functions_vmap_rule_as_torch(how):
     assert type(node).__name__ == type(tnode).__name__
 
 
+def test_a_generated_vmap_rule_inside_nested_vmap_says_it_is_not_implemented():
+    cube = _cube(mg, "generate_vmap_rule")
+    with pytest.raises(NotImplementedError, match="nested vmap"):
+        vmap(vmap(lambda a: cube.apply(a, 2.0)))(rand(2, 3, 4))
+
+
 def test_a_functions_vmap_rule_gets_the_randomness_and_may_return_unbatched():
     class Mean(mg.autograd.Function):
         @staticmethod

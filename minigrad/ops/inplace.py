@@ -47,11 +47,11 @@ class SetItem(Primitive):
         written), a batched value lined up with the region's dims from the right."""
         x = ctx.expanded(0, x)
         index = batched_index(ctx, x, index)
-        region = x.array[index]  # (only its number of dims is read)
         if then is not None:
             then = batched_index(ctx, x, then)
-            region = region[then]
         if ctx.batched[1]:
+            region = x.array[index]  # (only its number of dims is read)
+            region = region if then is None else region[then]
             value = batching.pad(value, region.ndim - 1)
         return ctx.op.apply(x, value, index=index, then=then)
 
