@@ -12,7 +12,6 @@ and forward mode run on ``physical`` tensors, every input batched at every open 
 ``vmap(grad(loss), in_dims=(None, 0))(params, x)`` gives per-example gradients.
 """
 import functools
-import warnings
 
 import numpy as np
 
