@@ -292,8 +292,13 @@ def batched_index(ctx, x, index):
         return (slice(None),) + items
     dims = max(1 if i.dtype == bool else i.ndim for i in map(_as_array, items)
                if i is not None)
-    rows = backend.xp_of(x.array).arange(ctx.size).reshape((ctx.size,) + (1,) * dims)
-    return (rows,) + items
+    return (_batch_rows(ctx, x, dims),) + items
+
+
+def _batch_rows(ctx, x, dims):
+    """``arange(batch)`` on ``x``'s device, as an index array with ``dims`` size-1 dims
+    after the batch's, to broadcast with index arrays of up to ``dims`` dims."""
+    return backend.xp_of(x.array).arange(ctx.size).reshape((ctx.size,) + (1,) * dims)
 
 
 def _is_array(i):
@@ -409,9 +414,7 @@ class ScatterAdd(Primitive):
 def _with_batch_coordinate(ctx, x, index):
     """An index that holds an array per dim, for the batch (``x``): the batch's own
     coordinate, ``arange(batch)`` broadcast against the others, in front."""
-    dims = max(i.ndim for i in index)
-    rows = backend.xp_of(x.array).arange(ctx.size).reshape((ctx.size,) + (1,) * dims)
-    return (rows,) + tuple(index)
+    return (_batch_rows(ctx, x, max(i.ndim for i in index)),) + tuple(index)
 
 
 class IndexAddAlong(ScatterAdd):
