@@ -4,7 +4,9 @@
 (one example's shape; the whole batch underneath, in ``value``, with the batch at dim 0)
 and calls ``f`` once. Every op ``f`` runs on a batched tensor goes to the op's batching rule
 (see ``autograd/batching.py``), which runs the op once on the whole batch. The results'
-batch dims are moved to ``out_dims``.
+batch dims are moved to ``out_dims``. A user's ``autograd.Function`` is batched as in
+PyTorch: by its ``vmap`` staticmethod, or with ``generate_vmap_rule = True`` by running its
+forward, setup_context and backward on batched tensors.
 
 The other transforms meet vmap on the batch's values (see ``func.py``): under vmap, reverse
 and forward mode run on ``physical`` tensors, every input batched at every open level

@@ -13,8 +13,9 @@ primitive itself once. ``ctx`` (``BatchContext``) says which inputs are batched.
 
 Rules here are shared by the ops: ``elementwise`` (broadcasting ops), ``along(*names)``
 (ops whose parameters name dims of their first input) and ``loop`` (the fallback: the op
-runs once per batch element, with a one-line warning naming it; an op with no rule of its
-own, such as a user's ``autograd.Function``, takes it).
+runs once per batch element, with a one-line warning naming it; a primitive with no rule
+of its own takes it). A user's ``autograd.Function`` is batched as in PyTorch, by its own
+``vmap`` staticmethod or a generated rule (see ``minigrad.batched``).
 
 Nested ``vmap`` gives batched tensors of batched tensors: the rule of the innermost level
 runs first, on values that are batched tensors of the outer levels, whose rules run when it
