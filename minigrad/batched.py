@@ -4,7 +4,9 @@
 (one example's shape; the whole batch underneath, in ``value``, with the batch at dim 0)
 and calls ``f`` once. Every op ``f`` runs on a batched tensor goes to the op's batching rule
 (see ``autograd/batching.py``), which runs the op once on the whole batch. The results'
-batch dims are moved to ``out_dims``.
+batch dims are moved to ``out_dims``. A user's ``autograd.Function`` is batched as in
+PyTorch: by its ``vmap`` staticmethod, or with ``generate_vmap_rule = True`` by running its
+forward, setup_context and backward on batched tensors.
 
 The other transforms meet vmap on the batch's values (see ``func.py``): under vmap, reverse
 and forward mode run on ``physical`` tensors, every input batched at every open level
@@ -12,14 +14,16 @@ and forward mode run on ``physical`` tensors, every input batched at every open 
 ``vmap(grad(loss), in_dims=(None, 0))(params, x)`` gives per-example gradients.
 """
 import functools
-import warnings
 
 import numpy as np
 
 from . import backend
 from .autograd import batching
 from .autograd.batching import LEVELS
-from .arguments import _dim
+from .arguments import _dim, _index, _split_index
+from .autograd.function import Function
+from .combine import cat, stack
+from .ops.inplace import SetItem
 from .tensor import Tensor, ValuesIndices
 
 _RANDOMNESS = ("error", "different", "same")
@@ -116,12 +120,20 @@ class BatchedTensor(Tensor):
                            "backward() outside of functorch transforms.")
 
     def __setitem__(self, index, value):
-        """``x[index] = value`` into each element (basic indexing: ints, slices, None, ...)."""
+        """``x[index] = value`` into each element: basic indexing (ints, slices, None, ...)
+        writes into the batch's values; index tensors and lists (the same for every
+        element) write the index put's result (SetItem's rule)."""
         items = index if isinstance(index, tuple) else (index,)
-        if any(isinstance(i, Tensor) or hasattr(i, "__len__") for i in items):
-            raise NotImplementedError("vmap: x[index] = value with an index tensor or list "
-                                      "is not implemented inside vmap")
         batching.check_inplace(self, value)
+        if any(isinstance(i, Tensor) or hasattr(i, "__len__") for i in items):
+            if batching.batched_index(index):
+                raise NotImplementedError("vmap: x[index] = value with a batched index "
+                                          "tensor is not implemented inside vmap")
+            basic, advanced = _split_index(_index(index, self), self.ndim)
+            if isinstance(value, Tensor) and value.dtype != self.dtype:
+                value = value.to(self.dtype)
+            return self._update("__setitem__", lambda t: SetItem.apply(
+                t, value, index=basic, then=advanced), cast=True)
         index = (slice(None),) + items
         if type(value) is BatchedTensor:
             region = self.value[index]
@@ -198,7 +210,10 @@ def apply_batched(cls, args, params):
         values.append(a.value if mine else a)
         batched.append(mine)
     ctx = batching.BatchContext(cls, level.size, tuple(batched), level)
-    rule = cls.vmap if cls._raw and cls.vmap is not None else batching.loop
+    if cls._raw:
+        rule = cls.vmap if cls.vmap is not None else batching.loop
+    else:
+        rule = _function_rule(cls)
     if getattr(cls, "random", False):  # (its rule calls the op on unbatched values)
         _RANDOM_RULE.append(cls)
         try:
@@ -215,20 +230,218 @@ def apply_batched(cls, args, params):
 batching.dispatch = apply_batched
 
 
-def index_per_element(x, index):
-    """``x[index]`` where the index holds batched tensors: once per element of the innermost
-    of their levels, stacked (with the loop's warning)."""
-    items = index if isinstance(index, tuple) else (index,)
-    level = max((t.level for t in (x,) + items if type(t) is BatchedTensor),
-                key=lambda lv: lv.index)
-    warnings.warn("vmap: there is no batching rule for indexing with a batched index "
-                  "tensor; it runs once per batch element", stacklevel=3)
+# --- a user's autograd.Function inside vmap, as PyTorch's ----------------------------------
 
-    def element(t, b):
-        return t.value[b] if type(t) is BatchedTensor and t.level is level else t
-    from .combine import stack
-    outs = [element(x, b)[tuple(element(i, b) for i in items)] for b in range(level.size)]
-    return BatchedTensor(stack(outs), level)
+class VmapInfo(tuple):
+    """What a Function's ``vmap`` staticmethod gets first: ``batch_size`` and
+    ``randomness`` of the level (PyTorch's VmapInfo)."""
+    batch_size = property(lambda self: self[0])
+    randomness = property(lambda self: self[1])
+
+    def __new__(cls, batch_size, randomness):
+        return super().__new__(cls, (batch_size, randomness))
+
+
+def _function_rule(cls):
+    """The batching rule of a user's Function, as PyTorch's: its ``vmap`` staticmethod, or
+    with ``generate_vmap_rule = True`` its forward, setup_context and backward run on
+    batched tensors (``_generated``). It must be written in the setup_context style."""
+    if cls.setup_context is Function.setup_context:
+        raise RuntimeError("In order to use an autograd.Function with functorch transforms "
+                           "(vmap, grad, jvp, jacrev, ...), it must override the "
+                           "setup_context staticmethod. For more details, please see "
+                           "https://pytorch.org/docs/main/notes/extending.func.html")
+    if cls.vmap is not None:
+        return functools.partial(_own_rule, cls)
+    if getattr(cls, "generate_vmap_rule", False):
+        return functools.partial(_generated_rule, cls)
+    raise RuntimeError(f"You tried to vmap over {cls.__name__}, but it does not have vmap "
+                       "support. Please override and implement the vmap staticmethod or set "
+                       "generate_vmap_rule=True. For more details, please see "
+                       "https://pytorch.org/docs/main/notes/extending.func.html")
+
+
+def _own_rule(cls, ctx, *args, **params):
+    """``cls.vmap(info, in_dims, *args)``: (outputs, out_dims), each output's batch dim
+    moved to 0 (expanded where its out_dim is None)."""
+    in_dims = tuple(0 if b else None for b in ctx.batched)
+    out, out_dims = cls.vmap(VmapInfo(ctx.size, ctx.level.randomness), in_dims, *args,
+                             **params)
+    outs = out if isinstance(out, tuple) else (out,)
+    dims = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(outs)
+    if len(dims) != len(outs):
+        raise ValueError(f"{cls.__name__}.vmap: expected out_dims to have one entry per "
+                         f"output ({len(outs)}), got {out_dims!r}")
+    moved = tuple(_batch_first(o, d, ctx.size) for o, d in zip(outs, dims))
+    return moved if isinstance(out, tuple) else moved[0]
+
+
+def _batch_first(t, dim, size):
+    """``t`` with its batch dim (``dim``; None: it has none) at 0."""
+    if dim is None:
+        return t.unsqueeze(0).expand((size,) + tuple(t.shape))
+    return t if dim % t.ndim == 0 else t.movedim(dim, 0)
+
+
+def _generated_rule(cls, ctx, *args, **params):
+    if any(type(a) is BatchedTensor for a in args):
+        raise NotImplementedError(
+            f"vmap: {cls.__name__} has generate_vmap_rule=True and runs inside nested vmap "
+            "levels, which is not implemented; give it a vmap staticmethod instead")
+    return _generated(cls).apply(*args, level=ctx.level, batched=ctx.batched, **params)
+
+
+_GENERATED = {}  # a user's Function with generate_vmap_rule: its generated Function
+
+
+def _generated(cls):
+    """The Function that runs ``cls`` on the batch's values (PyTorch's generated vmap
+    rule): its forward, setup_context and backward see the batched inputs, outputs,
+    saved tensors and gradients as batched tensors of the level (so each of their ops
+    goes to its own rule)."""
+    if cls in _GENERATED:
+        return _GENERATED[cls]
+
+    class Generated(Function):
+        node_name = "Vmapped" + cls.__name__ + "Backward"  # (PyTorch's name)
+
+        @staticmethod
+        def forward(ctx, *values, level, batched, **params):
+            inputs = tuple(BatchedTensor(v, level) if b else v
+                           for v, b in zip(values, batched))
+            out = cls.forward(*inputs, **params)
+            cls.setup_context(ctx, inputs, out)
+            ctx.level, saved = level, ctx._to_save or ()
+            ctx.saved_batched = tuple(type(t) is BatchedTensor for t in saved)
+            ctx._to_save = tuple(t.value if type(t) is BatchedTensor else t for t in saved)
+            outs = out if isinstance(out, tuple) else (out,)
+            values = tuple(_value_at(o, level) for o in outs)
+            return values if isinstance(out, tuple) else values[0]
+
+        @property
+        def saved_tensors(self):
+            return tuple(BatchedTensor(t, self.level) if b else t
+                         for t, b in zip(super().saved_tensors, self.saved_batched))
+
+        @staticmethod
+        def backward(ctx, *grads):
+            level, batched = ctx.level, ctx.params["batched"]
+            with _opened(level):
+                grads = cls.backward(ctx, *(None if g is None else BatchedTensor(g, level)
+                                            for g in grads))
+                grads = grads if isinstance(grads, tuple) else (grads,)
+                out = []
+                for g, b in zip(grads, batched):
+                    if isinstance(g, Tensor):
+                        g = _value_at(g, level) if b else (
+                            g.value.sum(0) if type(g) is BatchedTensor and g.level is level
+                            else g)
+                    out.append(g)
+            return tuple(out)
+
+    Generated.__name__ = Generated.__qualname__ = "Vmapped" + cls.__name__
+    _GENERATED[cls] = Generated
+    return Generated
+
+
+def _value_at(t, level):
+    """The values under ``level`` of ``t``: expanded over the batch where ``t`` is not
+    batched at it."""
+    if type(t) is BatchedTensor and t.level is level:
+        return t.value
+    if not isinstance(t, Tensor):
+        return t
+    return t.unsqueeze(0).expand((level.size,) + tuple(t.shape))
+
+
+class _opened:
+    """``level`` open while a generated backward runs (backward may run after its vmap
+    returned: the level is opened again, where nothing inside it is open)."""
+
+    def __init__(self, level):
+        self.level, self.pushed = level, False
+
+    def __enter__(self):
+        if self.level.index < len(LEVELS) and LEVELS[self.level.index] is self.level:
+            return
+        if self.level.index != len(LEVELS):
+            raise RuntimeError("vmap: the backward of a Function with generate_vmap_rule ran "
+                               "where its vmap level cannot be opened again")
+        LEVELS.append(self.level)
+        self.pushed = True
+
+    def __exit__(self, *exc):
+        if self.pushed:
+            LEVELS.pop()
+batching.stack = stack
+
+
+def index_per_element(x, index):
+    """``x[index]`` where the index holds batched tensors, each element by its own index
+    tensors, in one indexing of the batch's values: ``x`` and the index tensors lifted to
+    the innermost of their levels, and in front of the index arrays one ``arange`` per
+    level (the batch's own coordinates), so that element b reads ``x[b][index[b]]``.
+
+    PyTorch's ints-first split (``_split_index``) is done first, as for one element. NumPy
+    puts the dims of index arrays that are apart in front, where the batch's coordinates
+    lead; the dims of arrays next to each other go where they stand: those of the parts
+    before them, which the batch's coordinates moved behind, are moved back."""
+    items = index if isinstance(index, tuple) else (index,)
+    k = max(t.level.index for t in (x,) + items if type(t) is BatchedTensor) + 1
+    values = physical(lift(x, k))
+    ndim = values.ndim - k
+    arrays, stand_ins = {}, []  # each item of one element (index tensors: their arrays)
+    for i in items:
+        if type(i) is BatchedTensor:
+            array = physical(lift(i, k)).array
+            if array.dtype == bool or array.ndim == k:
+                raise NotImplementedError("vmap: indexing with a batched bool mask or 0-d "
+                                          "index tensor is not implemented inside vmap")
+            one = np.broadcast_to(np.zeros((), array.dtype), array.shape[k:])
+            arrays[id(one)] = array
+            stand_ins.append(one)
+        else:
+            stand_ins.append(_index(i, x) if isinstance(i, (Tensor, list)) else i)
+    basic, advanced = _split_index(tuple(stand_ins), ndim)
+    if advanced is not None:  # the ints first (no arrays in basic)
+        values = values[(slice(None),) * k + basic]
+        ndim = values.ndim - k
+        stand_ins = list(advanced)
+    is_array = [getattr(i, "ndim", 0) > 0 for i in stand_ins]
+    dims = max(1 if i.dtype == bool else i.ndim for i, a in zip(stand_ins, is_array) if a)
+    grids = [backend.xp_of(values.array).arange(n).reshape(
+        (1,) * j + (n,) + (1,) * (k - j - 1 + dims)) for j, n in enumerate(values.shape[:k])]
+    physical_index = tuple(grids) + tuple(
+        _leading(arrays[id(i)], k, dims) if id(i) in arrays else i for i in stand_ins)
+    out = values[physical_index]
+    before = _dims_before_arrays(stand_ins, is_array, ndim)
+    if before:  # (moved behind the arrays' dims by the batch's coordinates)
+        first = k + dims
+        out = out.movedim(tuple(range(first, first + before)), tuple(range(k, k + before)))
+    return rewrap(out, k)
+
+
+def _leading(array, k, dims):
+    """An index array of the batch (k leading dims) with size-1 dims after them up to
+    ``dims`` dims of its own, to broadcast with the others."""
+    missing = dims - (array.ndim - k)
+    return array.reshape(array.shape[:k] + (1,) * missing + array.shape[k:])
+
+
+def _dims_before_arrays(items, is_array, ndim):
+    """How many dims of ``x[items]`` (``x`` of ``ndim`` dims) come before the index arrays'
+    dims, where NumPy keeps them in place (the arrays, and ints among them, next to each
+    other); 0 where it puts them in front."""
+    advanced = [n for n, (i, a) in enumerate(zip(items, is_array))
+                if a or isinstance(i, (int, np.integer)) and not isinstance(i, bool)]
+    if advanced[-1] - advanced[0] + 1 != len(advanced):
+        return 0
+    used = sum(0 if i is None or i is Ellipsis or isinstance(i, bool) else
+               (i.ndim if a and i.dtype == bool else 1) for i, a in zip(items, is_array))
+    before = 0
+    for i in items[:advanced[0]]:
+        before += ndim - used if i is Ellipsis else (0 if isinstance(i, int) else 1)
+    return before
 
 
 batching.index_per_element = index_per_element
@@ -473,7 +686,6 @@ def _unbatched(out, dim, level, func):
 
 
 def _concatenated(chunks, out_dims, where):
-    from .combine import cat
     leaves = [flatten(c)[0] for c in chunks]
     _, rebuild = flatten(chunks[0])
     dims = _dims_for(out_dims, chunks[0], where + " out")

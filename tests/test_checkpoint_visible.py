@@ -26,7 +26,7 @@ class Net(nn.Module):
 
     def forward(self, x):
         self.h = h = self.inp(x)  # the region's input
-        h = checkpoint(self.block, h) if self.ckpt else self.block(h)
+        h = checkpoint(self.block, h, use_reentrant=False) if self.ckpt else self.block(h)
         return self.out(h)
 
 
@@ -111,7 +111,7 @@ def test_a_region_inside_a_module_is_a_cluster_inside_it():
             self.lin = nn.Linear(4, 4)
 
         def forward(self, x):
-            return checkpoint(lambda t: t.tanh() * 3, self.lin(x)).sum()
+            return checkpoint(lambda t: t.tanh() * 3, self.lin(x), use_reentrant=False).sum()
 
     model = Mixed()
     dot = mg.viz.to_dot(model(mg.randn(2, 4)), model=model)
@@ -120,6 +120,52 @@ def test_a_region_inside_a_module_is_a_cluster_inside_it():
     assert "checkpoint: &lt;lambda&gt;, recomputed in backward" in region
     labels = _labels(dot)
     assert sorted(labels[n] for n in _node_ids(region)) == ["mul", "tanh"]
+
+
+class Nested(nn.Module):
+    """A checkpointed block whose own second layer is checkpointed too."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.out = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def block(self, x):
+        return checkpoint(self.b, self.a(x).tanh(), use_reentrant=False).sin()
+
+    def forward(self, x):
+        return self.out(checkpoint(self.block, x, use_reentrant=False)).sum()
+
+
+def test_nested_regions_are_nested_clusters():
+    """The inner region's cluster inside the outer's (each with its own ops), in the
+    picture and in the explorer's groups; plain functions nest the same way."""
+    mg.manual_seed(0)
+    model = Nested()
+    loss = model(mg.randn(3, 4))
+    dot = mg.viz.to_dot(loss, model=model)
+    outer = _cluster_text(dot, "cluster_checkpoint_0")
+    inner = _cluster_text(outer, "cluster_checkpoint_1")
+    assert "checkpoint: block, recomputed" in outer.split("\n", 2)[1]
+    assert "checkpoint: Linear, recomputed" in inner.split("\n", 2)[1]
+    assert "cluster_a" in outer and "cluster_b" in inner and "cluster_out" not in outer
+    labels = _labels(dot)
+    assert sorted(labels[n] for n in _node_ids(outer) - _node_ids(inner)
+                  if not labels[n].startswith("a.")) == ["linear", "sin", "tanh"]
+    assert sorted(labels[n] for n in _node_ids(inner) if not labels[n].startswith("b.")) == \
+        ["linear"]
+    groups = page_data(mg.viz.explore(loss, model=model))["groups"]
+    regions = [i for i, g in enumerate(groups) if g.get("ckpt")]
+    assert len(regions) == 2 and groups[regions[1]]["parent"] == regions[0]
+
+    x = mg.randn(3, 4, requires_grad=True)
+    y = checkpoint(lambda t: checkpoint(lambda u: u.sin() * 2, t * 3,
+                                        use_reentrant=False).cos(), x, use_reentrant=False)
+    dot = mg.viz.to_dot(y.sum())
+    outer = _cluster_text(dot, "cluster_checkpoint_0")
+    inner = _cluster_text(outer, "cluster_checkpoint_1")
+    labels = _labels(dot)
+    assert sorted(labels[n] for n in _node_ids(outer) - _node_ids(inner)) == ["cos", "mul"]
+    assert sorted(labels[n] for n in _node_ids(inner)) == ["mul", "sin"]
 
 
 def test_explorer_marks_the_region():
@@ -238,7 +284,7 @@ def test_checkpointed_repeated_blocks_are_drawn_once_and_say_so():
 
         def forward(self, x):
             for layer in self.layers:
-                x = checkpoint(layer, x)
+                x = checkpoint(layer, x, use_reentrant=False)
             return x.sum()
 
     model = Stack()

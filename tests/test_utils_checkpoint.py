@@ -80,12 +80,11 @@ def test_checkpoint_sequential_and_no_grad():
     mg.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
     x = mg.tensor(np.random.default_rng(2).standard_normal((5, 3)))
-    np.testing.assert_array_equal(checkpoint_sequential(model, 2, x).detach().numpy(),
-                                  model(x).detach().numpy())
+    np.testing.assert_array_equal(
+        checkpoint_sequential(model, 2, x, use_reentrant=False).detach().numpy(),
+        model(x).detach().numpy())
     with mg.no_grad():
         assert not checkpoint(model, x, use_reentrant=False).requires_grad
-    with pytest.raises(NotImplementedError, match="use_reentrant=True"):
-        checkpoint(model, x, use_reentrant=True)
 
 
 @needs_torch
@@ -188,3 +187,169 @@ def test_checkpointed_seq2seq_decodes_as_the_plain_one():
         outs.append([model.generate(src, 6, 1, 2, beam_size=b).numpy() for b in (1, 2)])
     for a, b in zip(*outs):
         np.testing.assert_array_equal(a, b)
+
+
+# --- use_reentrant=True, context_fn, determinism_check, debug: as PyTorch's -------------------
+
+def _dropout_block(M, w1, w2, p):
+    def run(x):
+        return (M.nn.functional.dropout((x @ w1).tanh(), p, training=True) @ w2).sin()
+    return run
+
+
+def _reentrant_run(M, ckpt, p, **kw):
+    """Two checkpointed dropout blocks, then backward: the output, the gradients of the
+    input and the weights, and the output's node name."""
+    M.manual_seed(7)
+    w1, w2 = weights(M)
+    x = M.tensor(np.random.default_rng(1).standard_normal((4, 3)), requires_grad=True)
+    f = _dropout_block(M, w1, w2, p)
+    y = f(x) if ckpt is None else ckpt(f, x, **kw)
+    y = f(y) if ckpt is None else ckpt(f, y, **kw)
+    (y ** 2).sum().backward()
+    return [t.detach().numpy() for t in (y, x.grad, w1.grad, w2.grad)], type(y.grad_fn).__name__
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5])
+def test_reentrant_gradients_equal_the_plain_ones_bit_for_bit(p):
+    """The recomputation draws the dropout masks of the first run."""
+    ours, name = _reentrant_run(mg, checkpoint, p, use_reentrant=True)
+    plain, _ = _reentrant_run(mg, None, p)
+    assert name == "CheckpointFunctionBackward"
+    for a, b in zip(ours, plain):
+        np.testing.assert_array_equal(a, b)
+
+
+@needs_torch
+def test_reentrant_as_torch():
+    import torch.utils.checkpoint as tc
+    (ours, name), (theirs, their_name) = (
+        _reentrant_run(mg, checkpoint, 0.0, use_reentrant=True),
+        _reentrant_run(torch, tc.checkpoint, 0.0, use_reentrant=True))
+    assert name == their_name
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_without_preserve_rng_state_the_recomputation_draws_new_masks():
+    for reentrant in (False, True):
+        ours, _ = _reentrant_run(mg, checkpoint, 0.5, use_reentrant=reentrant,
+                                 preserve_rng_state=False)
+        plain, _ = _reentrant_run(mg, None, 0.5)
+        np.testing.assert_array_equal(ours[0], plain[0])  # (forward: the same draws)
+        assert not np.array_equal(ours[2], plain[2])
+
+
+def _messages(run):
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()
+    return [str(w.message) for w in caught]
+
+
+@needs_torch
+def test_omitting_use_reentrant_warns_as_torch_and_is_reentrant():
+    import torch.utils.checkpoint as tc
+
+    def calls(M, ckpt, sequential):
+        layers = [M.nn.Linear(3, 3).double() for _ in range(2)]
+        x = M.tensor(np.ones((2, 3)), requires_grad=True)
+        if sequential:
+            return lambda: sequential(M.nn.Sequential(*layers), 2, x)
+        return lambda: ckpt(layers[0], x)
+    for ours, theirs in ((calls(mg, checkpoint, None), calls(torch, tc.checkpoint, None)),
+                         (calls(mg, None, checkpoint_sequential),
+                          calls(torch, None, tc.checkpoint_sequential))):
+        assert _messages(ours) == _messages(theirs) and len(_messages(ours)) == 1
+    with pytest.warns(UserWarning, match="use_reentrant"):
+        y = checkpoint(lambda t: t * 2, mg.ones(2, requires_grad=True))
+    assert type(y.grad_fn).__name__ == "CheckpointFunctionBackward"
+
+
+@needs_torch
+def test_reentrant_errors_and_warnings_as_torch():
+    import torch.utils.checkpoint as tc
+
+    def cases(M, ckpt):
+        x, w = M.ones(2, dtype=M.float64), M.ones(2, dtype=M.float64, requires_grad=True)
+
+        def nothing_requires_grad():
+            ckpt(lambda t: t.detach() * 2, w, use_reentrant=True).sum().backward()
+        return [lambda: ckpt(lambda t, s: t * s, x, s=2.0, use_reentrant=True),
+                lambda: ckpt(lambda t: t, x, use_reentrant=True, debug=True),
+                lambda: ckpt(lambda t: t, x, use_reentrant=False, determinism_check="all"),
+                nothing_requires_grad]
+    for ours, theirs in zip(cases(mg, checkpoint), cases(torch, tc.checkpoint)):
+        with pytest.raises((ValueError, RuntimeError)) as expected:
+            theirs()
+        with pytest.raises(expected.type) as raised:
+            ours()
+        assert str(raised.value) == str(expected.value)
+    x = mg.ones(2)
+    assert _messages(lambda: checkpoint(lambda t: t * w, x, use_reentrant=True)) == \
+        _messages(lambda: tc.checkpoint(lambda t: t * tw, torch.ones(2), use_reentrant=True))
+
+
+w, tw = mg.ones(2, requires_grad=True), torch.ones(2, requires_grad=True) if torch else None
+
+
+@needs_torch
+def test_context_fn_wraps_the_first_run_and_the_recomputation_as_torch():
+    import contextlib
+    import torch.utils.checkpoint as tc
+
+    def run(M, ckpt):
+        seen = []
+
+        @contextlib.contextmanager
+        def note(what):  # (PyTorch stops its recomputation early by an exception)
+            seen.append(what + " in")
+            try:
+                yield
+            finally:
+                seen.append(what + " out")
+
+        def f(t):
+            seen.append("run")
+            return t.sin() * 2
+        x = M.ones(3, dtype=M.float64, requires_grad=True)
+        y = ckpt(f, x, use_reentrant=False,
+                 context_fn=lambda: (note("forward"), note("recompute")))
+        seen.append("backward")
+        y.sum().backward()
+        return seen, x.grad.numpy()
+    (ours, g), (theirs, tg) = run(mg, checkpoint), run(torch, tc.checkpoint)
+    assert ours == theirs == ["forward in", "run", "forward out", "backward",
+                              "recompute in", "run", "recompute out"]
+    np.testing.assert_allclose(g, tg)
+
+
+@needs_torch
+def test_determinism_check_as_torch():
+    import torch.utils.checkpoint as tc
+    from minigrad.utils.checkpoint import CheckpointError
+
+    def run(M, ckpt, **kw):
+        calls = []
+
+        def f(t):  # the recomputation takes a different shape
+            calls.append(1)
+            return (t[:len(calls) + 1] * 2).sin().sum()
+        x = M.ones(4, dtype=M.float64, requires_grad=True)
+        ckpt(f, x, use_reentrant=False, **kw).backward()
+        return x.grad
+    with pytest.raises(tc.CheckpointError) as expected:
+        run(torch, tc.checkpoint)
+    with pytest.raises(CheckpointError) as raised:
+        run(mg, checkpoint)
+    ours, theirs = str(raised.value).splitlines(), str(expected.value).splitlines()
+    assert ours[:2] == theirs[:2] and ours[0].startswith("torch.utils.checkpoint: Recomputed")
+    assert ours[1] == "tensor at position 0:"  # (the metadata in each library's own types)
+    assert ours[2].startswith("saved metadata: {'shape': (2,), ") and \
+        ours[3].startswith("recomputed metadata: {'shape': (3,), ")
+    with pytest.raises(CheckpointError, match=r"(?s)debug=True.*MulBackward0.*SinBackward0"):
+        run(mg, checkpoint, debug=True)
+    with pytest.raises(RuntimeError) as unchecked:  # (the ops get what came back)
+        run(mg, checkpoint, determinism_check="none")
+    assert not isinstance(unchecked.value, CheckpointError)

@@ -114,7 +114,43 @@ CASES = [
                            padding_idx=1), False),
     ("cast_clone", [(5, 3)], (0,), lambda x: x.float().double().clone(), True),
     ("in_place", [(5, 3)], (0,), lambda x: x.clone().mul_(2).add_(x).relu_(), True),
+    ("roll_flattened", [(5, 3, 4)], (0,), lambda x: x.roll(5) + x.roll(-2), True),
+    ("index_arrays_apart", [(5, 3, 4, 3)], (0,),
+     lambda x: x[IDS[:2], :, IDS[1:]] * x[0, :, IDS[:2]].T, True),
+    ("index_arrays_apart_2d", [(5, 3, 4, 3)], (0,), lambda x: x[IDS2, ..., IDS2], True),
+    ("index_arrays_together", [(5, 3, 4, 2)], (0,), lambda x: x[:, IDS2, 1], True),
+    ("masked_select", [(5, 3, 4)], (0,), lambda x: x.masked_select(MASK), True),
+    ("embedding_table", [(5, 4, 3)], (0,),
+     lambda w: F.embedding(mg.tensor([[1, 2], [1, 0]], device=w.device), w, padding_idx=1),
+     True),
+    ("scatter_add", [(5, 4, 3), (5, 2, 3)], (0, 0),
+     lambda x, s: x.scatter_add(0, mg.tensor([[0, 1, 3], [0, 0, 2]], device=x.device), s),
+     True),
+    ("index_add", [(5, 4, 3), (2, 3)], (0, None),
+     lambda x, s: x.index_add(0, mg.tensor([3, 0], device=x.device), s), True),
+    ("index_put", [(5, 3, 4), (5, 4)], (0, 0), lambda x, v: _index_put(x, v), True),
+    ("scatter", [(5, 3, 4), (2,)], (0, None),
+     lambda x, v: x.scatter(1, mg.tensor([[0, 3], [1, 1], [2, 2]], device=x.device),
+                            v.expand(3, 2)).scatter(0, mg.tensor([[0, 2]], device=x.device),
+                                                    1.5), True),
+    ("cross_entropy_weights", [(5, 3, 4), (5, 4)], (0, 0),
+     lambda x, w: F.cross_entropy(x, mg.tensor([1, 3, -100], device=x.device),
+                                  weight=w.abs() + 0.1, label_smoothing=0.1), False),
+    ("cross_entropy_weights_sum", [(5, 3, 4), (5, 4)], (0, 0),
+     lambda x, w: F.cross_entropy(x, mg.tensor([1, 3, 0], device=x.device),
+                                  weight=w.abs(), reduction="sum"), False),
 ]
+IDS, IDS2 = mg.tensor([2, 0, 1]), mg.tensor([[1, 2], [0, 0]])
+MASK = mg.tensor(np.random.default_rng(3).standard_normal((3, 4)) > 0)
+
+
+def _index_put(x, v):
+    """Writes through index tensors (an index put), one with the arrays apart."""
+    out = x * 1
+    out[IDS[:2].to(x.device), 1] = v[0]
+    out[1:, IDS[1:].to(x.device)] = v[:2]
+    out[0, ..., IDS[1:].to(x.device)] = v[1:3] * 2
+    return out
 
 
 @pytest.mark.parametrize("name,shapes,in_dims,fn,exact", CASES, ids=[c[0] for c in CASES])
@@ -134,8 +170,10 @@ def _primitives(cls=Primitive):
             yield from _primitives(sub)
 
 
-LOOPING = {"MaskedSelect", "ScatterAdd", "IndexAddAlong", "EmbeddingDenseBackward",
-           "SetItem", "Scatter", "ScatterValue", "CopySlices"}
+# CopySlices (a write through a view, redone on the base by a chain of one element's view
+# ops): inside vmap such a write goes into the batch's values (BatchedTensor._update), so
+# the node is recorded on them and never meets a batched tensor
+LOOPING = {"CopySlices"}
 
 
 def test_every_primitive_has_a_rule_or_is_listed_as_looping():
@@ -148,28 +186,104 @@ def test_every_primitive_has_a_rule_or_is_listed_as_looping():
 
 
 def test_looping_warns_with_the_op_name_and_loops():
+    class Twice(Primitive):  # (a primitive of a test's own, without a rule)
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        vmap = batching.loop
     x = rand(4, 3)
-    mask = mg.tensor([True, False, True])
-    with pytest.warns(UserWarning, match="MaskedSelect"):
-        out = vmap(lambda t: t.masked_select(mask))(x)
-    same(out, looped(lambda t: t.masked_select(mask), [x], (0,)))
+    with pytest.warns(UserWarning, match="Twice"):
+        out = vmap(lambda t: Twice.apply(t))(x)
+    same(out, x * 2)
 
 
-def test_embedding_of_a_batched_table_with_shared_ids_loops():
-    """Each element's own table, the same ids: Embedding's rule loops, keeping its ids and
-    padding row (the values and the gradients, padding row zero, as the loop's)."""
+# the ops whose rules came last, with their gradients: (name, shapes, in_dims, fn)
+GRADIENT_CASES = [c[:4] for c in CASES if c[0] in (
+    "roll_flattened", "index_arrays_apart", "index_arrays_apart_2d", "masked_select",
+    "embedding_table", "scatter_add", "index_add", "index_put", "scatter")]
+
+
+@pytest.mark.parametrize("name,shapes,in_dims,fn", GRADIENT_CASES,
+                         ids=[c[0] for c in GRADIENT_CASES])
+def test_rule_gradients_equal_a_loop(device, name, shapes, in_dims, fn):
+    """vmap(grad): the rules of the ops' backward (index add, embedding's gradient, index
+    put with zeros) too, bit for bit as the loop's."""
+    xs = [rand(*s, seed=i, device=device) for i, s in enumerate(shapes)]
+    argnums = tuple(i for i, d in enumerate(in_dims) if d is not None)
+    pull = mg.func.grad(lambda *a: fn(*a).sin().sum(), argnums=argnums)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        grads = vmap(pull, in_dims=in_dims)(*xs)
+    for k in range(len(argnums)):
+        same(grads[k], looped(lambda *a: pull(*a)[k], xs, in_dims))
+
+
+def test_embedding_of_a_batched_table_keeps_its_padding_row_out_of_the_gradient():
+    """Each element's own table, the same ids: one lookup in the tables side by side; the
+    padding row gets no gradient, as in the loop."""
     tables, ids = rand(3, 5, 4), mg.tensor([1, 2, 1, 0])
 
     def rows(t):
         return F.embedding(ids, t, padding_idx=0)
-    with pytest.warns(UserWarning, match="Embedding"):
-        out = vmap(rows)(tables)
-    same(out, looped(rows, [tables], (0,)))
     pull = mg.func.grad(lambda t: rows(t).tanh().sum())
-    with pytest.warns(UserWarning, match="Embedding"):
-        grads = vmap(pull)(tables)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, grads = vmap(rows)(tables), vmap(pull)(tables)
+    same(out, looped(rows, [tables], (0,)))
     same(grads, looped(pull, [tables], (0,)))
-    assert not grads[:, 0].numpy().any()
+    assert not grads[:, 0].numpy().any() and grads[:, 1].numpy().all()
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["roll", "apart", "embedding", "cross_entropy"])
+def test_new_rules_as_torch_func_vmap(name):
+    """The rules against torch.func.vmap of the same function."""
+    x, w = rand(4, 3, 5, 2), rand(4, 5, seed=1).abs()
+
+    def fn(M, x, w):
+        ids = M.tensor([2, 0, 1])
+        if name == "roll":
+            return x.roll(3)
+        if name == "apart":
+            return x[ids[:2], :, ids[1:]] * x[1, :, ids[1:]].T
+        if name == "embedding":
+            return M.nn.functional.embedding(ids, x[:, :, 0], padding_idx=2)
+        return M.nn.functional.cross_entropy(x[..., 0], ids, weight=w,
+                                             label_smoothing=0.2)
+    ours = vmap(lambda a, b: fn(mg, a, b))(x, w)
+    theirs = torch.func.vmap(lambda a, b: fn(torch, a, b))(torch.tensor(x.numpy()),
+                                                           torch.tensor(w.numpy()))
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_attention_dropout_with_randomness_same_is_one_elements_dropout(masked):
+    """randomness="same": every element gets the masks one call draws (the loop from the
+    same seed each time), the values and gradients; the random source then stands where
+    one call leaves it."""
+    q, kv = rand(3, 2, 4, 5), rand(2, 6, 5, seed=1)
+    masks = rand(3, 4, 6, seed=2) > 0
+
+    def attend(a, m):
+        return F.scaled_dot_product_attention(a, kv, kv, attn_mask=m if masked else None,
+                                              dropout_p=0.4, is_causal=not masked)
+    pull = mg.func.grad(lambda a, m: attend(a, m).sin().sum())
+    for fn in (attend, pull):
+        mg.manual_seed(7)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = vmap(fn, randomness="same")(q, masks)
+        after = mg.rand(3)
+        expected = []
+        for b in range(3):
+            mg.manual_seed(7)
+            expected.append(fn(q[b], masks[b]))
+        same(out, mg.stack(expected), exact=False)
+        same(after, mg.rand(3))
+    mg.manual_seed(7)
+    out = vmap(attend, randomness="different")(q, masks)
+    assert not np.allclose(out[0].numpy(), out[1].numpy())  # (each its own masks)
 
 
 def test_setitem_and_backward_inside_vmap():
@@ -185,11 +299,44 @@ def test_setitem_and_backward_inside_vmap():
         vmap(lambda a: a.sum().backward())(x)
 
 
-def test_indexing_with_a_batched_index_loops_and_reading_values_raises():
-    x, idx = rand(3, 4), mg.tensor([[0, 1], [2, 3], [1, 1]])
-    with pytest.warns(UserWarning, match="batched index"):
-        out = vmap(lambda a, i: a[i] * 2)(x, idx)
-    same(out, looped(lambda a, i: a[i] * 2, [x, idx], (0, 0)))
+# x[index] with index tensors of each element's own (i: (2,) into dim 0, j: (2,) into
+# dim 1, k: (2, 1) into dim 2), PyTorch's placement of their dims each time
+BATCHED_INDEX = [
+    lambda a, i, j, k: a[i], lambda a, i, j, k: a[:, j], lambda a, i, j, k: a[i, :, k],
+    lambda a, i, j, k: a[1, j], lambda a, i, j, k: a[..., k], lambda a, i, j, k: a[:, j, k],
+    lambda a, i, j, k: a[0, :, k], lambda a, i, j, k: a[None, :, j, None, 2],
+    lambda a, i, j, k: a[1:, j][:, :, None, i[:1]]]
+
+
+@pytest.mark.parametrize("n", range(len(BATCHED_INDEX)))
+def test_indexing_with_batched_index_tensors(device, n):
+    """One indexing of the batch, as the loop (values and gradients) and as torch.func."""
+    fn = BATCHED_INDEX[n]
+    rng = np.random.default_rng(n)
+    x = rand(4, 3, 5, 6, device=device)
+    ids = [mg.tensor(rng.integers(0, size, shape), device=device)
+           for size, shape in ((3, (4, 2)), (5, (4, 2)), (6, (4, 2, 1)))]
+    pull = mg.func.grad(lambda *a: fn(*a).sin().sum())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, grads = vmap(fn)(x, *ids), vmap(pull)(x, *ids)
+    same(out, looped(fn, [x] + ids, (0, 0, 0, 0)))
+    same(grads, looped(pull, [x] + ids, (0, 0, 0, 0)))
+    if torch is not None:
+        theirs = torch.func.vmap(fn)(*(torch.tensor(t.numpy()) for t in [x] + ids))
+        np.testing.assert_array_equal(out.numpy(), theirs.numpy())
+
+
+def test_indexing_with_batched_index_tensors_nested_and_unbatched_x():
+    x = rand(4, 3, 5)
+    ids = mg.tensor(np.random.default_rng(0).integers(0, 5, (2, 4, 3)))
+    out = vmap(vmap(lambda a, i: a[:, i]), in_dims=(None, 0))(x, ids)
+    same(out, mg.stack([mg.stack([x[b][:, ids[c, b]] for b in range(4)]) for c in range(2)]))
+    same(vmap(lambda i: x[0][:, i])(ids[0]), mg.stack([x[0][:, i] for i in ids[0]]))
+
+
+def test_reading_values_raises():
+    x = rand(3, 4)
     for fn in (lambda a: a.nonzero(), lambda a: a * float(a.sum()),
                lambda a: a.gather(0, mg.tensor([1])) if a.sum().item() else a):
         with pytest.raises(RuntimeError, match="vmap"):
@@ -409,3 +556,146 @@ def test_random_draws_outside_vmap_are_those_of_the_generator():
     np.testing.assert_array_equal(picks, np.argsort(-(np.array([1.0, 2.0, 3.0]) / arrivals),
                                                     axis=1)[0, :2])
     np.testing.assert_array_equal(coins, rng.random((2, 5)) < 0.3)
+
+
+# --- a user's autograd.Function inside vmap, as PyTorch's ----------------------------------
+
+def _cube(M, how):
+    """out = k x^3 with a backward of half the true gradient (so that it shows it ran),
+    batched by its own ``vmap`` staticmethod or by a generated rule (``how``)."""
+    class Cube(M.autograd.Function):
+        @staticmethod
+        def forward(x, k):
+            return x ** 3 * k
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+            ctx.k = inputs[1]
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, = ctx.saved_tensors
+            return 1.5 * x ** 2 * grad * ctx.k, None
+
+        if how == "vmap":
+            @staticmethod
+            def vmap(info, in_dims, x, k):
+                seen.append((info.batch_size, info.randomness, in_dims))
+                return Cube.apply(x.movedim(in_dims[0], -1), k), -1
+        else:
+            generate_vmap_rule = True
+    seen = []
+    Cube.seen = seen
+    return Cube
+
+
+@needs_torch
+@pytest.mark.parametrize("how", ["vmap", "generate_vmap_rule"])
+def test_a_functions_vmap_rule_as_torch(how):
+    """The values, per-example gradients (the Function's own backward inside vmap), the
+    gradient of a vmap's output taken after it, and the node's name, as torch.func's."""
+    x = rand(4, 3)
+    ours, theirs = _cube(mg, how), _cube(torch, how)
+    tx = torch.tensor(x.numpy())
+    out = vmap(lambda a: ours.apply(a, 2.0))(x)
+    expected = torch.func.vmap(lambda a: theirs.apply(a, 2.0))(tx)
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-15)
+    if how == "vmap":
+        assert ours.seen == [(4, "error", (0, None))] == theirs.seen
+
+    pull = mg.func.grad(lambda a: ours.apply(a, 2.0).sin().sum())
+    tpull = torch.func.grad(lambda a: theirs.apply(a, 2.0).sin().sum())
+    np.testing.assert_allclose(vmap(pull)(x).numpy(), torch.func.vmap(tpull)(tx).numpy(),
+                               rtol=1e-13)
+    np.testing.assert_allclose(vmap(pull)(x).numpy(), looped(pull, [x], (0,)).numpy(),
+                               rtol=1e-13)
+
+    y, ty = x.detach().requires_grad_(), tx.clone().requires_grad_()
+    out = vmap(lambda a: ours.apply(a, 2.0).cos())(y)
+    (out * out).sum().backward()
+    tout = torch.func.vmap(lambda a: theirs.apply(a, 2.0).cos())(ty)
+    (tout * tout).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-13)
+    node = vmap(lambda a: ours.apply(a, 2.0))(y).grad_fn
+    tnode = torch.func.vmap(lambda a: theirs.apply(a, 2.0))(ty).grad_fn
+    while type(tnode).__name__.startswith(("Permute", "Movedim")):
+        tnode = tnode.next_functions[0][0]
+    while type(node).__name__.startswith("Permute"):
+        node = node.next_functions[0][0]
+    assert type(node).__name__ == type(tnode).__name__
+
+
+def test_a_generated_vmap_rule_inside_nested_vmap_says_it_is_not_implemented():
+    cube = _cube(mg, "generate_vmap_rule")
+    with pytest.raises(NotImplementedError, match="nested vmap"):
+        vmap(vmap(lambda a: cube.apply(a, 2.0)))(rand(2, 3, 4))
+
+
+def test_a_functions_vmap_rule_gets_the_randomness_and_may_return_unbatched():
+    class Mean(mg.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x.mean()
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def vmap(info, in_dims, x):
+            assert info.randomness == "same"
+            return x.mean(), None  # (one value for every element: expanded)
+    x = rand(4, 3)
+    same(vmap(Mean.apply, randomness="same")(x), x.mean().expand(4), exact=False)
+
+
+@needs_torch
+def test_a_function_without_a_vmap_rule_raises_torchs_error():
+    def functions(M):
+        class WithContext(M.autograd.Function):  # forward(ctx, x): no setup_context
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 2
+
+        class NoRule(M.autograd.Function):
+            @staticmethod
+            def forward(x):
+                return x * 2
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                pass
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 2
+        return WithContext, NoRule
+    x = rand(3, 2)
+    for ours, theirs in zip(functions(mg), functions(torch)):
+        with pytest.raises(RuntimeError) as expected:
+            torch.func.vmap(theirs.apply)(torch.zeros(3, 2))
+        with pytest.raises(RuntimeError) as raised:
+            vmap(ours.apply)(x)
+        assert str(raised.value) == str(expected.value)
+
+
+def test_the_rules_module_imports_nothing_above_the_autograd_layer():
+    """autograd/batching.py, imports inside functions included: the autograd package and
+    the base modules only (the loop's stack is set from minigrad.batched)."""
+    import ast
+    import inspect
+    tree = ast.parse(inspect.getsource(batching))
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [("." * n.level) + (n.module or "") for n in ast.walk(tree)
+              if isinstance(n, ast.ImportFrom)]
+    assert names
+    for name in names:
+        own_package = name.startswith(".") and not name.startswith("..")
+        assert own_package or name == "warnings" or \
+            name.startswith(("..backend", "..dtypes", "..files")), name
+    assert batching.stack is mg.stack

@@ -13,8 +13,9 @@ primitive itself once. ``ctx`` (``BatchContext``) says which inputs are batched.
 
 Rules here are shared by the ops: ``elementwise`` (broadcasting ops), ``along(*names)``
 (ops whose parameters name dims of their first input) and ``loop`` (the fallback: the op
-runs once per batch element, with a one-line warning naming it; an op with no rule of its
-own, such as a user's ``autograd.Function``, takes it).
+runs once per batch element, with a one-line warning naming it; a primitive with no rule
+of its own takes it). A user's ``autograd.Function`` is batched as in PyTorch, by its own
+``vmap`` staticmethod or a generated rule (see ``minigrad.batched``).
 
 Nested ``vmap`` gives batched tensors of batched tensors: the rule of the innermost level
 runs first, on values that are batched tensors of the outer levels, whose rules run when it
@@ -26,6 +27,9 @@ from .graph import TensorBase
 
 LEVELS = []  # the open vmap levels, outermost first (empty: vmap is off)
 dispatch = None  # minigrad.batched.apply_batched, the hook Function.apply calls
+# minigrad.combine.stack, set by minigrad.batched: the loop stacks its results with it
+# (tensor functions sit above the autograd layer, which cannot import them)
+stack = None
 
 
 class BatchContext:
@@ -108,7 +112,6 @@ def loop(ctx, *args, **params):
 def run_per_element(ctx, args, params):
     """``ctx.op`` once per batch element on the batched inputs' slices; each output
     stacked along a new dim 0."""
-    from ..combine import stack
     results = []
     for b in range(ctx.size):
         sliced = [a[b] if batched else a for a, batched in zip(args, ctx.batched)]

@@ -138,13 +138,23 @@ class Attention(Primitive):
     @staticmethod
     def vmap(ctx, q, k, v, mask, **params):
         """The batch is one more leading dim; a batched mask lines up with the scores' dims
-        from the right. Dropout with randomness "same" goes element by element."""
-        if params["dropout_p"] and batching.random_op(ctx, "attention dropout") == "same":
-            return batching.run_per_element(ctx, (q, k, v, mask), params)
+        from the right. Dropout with randomness "same": one element's masks (drawn as its
+        forward draws them, tile by tile) for every element, applied to the weights of the
+        composite (O(T S) memory), as ``jvp`` applies them."""
+        same = params["dropout_p"] and batching.random_op(ctx, "attention dropout") == "same"
+        if same:  # (the lead dims of one element's scores)
+            one = [t[0] if b else t for t, b in zip((q, k, v, mask), ctx.batched)]
+            lead = _score_lead(one[0], one[1], one[3])
         q, k, v = (ctx.expanded(i, t) for i, t in enumerate((q, k, v)))
         if ctx.batched[3]:
             mask = batching.pad(mask, q.ndim - 1)
-        return Attention.apply(q, k, v, mask, **params)
+        if not same:
+            return Attention.apply(q, k, v, mask, **params)
+        keep = _Dropout(params["dropout_p"], q.dtype, backend.xp_of(q.array))
+        full = q._make(keep.full(params["block"], params["causal"], lead, q.shape[-2],
+                                 k.shape[-2]))
+        return composite(q, k, v, mask, params["causal"], params["scale"],
+                         lambda w: w * full)[0]
 
 
 def _check(q, k, v, mask):

@@ -95,10 +95,20 @@ class CrossEntropy(Primitive):
 
     @staticmethod
     def vmap(ctx, x, target, weight, ignore_index, label_smoothing, reduction):
-        if ctx.batched[2]:  # each element's own class weights
-            return batching.loop(ctx, x, target, weight, ignore_index=ignore_index,
-                                 label_smoothing=label_smoothing, reduction=reduction)
         x, target = ctx.expanded(0, x), ctx.expanded(1, target)  # (N, M, C), (N, M)
+        if ctx.batched[2]:  # each element's own class weights (N, C): the composite's terms
+            C, e = x.shape[-1], label_smoothing
+            logp = x.log_softmax(-1)
+            valid = target != ignore_index
+            safe = target.masked_fill(~valid, 0)
+            picked = logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+            v = valid.to(x.dtype)
+            w_t = v * weight.gather(1, safe)
+            per_class = (logp * weight.unsqueeze(1)).sum(-1)
+            loss = -(picked * w_t) * (1 - e) - per_class * v * (e / C)
+            if reduction == "none":
+                return loss
+            return loss.sum(1) if reduction == "sum" else loss.sum(1) / w_t.sum(1)
         n, m = target.shape[0], target.shape[1]
         loss = CrossEntropy.apply(x.reshape((n * m, x.shape[-1])), target.reshape((n * m,)),
                                   weight, ignore_index=ignore_index,

@@ -4,7 +4,7 @@ describe such a write to the graph.
 """
 from ..autograd import batching
 from ..autograd.function import Primitive, replay_view
-from .shape import GetItem
+from .shape import GetItem, batched_index
 
 
 class SetItem(Primitive):
@@ -40,7 +40,20 @@ class SetItem(Primitive):
 
     node_name = "IndexPutBackward0"
 
-    vmap = batching.loop
+    @staticmethod
+    def vmap(ctx, x, value, index, then):
+        """Into every element: x expanded (the write is into a copy), the index and
+        ``then`` as the batch's (``batched_index``: the batch dim leads the region
+        written), a batched value lined up with the region's dims from the right."""
+        x = ctx.expanded(0, x)
+        index = batched_index(ctx, x, index)
+        if then is not None:
+            then = batched_index(ctx, x, then)
+        if ctx.batched[1]:
+            region = x.array[index]  # (only its number of dims is read)
+            region = region if then is None else region[then]
+            value = batching.pad(value, region.ndim - 1)
+        return ctx.op.apply(x, value, index=index, then=then)
 
 
 class Scatter(SetItem):

@@ -210,12 +210,8 @@ class GetItem(Primitive):
 
     @staticmethod
     def vmap(ctx, x, index):
-        """The whole batch dim, then index. Index arrays apart from each other go one
-        element at a time (NumPy would move their dims in front of the batch dim)."""
-        items = index if isinstance(index, tuple) else (index,)
-        if not _adjacent_arrays(items):
-            return batching.run_per_element(ctx, (x,), {"index": index})
-        return ctx.op.apply(x, index=(slice(None),) + items)
+        """The whole batch dim, then index (``batched_index``)."""
+        return ctx.op.apply(x, index=batched_index(ctx, x, index))
 
 
 class Select(GetItem):
@@ -279,12 +275,46 @@ class Topk(GetItem):
     node_name = "TopkBackward0"
 
 
-def _adjacent_arrays(items):
-    """Whether the index arrays among ``items`` are next to each other (NumPy then puts
-    their dims where they are, after a leading slice, instead of in front)."""
-    places = [k for k, i in enumerate(items) if getattr(i, "ndim", 0) > 0 or
-              isinstance(i, (list, TensorBase))]
-    return not places or places[-1] - places[0] == len(places) - 1
+def batched_index(ctx, x, index):
+    """``index`` of one element as the index of the batch (``x``, the batch at dim 0).
+
+    Where the index arrays (and the ints among them, which NumPy then counts as arrays)
+    are next to each other, NumPy puts their dims where they stand: a leading slice keeps
+    the batch dim in front. Apart, NumPy moves their dims in front of every other: the
+    batch dim is indexed by an array too, ``arange(batch)`` with a dim per broadcast dim
+    of the others, so that it leads the broadcast dims."""
+    items = index if isinstance(index, tuple) else (index,)
+    arrays = [k for k, i in enumerate(items) if _is_array(i)]
+    if not arrays:
+        return (slice(None),) + items
+    advanced = [k for k, i in enumerate(items) if _is_array(i) or _is_int(i)]
+    if advanced[-1] - advanced[0] == len(advanced) - 1:
+        return (slice(None),) + items
+    dims = max(1 if i.dtype == bool else i.ndim for i in map(_as_array, items)
+               if i is not None)
+    return (_batch_rows(ctx, x, dims),) + items
+
+
+def _batch_rows(ctx, x, dims):
+    """``arange(batch)`` on ``x``'s device, as an index array with ``dims`` size-1 dims
+    after the batch's, to broadcast with index arrays of up to ``dims`` dims."""
+    return backend.xp_of(x.array).arange(ctx.size).reshape((ctx.size,) + (1,) * dims)
+
+
+def _is_array(i):
+    return getattr(i, "ndim", 0) > 0 or isinstance(i, (list, TensorBase))
+
+
+def _is_int(i):
+    return isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) or \
+        getattr(i, "ndim", None) == 0 and i.dtype.kind in "iu"
+
+
+def _as_array(i):
+    """An advanced index item as an array (None for a slice, None or Ellipsis)."""
+    if _is_array(i) or _is_int(i):
+        return np.asarray(i) if isinstance(i, (list, int, np.integer)) else i
+    return None
 
 
 def indexing_op(index, shape):
@@ -339,11 +369,8 @@ class IndexAdd(Primitive):
 
     @staticmethod
     def vmap(ctx, grad, shape, index):  # GetItem's, in reverse
-        items = index if isinstance(index, tuple) else (index,)
-        if not _adjacent_arrays(items):
-            return batching.loop(ctx, grad, shape=shape, index=index)
         return IndexAdd.apply(grad, shape=grad.shape[:1] + tuple(shape),
-                              index=(slice(None),) + items)
+                              index=batched_index(ctx, grad, index))
 
 
 class MaskedSelect(GetItem):
@@ -352,8 +379,6 @@ class MaskedSelect(GetItem):
 
     ``masked_select`` (PyTorch's MaskedSelectBackward0); ``index`` is the mask."""
     node_name = "MaskedSelectBackward0"
-
-    vmap = batching.loop  # (the size of the result depends on each element's mask)
 
 
 class ScatterAdd(Primitive):
@@ -378,7 +403,18 @@ class ScatterAdd(Primitive):
         dsrc = src.new_zeros(src.shape) if dsrc is None else dsrc
         return ScatterAdd.apply(dx, dsrc, **ctx.params)
 
-    vmap = batching.loop
+    @staticmethod
+    def vmap(ctx, x, src, index):
+        """Both batched (expanded where not); the index gets the batch's arange in front
+        (the index arrays give every coordinate, so the batch's is one more)."""
+        x, src = ctx.expanded(0, x), ctx.expanded(1, src)
+        return ctx.op.apply(x, src, index=_with_batch_coordinate(ctx, x, index))
+
+
+def _with_batch_coordinate(ctx, x, index):
+    """An index that holds an array per dim, for the batch (``x``): the batch's own
+    coordinate, ``arange(batch)`` broadcast against the others, in front."""
+    return (_batch_rows(ctx, x, max(i.ndim for i in index)),) + tuple(index)
 
 
 class IndexAddAlong(ScatterAdd):
@@ -407,10 +443,15 @@ class Embedding(Primitive):
         return Embedding.apply(dweight, **ctx.params)
 
     @staticmethod
-    def vmap(ctx, weight, index, padding_idx):  # a batch of indices is more indices
-        if ctx.batched[0]:
-            return batching.loop(ctx, weight, index=index, padding_idx=padding_idx)
-        return Embedding.apply(weight, index=index, padding_idx=padding_idx)
+    def vmap(ctx, weight, index, padding_idx):
+        """The ids are every element's (a batch of ids comes as a one-hot product, see
+        nn.functional.embedding). A batch of tables (B, V, D) is one table whose row of an
+        id holds that id's row of every element, (V, B * D): its rows picked by the ids,
+        then the batch moved in front. Its padding row is every element's."""
+        n, rows, width = weight.shape
+        table = weight.movedim(0, 1).reshape((rows, n * width))
+        out = Embedding.apply(table, index=index, padding_idx=padding_idx)
+        return out.reshape(out.shape[:-1] + (n, width)).movedim(-2, 0)
 
 
 class EmbeddingDenseBackward(Primitive):
@@ -432,7 +473,16 @@ class EmbeddingDenseBackward(Primitive):
     def jvp(ctx, dgrad):
         return EmbeddingDenseBackward.apply(dgrad, **ctx.params)
 
-    vmap = batching.loop
+    @staticmethod
+    def vmap(ctx, grad, index, shape, padding_idx):
+        """Embedding's, in reverse: the batch's rows (B, ..., D) side by side, (..., B * D),
+        added at their ids into one (V, B * D) gradient, whose columns part again."""
+        n, width = grad.shape[0], grad.shape[-1]
+        rows = grad.movedim(0, -2)
+        rows = rows.reshape(rows.shape[:-2] + (n * width,))
+        out = EmbeddingDenseBackward.apply(rows, index=index, shape=(shape[0], n * width),
+                                           padding_idx=padding_idx)
+        return out.reshape((shape[0], n, width)).movedim(1, 0)
 
 
 class Cat(Primitive):
@@ -662,6 +712,7 @@ class Roll(Primitive):
 
     @staticmethod
     def vmap(ctx, x, shifts, dims):
-        if dims is None:  # a roll of the flattened element
-            return batching.loop(ctx, x, shifts=shifts, dims=dims)
+        if dims is None:  # a roll of each element flattened, its shape kept
+            flat = Roll.apply(x.reshape((x.shape[0], -1)), shifts=(shifts,), dims=(1,))
+            return flat.reshape(x.shape)
         return Roll.apply(x, shifts=shifts, dims=batching.shifted(dims, x.ndim - 1))

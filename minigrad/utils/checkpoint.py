@@ -1,49 +1,112 @@
 """Activation checkpointing, as ``torch.utils.checkpoint``: trade compute for memory.
 
-``checkpoint(fn, *args)`` runs ``fn`` keeping none of the tensors its ops save for
-backward (the activations) but its inputs; backward runs ``fn`` again, from the same
-inputs and with the random state it had the first time (dropout draws the same masks), to
-get them back. It is PyTorch's non-reentrant checkpoint: the ops' graph is recorded as
-usual, and their saved tensors go through ``saved_tensors_hooks`` whose pack hook keeps
-only a number and whose unpack hook recomputes. So gradients are those of ``fn`` itself,
-bit for bit, through ``backward`` or ``autograd.grad``, with ``create_graph=True`` and with
-hooks.
+``checkpoint(fn, *args, use_reentrant=False)`` runs ``fn`` keeping none of the tensors its
+ops save for backward (the activations) but its inputs; backward runs ``fn`` again, from
+the same inputs and with the random state it had the first time (dropout draws the same
+masks), to get them back. This is PyTorch's non-reentrant checkpoint: the ops' graph is
+recorded as usual, and their saved tensors go through ``saved_tensors_hooks`` whose pack
+hook keeps only a number and whose unpack hook recomputes. So gradients are those of
+``fn`` itself, bit for bit, through ``backward`` or ``autograd.grad``, with
+``create_graph=True`` and with hooks. ``context_fn`` gives two context managers, one for
+the first run and one for the recomputation; ``determinism_check`` compares each
+recomputed tensor's shape, dtype and device with the first run's (``CheckpointError``).
+
+``use_reentrant=True`` is PyTorch's older variant (and, with a warning, what a call that
+does not choose gets, as in PyTorch): ``fn`` runs under no_grad inside one node,
+``CheckpointFunctionBackward``, whose backward runs ``fn`` again with grad on and a
+backward pass of its own through it. It works with ``backward()`` only (the inner pass
+also writes the ``.grad`` of the weights ``fn`` uses) and needs an input that requires
+grad.
 
 Each node recorded inside is marked with the call (``node.checkpoint``, a ``Region``), so
 that ``mg.viz`` draws the region as one group and the profiler tells its recomputation
 apart (``STATE.recomputing`` is set while backward runs the function again).
 """
+import contextlib
+import warnings
 import weakref
 
 from .. import backend
-from ..autograd.grad_mode import STATE, enable_grad
+from ..autograd import backward as _backward
+from ..autograd.function import Function
+from ..autograd.grad_mode import STATE, enable_grad, no_grad
 from ..autograd.graph import SEQUENCE, AccumulateGrad, TensorBase, saved_tensors_hooks
 
-__all__ = ["checkpoint", "checkpoint_sequential"]
+__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn"]
+
+
+class CheckpointError(RuntimeError):
+    """The recomputation saved other tensors than the first run (PyTorch's)."""
+
+
+_DEBUG_TIP = ("\nTip: To see a more detailed error message, pass `debug=True` to "
+              "`checkpoint(...)`.\n")
+
+
+def noop_context_fn():
+    """The default ``context_fn``: nothing around either run."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def _metadata(tensor):
+    return {"shape": tuple(tensor.shape), "dtype": tensor.dtype, "device": tensor.device}
 
 
 class _Recompute:
     """One checkpointed call: what its recomputation needs, and the saved tensors it got
-    back (in the order the ops saved them the first time)."""
+    back (in the order the ops saved them the first time). ``check``: the first run's
+    saved tensors' metadata, compared with the recomputed ones' (None: no check);
+    ``debug``: the ops each run recorded are named in a CheckpointError."""
 
-    def __init__(self, function, args, kwargs, rng_state):
+    def __init__(self, function, args, kwargs, rng_state, context, check, debug):
         self.function, self.args, self.kwargs = function, args, kwargs
-        self.rng_state = rng_state
+        self.rng_state, self.context = rng_state, context
+        self.check, self.debug = check, debug
         self.count = 0          # how many tensors the first run saved
         self.recomputed = None  # the saved tensors, once recomputed
+        self.ops = None         # (debug) the ops of the first run and of the recomputation
 
     def pack(self, tensor):
         self.count += 1
+        if self.check is not None:
+            self.check.append(_metadata(tensor))
         return self.count - 1
 
     def unpack(self, i):
         if self.recomputed is None or i >= len(self.recomputed):
             self.recomputed = self._run_again()
-        if i >= len(self.recomputed):
-            raise RuntimeError(f"checkpoint: the recomputation saved {len(self.recomputed)} "
-                               f"tensors where the first run saved {self.count}: the function "
-                               "must do the same ops each time it runs")
+            self._compare()
         return self.recomputed[i]
+
+    def _compare(self):
+        """PyTorch's determinism check: no fewer tensors (always: there would be nothing to
+        give back; more are not looked at, as PyTorch stops its recomputation once it has
+        them all), and the same metadata."""
+        if len(self.recomputed) < self.count:
+            self._fail("torch.utils.checkpoint: A different number of tensors was saved "
+                       "during the original forward and recomputation.\n"
+                       f"Number of tensors saved during forward: {self.count}\n"
+                       "Number of tensors saved during recomputation: "
+                       f"{len(self.recomputed)}.\n")
+        if self.check is None:
+            return
+        different = ""
+        for i, (first, again) in enumerate(zip(self.check, self.recomputed)):
+            if first != _metadata(again):
+                different += (f"tensor at position {i}:\nsaved metadata: {first}\n"
+                              f"recomputed metadata: {_metadata(again)}\n")
+        if different:
+            self._fail("torch.utils.checkpoint: Recomputed values for the following tensors "
+                       f"have different metadata than during the forward pass.\n{different}.\n")
+
+    def _fail(self, message):
+        if not self.debug:
+            raise CheckpointError(message + _DEBUG_TIP)
+        first, again = self.ops
+        raise CheckpointError(
+            message + "\nThe ops recorded in the original forward (with debug=True):\n  "
+            + "\n  ".join(first) + "\nThe ops recorded during recomputation:\n  "
+            + "\n  ".join(again))
 
     def _run_again(self):
         saved = []
@@ -58,14 +121,22 @@ class _Recompute:
                 backend.set_rng_state(self.rng_state)
             STATE.recomputing = True
             start = next(SEQUENCE)
-            with enable_grad(), saved_tensors_hooks(keep, lambda _: None):
+            with enable_grad(), saved_tensors_hooks(keep, lambda _: None), self.context:
                 result = self.function(*self.args, **self.kwargs)
+            if self.debug:
+                self.ops = (self.ops[0], _op_names(result, start))
             _release(result, start)
         finally:
             STATE.recomputing = outer
             if before is not None:
                 backend.set_rng_state(before)
         return saved
+
+
+def _op_names(result, start):
+    """The names of the nodes recorded since ``start`` that ``result`` came from, in the
+    order they were recorded."""
+    return [n.name() for n in sorted(_recorded_since(result, start), key=lambda n: n.seq)]
 
 
 class Region:
@@ -144,30 +215,113 @@ def _tensors(result):
     return []
 
 
-def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default",
-               debug=False, preserve_rng_state=True, **kwargs):
+_CHECKS = ("default", "none")
+
+
+def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
+               determinism_check="default", debug=False, **kwargs):
     """``function(*args, **kwargs)``, with its activations recomputed in backward instead of
-    kept (see the module docstring). ``preserve_rng_state``: the recomputation draws the
-    same random numbers as the first run."""
+    kept (see the module docstring), as PyTorch's: ``use_reentrant`` should be given
+    (without it: PyTorch's warning, and the reentrant variant); ``preserve_rng_state``
+    (default True): the recomputation draws the same random numbers as the first run;
+    ``context_fn``, ``determinism_check`` ("default" or "none") and ``debug``: the
+    non-reentrant variant only."""
+    if use_reentrant is None:
+        warnings.warn(
+            "torch.utils.checkpoint: the use_reentrant parameter should be passed "
+            "explicitly. Starting in PyTorch 2.9, calling checkpoint without use_reentrant "
+            "will raise an exception. use_reentrant=False is recommended, but if you need to "
+            "preserve the current default behavior, you can pass use_reentrant=True. Refer "
+            "to docs for more details on the differences between the two variants.",
+            stacklevel=2)
+        use_reentrant = True
+    preserve = kwargs.pop("preserve_rng_state", True)
     if use_reentrant:
-        raise NotImplementedError("checkpoint: use_reentrant=True is not implemented; "
-                                  "use_reentrant=False (the same gradients) is")
-    if context_fn is not None:
-        raise NotImplementedError("checkpoint: context_fn is not implemented")
+        if kwargs:
+            raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+        if context_fn is not noop_context_fn or debug is not False:
+            raise ValueError("Passing `context_fn` or `debug` is only supported when "
+                             "use_reentrant=False.")
+        if not any(isinstance(a, TensorBase) and a.requires_grad for a in args):
+            warnings.warn("None of the inputs have requires_grad=True. Gradients will be "
+                          "None", stacklevel=2)
+        return CheckpointFunction.apply(function, preserve, *args)
+    if determinism_check not in _CHECKS:
+        raise ValueError(f"determinism_check should be one of {list(_CHECKS)}, but got "
+                         f"{determinism_check}")
+    forward_context, recompute_context = context_fn()
     if not STATE.grad_enabled:  # nothing is saved: nothing to recompute
-        return function(*args, **kwargs)
-    state = backend.get_rng_state() if preserve_rng_state else None
-    frame = _Recompute(function, args, kwargs, state)
+        with forward_context:
+            return function(*args, **kwargs)
+    state = backend.get_rng_state() if preserve else None
+    check = [] if determinism_check == "default" else None
+    frame = _Recompute(function, args, kwargs, state, recompute_context, check, debug)
     start = next(SEQUENCE)  # the nodes recorded from here on are the region's
-    with saved_tensors_hooks(frame.pack, frame.unpack):
+    with saved_tensors_hooks(frame.pack, frame.unpack), forward_context:
         result = function(*args, **kwargs)
+    if debug:
+        frame.ops = (_op_names(result, start), [])
     _mark(result, start, Region(function, frame))
     return result
 
 
+class CheckpointFunction(Function):
+    """The reentrant checkpoint (PyTorch's): forward runs the function under no_grad,
+    keeping its tensor inputs; backward runs it again with grad on, from detached copies
+    of them (and the random state of the first run), and backpropagates the gradients of
+    its outputs through that graph into them."""
+
+    @staticmethod
+    def forward(ctx, function, preserve_rng_state, *args):
+        ctx.function = function
+        ctx.rng_state = backend.get_rng_state() if preserve_rng_state else None
+        ctx.tensor_indices = [i for i, a in enumerate(args) if isinstance(a, TensorBase)]
+        ctx.inputs = [None if i in ctx.tensor_indices else a for i, a in enumerate(args)]
+        ctx.save_for_backward(*(args[i] for i in ctx.tensor_indices))
+        with no_grad():
+            return function(*args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        inputs = list(ctx.inputs)
+        for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
+            inputs[i] = t.detach().requires_grad_(t.requires_grad)
+        before = backend.get_rng_state() if ctx.rng_state is not None else None
+        outer = STATE.recomputing
+        try:
+            if ctx.rng_state is not None:
+                backend.set_rng_state(ctx.rng_state)
+            STATE.recomputing = True
+            with enable_grad():
+                outputs = ctx.function(*inputs)
+        finally:
+            STATE.recomputing = outer
+            if before is not None:
+                backend.set_rng_state(before)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        pairs = [(o, g) for o, g in zip(outputs, grads)
+                 if isinstance(o, TensorBase) and o.requires_grad]
+        if not pairs:
+            raise RuntimeError("none of output has requires_grad=True, this checkpoint() is "
+                               "not necessary")
+        _backward([o for o, _ in pairs], [g for _, g in pairs])
+        return (None, None) + tuple(a.grad if isinstance(a, TensorBase) else None
+                                    for a in inputs)
+
+
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
     """``functions`` (a Sequential or a list of modules) run in ``segments`` chunks, each
-    chunk but the last checkpointed, as PyTorch's."""
+    chunk but the last checkpointed, as PyTorch's (without ``use_reentrant``: its
+    warning, and the reentrant variant)."""
+    if use_reentrant is None:
+        warnings.warn(
+            "torch.utils.checkpoint.checkpoint_sequential: the use_reentrant parameter "
+            "should be passed explicitly. In version 2.9 we will raise an exception if "
+            "use_reentrant is not passed. use_reentrant=False is recommended, but if you "
+            "need to preserve the current default behavior, you can pass use_reentrant=True. "
+            "Refer to docs for more details on the differences between the two variants.",
+            stacklevel=2)
+        use_reentrant = True
     functions = list(functions.children()) if hasattr(functions, "children") else \
         list(functions)
     size = -(-len(functions) // segments) if segments else len(functions)

@@ -16,7 +16,8 @@ A checkpointed region (``minigrad.utils.checkpoint``) is a cluster with a dashed
 border, "checkpoint: recomputed in backward", which names the inputs it keeps for
 backward: its ops' own saved tensors are recomputed (their nodes say so when drawn with
 ``backward=True``). A region op drawn in a module that also runs ops outside the region
-gets the same dashed violet border on its own node.
+gets the same dashed violet border on its own node. Nested checkpoints are nested
+clusters: the inner region's cluster inside the outer one's.
 """
 import html
 import textwrap

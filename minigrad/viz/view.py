@@ -15,7 +15,9 @@ A checkpointed region (``minigrad.utils.checkpoint``: its nodes carry ``node.che
 is a cluster of its own, ``("checkpoint", i)``, placed in the innermost module that holds
 all of it: the region's nodes in that module go into it, and so do the modules inside that
 run only the region's ops; a module that also runs ops outside the region keeps its
-region ops (they are marked on their own in the picture).
+region ops (they are marked on their own in the picture). A region inside another (a
+checkpoint called by a checkpointed function) is placed the same way, but inside the outer
+region's cluster: the outer region holds the inner one's nodes too.
 """
 from dataclasses import dataclass, field
 
@@ -139,11 +141,14 @@ def _regions(tree, nodes, clusters):
         if r is not None:
             region_of[key] = r
             members.setdefault(r, []).append(d)
-    regions = {}
+    # a region inside another (nested checkpoints) is placed after it, inside its cluster
+    members = dict(sorted(members.items(), key=lambda item: _nesting(item[0])))
+    regions, cluster_of = {}, {}
     for i, (r, ds) in enumerate(members.items()):
         ckey = ("checkpoint", i)
+        held = [d for d in nodes.values() if _within(region_of_node(d), r)]  # nested too
         common = None  # the innermost module holding every node of the region
-        for k, d in enumerate(ds):
+        for k, d in enumerate(held):
             chain = [] if d.cluster is None else list(tree.ancestors(d.cluster))[::-1]
             if k == 0:
                 common = chain
@@ -155,14 +160,19 @@ def _regions(tree, nodes, clusters):
         parent = common[-1] if common else None
         while parent is not None and _only_region(parent, nodes, clusters, r):
             parent = clusters[parent][0]  # a module that runs only the region: inside it
-        regions[ckey] = r
+        regions[ckey], cluster_of[r] = r, ckey
+        outer = cluster_of.get(r.parent)
+        placed = parent
+        if outer is not None and not _inside(parent, outer, clusters):
+            placed = outer  # (the module holding it is around the outer region too)
         for d in ds:
-            if d.cluster == parent:
+            if d.cluster in (parent, placed):
                 d.cluster = ckey
         for path, (p, repeat) in list(clusters.items()):
-            if p == parent and path not in regions and _only_region(path, nodes, clusters, r):
+            if p in (parent, placed) and path not in regions and \
+                    _only_region(path, nodes, clusters, r):
                 clusters[path] = (ckey, repeat)
-        clusters[ckey] = (parent, None)
+        clusters[ckey] = (placed, None)
     if regions:  # outer first, as the module clusters: a region before what it holds
 
         def depth(path):
@@ -176,9 +186,31 @@ def _regions(tree, nodes, clusters):
     return regions, region_of
 
 
+def _nesting(region):
+    """How many checkpoint regions ``region`` is inside."""
+    n = 0
+    while region.parent is not None:
+        region, n = region.parent, n + 1
+    return n
+
+
+def _within(inner, region):
+    """Whether checkpoint region ``inner`` is ``region`` or nested inside it."""
+    while inner is not None and inner is not region:
+        inner = inner.parent
+    return inner is not None
+
+
+def _inside(path, outer, clusters):
+    """Whether cluster ``path`` is ``outer`` or inside it."""
+    while path is not None and path != outer:
+        path = clusters[path][0] if path in clusters else None
+    return path is not None
+
+
 def _only_region(path, nodes, clusters, region):
     """Whether the module cluster ``path`` (with those inside it) draws only ``region``'s
-    nodes, and at least one."""
+    nodes (or those of regions nested in it), and at least one."""
     inside = {path}
     changed = True
     while changed:
@@ -188,9 +220,9 @@ def _only_region(path, nodes, clusters, region):
                 inside.add(c)
                 changed = True
     found = [d for d in nodes.values() if d.cluster in inside]
-    return all(region_of_node(d) is region for d in found
+    return all(_within(region_of_node(d), region) for d in found
                if d.kind not in ("param", "const")) and \
-        any(region_of_node(d) is region for d in found)
+        any(_within(region_of_node(d), region) for d in found)
 
 
 def _fold_reshapes(g, place, consumers):
