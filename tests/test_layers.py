@@ -17,8 +17,6 @@ import ast
 import os
 from collections import defaultdict
 
-import pytest
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Bottom to top. "pkg.*" stands for the package and every module inside it; a plain name

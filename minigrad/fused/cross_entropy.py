@@ -1,7 +1,6 @@
 """``cross_entropy`` of logits against class indices (label smoothing, class weights,
 ignored targets) as one op, beside the composite it equals."""
 from .. import backend
-from ..autograd import batching
 from ..autograd.function import Primitive
 from ..autograd.function import on_arrays
 from .differentiate import tangent_by
