@@ -295,6 +295,27 @@ w, tw = mg.ones(2, requires_grad=True), torch.ones(2, requires_grad=True) if tor
 
 
 @needs_torch
+@pytest.mark.parametrize("how", ["autograd.grad", "backward(inputs=)"])
+def test_reentrant_refuses_a_backward_to_chosen_inputs_as_torch(how):
+    """Its inner backward pass would write the .grad of every leaf inside it: PyTorch's
+    error, and no .grad written; a non-reentrant checkpoint gives the gradient."""
+    import torch.utils.checkpoint as tc
+    messages = []
+    for M, ckpt in ((torch, tc.checkpoint), (mg, checkpoint)):
+        v = M.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        x = M.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = ckpt(lambda t: (t * v).sin(), x, use_reentrant=True).sum()
+        with pytest.raises(RuntimeError) as raised:
+            M.autograd.grad(y, x) if how == "autograd.grad" else y.backward(inputs=[x])
+        messages.append(str(raised.value))
+        assert v.grad is None and x.grad is None
+        y = ckpt(lambda t: (t * v).sin(), x, use_reentrant=False).sum()
+        (g,) = M.autograd.grad(y, x)
+        assert np.allclose(g.detach().numpy(), (v * (x * v).cos()).detach().numpy())
+    assert messages[0] == messages[1]
+
+
+@needs_torch
 def test_context_fn_wraps_the_first_run_and_the_recomputation_as_torch():
     import contextlib
     import torch.utils.checkpoint as tc

@@ -19,7 +19,7 @@ import operator
 from .. import backend
 from . import anomaly
 from .function import ShapeError, on_arrays
-from .grad_mode import PROCESS, set_grad_enabled
+from .grad_mode import PROCESS, STATE, set_grad_enabled
 from .graph import FREED_MESSAGE, AccumulateGrad, TensorBase, edge_to
 
 _SEQ = operator.attrgetter("seq")
@@ -80,11 +80,13 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
 
     anomalous = PROCESS.anomaly  # each node's gradients are checked as a whole (naming the
     PROCESS.anomaly = False      # node), not the ops its backward runs one by one
+    to_targets, STATE.to_targets = STATE.to_targets, targets is not None
     try:
         with set_grad_enabled(create_graph), _quiet(anomalous):
             pass_.run(order, anomalous)
     finally:
         PROCESS.anomaly = anomalous
+        STATE.to_targets = to_targets
     if targets is None:
         return None
     result = []

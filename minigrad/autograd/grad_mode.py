@@ -17,6 +17,9 @@ class _State(threading.local):
     saved_hooks = ()  # (pack_hook, unpack_hook) pairs of saved_tensors_hooks, innermost last
     inference = False  # inside inference_mode()
     recomputing = False  # backward is running a checkpointed function again
+    # the running backward pass returns the gradients of given tensors (mg.grad, or
+    # backward(inputs=...)) rather than accumulating into every leaf's .grad
+    to_targets = False
 
 
 class _Process:
