@@ -114,23 +114,32 @@ class _Recompute:
         def keep(tensor):
             saved.append(tensor.detach())
             return None
-        before = backend.get_rng_state() if self.rng_state is not None else None
-        outer = STATE.recomputing
-        try:
-            if self.rng_state is not None:
-                backend.set_rng_state(self.rng_state)
-            STATE.recomputing = True
+        with _running_again(self.rng_state):
             start = next(SEQUENCE)
             with enable_grad(), saved_tensors_hooks(keep, lambda _: None), self.context:
                 result = self.function(*self.args, **self.kwargs)
             if self.debug:
                 self.ops = (self.ops[0], _op_names(result, start))
             _release(result, start)
-        finally:
-            STATE.recomputing = outer
-            if before is not None:
-                backend.set_rng_state(before)
         return saved
+
+
+@contextlib.contextmanager
+def _running_again(rng_state):
+    """While backward runs a checkpointed function again: ``STATE.recomputing`` set, and
+    the random state its first run started from (``rng_state``; None: left as it is), the
+    caller's put back afterwards."""
+    before = backend.get_rng_state() if rng_state is not None else None
+    outer = STATE.recomputing
+    try:
+        if rng_state is not None:
+            backend.set_rng_state(rng_state)
+        STATE.recomputing = True
+        yield
+    finally:
+        STATE.recomputing = outer
+        if before is not None:
+            backend.set_rng_state(before)
 
 
 def _op_names(result, start):
@@ -292,18 +301,8 @@ class CheckpointFunction(Function):
         inputs = list(ctx.inputs)
         for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
             inputs[i] = t.detach().requires_grad_(t.requires_grad)
-        before = backend.get_rng_state() if ctx.rng_state is not None else None
-        outer = STATE.recomputing
-        try:
-            if ctx.rng_state is not None:
-                backend.set_rng_state(ctx.rng_state)
-            STATE.recomputing = True
-            with enable_grad():
-                outputs = ctx.function(*inputs)
-        finally:
-            STATE.recomputing = outer
-            if before is not None:
-                backend.set_rng_state(before)
+        with _running_again(ctx.rng_state), enable_grad():
+            outputs = ctx.function(*inputs)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         pairs = [(o, g) for o, g in zip(outputs, grads)
                  if isinstance(o, TensorBase) and o.requires_grad]
