@@ -53,9 +53,12 @@ def test_one_tile_is_the_tiled_loop_over_one_tile(
 def online_softmax(q, k, v, mask, causal, scale, block, p):
     """The forward as first written, on raw arrays: per query block a running max, sum and
     accumulator that start at -inf, 0 and 0 and are rescaled by every key tile, the row sums
-    of the kernels (``backend.row_sum``), and each tile's dropout mask drawn from the
-    current source in order."""
+    of the kernels (``backend.row_sum``), the scores' products from the keys as the kernel
+    lays them out (``attention._transposed``: on the CPU a contiguous copy of k^T, whose
+    products BLAS may round otherwise than the transposed view's), and each tile's dropout
+    mask drawn from the current source in order."""
     xp = backend.xp_of(q)
+    kt = attention._transposed(xp, k)
     (bq, bk), T, S, dtype = block, q.shape[-2], k.shape[-2], q.dtype
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     out = xp.zeros(lead + (T, v.shape[-1]), dtype=dtype)
@@ -66,7 +69,7 @@ def online_softmax(q, k, v, mask, causal, scale, block, p):
         last = S if causal is None else max(0, min(S, i1 + causal))
         for j0 in range(0, last, bk):
             j1 = min(S, j0 + bk)
-            s = qs @ xp.swapaxes(k[..., j0:j1, :], -1, -2)
+            s = qs @ kt[..., j0:j1]
             if mask is not None:
                 rows = slice(i0, i1) if mask.shape[-2] > 1 else slice(None)
                 s = s + mask[..., rows, slice(j0, j1) if mask.shape[-1] > 1 else slice(None)]
