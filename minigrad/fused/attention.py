@@ -17,7 +17,11 @@ forward is that one tile's softmax, for every head at once, and it keeps the til
 weights P and dropout mask (at most TILE scores), so that backward starts from them
 instead of making them again. Both passes work on raw arrays, in place where they can. On
 the CPU, tiled work and a large one tile (without dropout) go to the cores a group of heads
-each.
+each, and each core walks its heads in groups whose tiles fit its own cache
+(``_in_groups``), multiplying by contiguous copies of k^T and v^T (``_transposed``); a
+causal tile stops at the last key its queries see (``_key_blocks``). These change only
+BLAS's rounding (the order in which it sums a product or a row), as a different number
+of cores does.
 Second derivatives (backward under ``create_graph``) come from differentiating
 ``composite``, the same attention written with Tensor ops, with the forward's dropout
 masks: exact to any order, at the composite's O(T S) memory.
