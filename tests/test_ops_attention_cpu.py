@@ -110,3 +110,25 @@ def test_transposed_is_a_contiguous_copy_on_the_cpu_only():
     t = attention._transposed(np, a)
     assert t.flags.c_contiguous and not np.shares_memory(t, a)
     np.testing.assert_array_equal(t, a.swapaxes(-1, -2))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("first", [-3, 0, 2, 9])
+def test_the_compiled_causal_mask_is_numpys_formula(dtype, first):
+    """host_loops.mask_future against adding the mask of 0 and -inf: the same bits, special
+    values included, except that a -0 it does not mask stays -0 (the formula makes it +0)."""
+    pytest.importorskip("numba")
+    from minigrad.backend import host_loops
+    rng = np.random.default_rng(first + 5)
+    s = rng.standard_normal((2, 3, 6, 8)).astype(dtype)
+    s.reshape(-1)[:7] = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e-30], dtype)
+    future = np.arange(8) >= np.arange(6)[:, None] + first
+    ref = s + np.where(future, -np.inf, 0).astype(dtype)
+    got = s.copy()
+    assert host_loops.mask_future(got, first)
+    bits = f"u{s.itemsize}"
+    np.testing.assert_array_equal(got[..., future].view(bits), ref[..., future].view(bits))
+    np.testing.assert_array_equal(got[..., ~future].view(bits), s[..., ~future].view(bits))
+    np.testing.assert_array_equal(got, ref)  # (as values: -0 == +0, NaN where NaN)
+    assert not host_loops.mask_future(s.astype(np.float16), first)
+    assert not host_loops.mask_future(s[..., ::2], first)  # not contiguous

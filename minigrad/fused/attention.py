@@ -487,6 +487,8 @@ def _scores(xp, qs, kt, mask, causal, i0, i1, j0, j1):
         cols = slice(j0, j1) if mask.shape[-1] != 1 else slice(None)
         s = _iadd(s, mask[..., rows, cols])
     if causal is not None and j1 - 1 > i0 + causal:  # some key in the tile is in the future
+        if backend.host_loops.mask_future(s, i0 + causal + 1 - j0):  # (only those, in place)
+            return s
         future = xp.arange(j0, j1) > xp.arange(i0, i1)[:, None] + causal
         s = _iadd(s, xp.where(future, -xp.inf, 0).astype(s.dtype))
     return s
