@@ -15,10 +15,11 @@ fused query/key/value projection, F.scaled_dot_product_attention with is_causal)
 blocks run plain or through torch.utils.checkpoint.
 
 Times: medians of calls run in alternating blocks in this process (see
-timing.interleaved_all). Memory: the peak resident size two steps add (timing.
-peak_extra_memory, counted from before the first: minigrad keeps the first step's freed
-host memory for the next, see backend/host.py; gradients and AdamW's state count), each
-variant in a fresh process of its own, as benchmarks.run measures the CPU.
+timing.interleaved_all), and minigrad's over PyTorch's, plain and checkpointed. Memory:
+the peak resident size two steps add (timing.peak_extra_memory, counted from before the
+first: minigrad keeps the first step's freed host memory for the next, see
+backend/host.py; gradients and AdamW's state count), each variant in a fresh process of
+its own, as benchmarks.run measures the CPU.
 Speed and memory are reported here, never asserted.
 """
 import argparse
@@ -202,6 +203,11 @@ def main(argv=None):
                 if m0 and m1 is not None:
                     line += f", memory {m1 / m0:4.2f}x of plain"
             print(line, flush=True)
+    if ("torch", False) in results:
+        ratios = [f"{'checkpointed' if ckpt else 'plain'} "
+                  f"{results[('minigrad', ckpt)][0] / results[('torch', ckpt)][0]:4.2f}x"
+                  for ckpt in (False, True)]
+        print("time, minigrad / torch: " + ", ".join(ratios))
     return results
 
 

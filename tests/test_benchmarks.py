@@ -487,13 +487,16 @@ def test_vmap_rows_time_vmap_and_the_loop_in_both_libraries(capsys):
 @needs_torch
 def test_checkpoint_rows_time_and_measure_both_libraries_plain_and_checkpointed(capsys):
     """benchmarks.checkpoint: a row for each library plain and checkpointed, with its time
-    and peak memory (measured in a child process), the checkpointed rows with the ratios;
-    both variants of each library compute the same loss."""
+    and peak memory (measured in a child process), the checkpointed rows with the ratios,
+    then minigrad's time over PyTorch's; both variants of each library compute the same
+    loss."""
     from benchmarks import checkpoint as bench
     argv = ["--layers", "2", "--seq-len", "8", "--batch", "2", "--d-model", "8",
             "--repeats", "1", "--threads", "1"]
     results = bench.main(argv)
-    rows = capsys.readouterr().out.splitlines()[3:]
+    *rows, ratios = capsys.readouterr().out.splitlines()[3:]
+    assert re.fullmatch(r"time, minigrad / torch: plain \d+\.\d\dx, checkpointed \d+\.\d\dx",
+                        ratios)
     assert [r.split("  ")[0] for r in rows] == ["minigrad plain", "minigrad checkpointed",
                                                 "torch plain", "torch checkpointed"]
     for row in rows:

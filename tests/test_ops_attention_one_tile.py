@@ -43,6 +43,9 @@ def test_one_tile_is_the_tiled_loop_over_one_tile(
     run = _seeded(lambda q, k, v: fused(q, k, v, mask, causal, 0.4, (T, S), dropout_p=p))
     direct = values_and_grads(run, inputs)
     monkeypatch.setattr(attention, "_one_tile", lambda *args: False)  # the loop, once
+    untrimmed = attention._key_blocks  # (over every key, as one tile: no causal trim)
+    monkeypatch.setattr(attention, "_key_blocks",
+                        lambda i0, i1, S, bk, causal, trim=False: untrimmed(i0, i1, S, bk, causal))
     looped = values_and_grads(run, inputs)
     np.testing.assert_array_equal(direct[0], looped[0], err_msg="out")
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
@@ -53,10 +56,17 @@ def test_one_tile_is_the_tiled_loop_over_one_tile(
 def online_softmax(q, k, v, mask, causal, scale, block, p):
     """The forward as first written, on raw arrays: per query block a running max, sum and
     accumulator that start at -inf, 0 and 0 and are rescaled by every key tile, the row sums
-    of the kernels (``backend.row_sum``), and each tile's dropout mask drawn from the
-    current source in order."""
+    of the kernels (``backend.row_sum``), the scores' products from the keys as the kernel
+    lays them out (``attention._transposed``: on the CPU a contiguous copy of k^T, whose
+    products BLAS may round otherwise than the transposed view's) and over the keys it
+    makes them for (causal tiles end at the last key seen), and each tile's dropout mask
+    drawn from the current source in order."""
     xp = backend.xp_of(q)
+    kt = attention._transposed(xp, k)
+    # (without dropout, a causal key block stops at the last key its queries see, as the
+    # kernel's, except in one tile: see attention._key_blocks)
     (bq, bk), T, S, dtype = block, q.shape[-2], k.shape[-2], q.dtype
+    trim = p == 0 and causal is not None and not attention._one_tile(block, T, S, causal)
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     out = xp.zeros(lead + (T, v.shape[-1]), dtype=dtype)
     for i0 in range(0, T, bq):
@@ -65,8 +75,8 @@ def online_softmax(q, k, v, mask, causal, scale, block, p):
         m, total, acc = -xp.inf, 0, 0
         last = S if causal is None else max(0, min(S, i1 + causal))
         for j0 in range(0, last, bk):
-            j1 = min(S, j0 + bk)
-            s = qs @ xp.swapaxes(k[..., j0:j1, :], -1, -2)
+            j1 = min(last if trim else S, j0 + bk)
+            s = qs @ kt[..., j0:j1]
             if mask is not None:
                 rows = slice(i0, i1) if mask.shape[-2] > 1 else slice(None)
                 s = s + mask[..., rows, slice(j0, j1) if mask.shape[-1] > 1 else slice(None)]

@@ -240,3 +240,24 @@ def score_grads(ds, z, rowdot, w):
     _score_grads(flat, flat if z is None else z.reshape(rows, -1), rowdot.reshape(-1),
                  w.reshape(rows, -1), z is not None)
     return True
+
+
+@_jit
+def _mask_future(s, first, minus_inf):
+    for m in range(s.shape[0]):
+        for r in range(s.shape[1]):
+            for j in range(max(0, first + r), s.shape[2]):
+                s[m, r, j] = s[m, r, j] + minus_inf
+
+
+def mask_future(s, first):
+    """Attention's causal mask in place: row r of each (rows, keys) tile of ``s`` gets -inf
+    added to its keys from column ``first + r`` on (those in its future), touching only
+    them. NumPy's formula adds a mask of 0 and -inf to every score: the masked ones get the
+    same bits; the others, left as they are, differ only where a score is -0 (adding 0
+    makes it +0, which no result of attention can tell apart). False where it does not
+    apply."""
+    if not s.size or s.ndim < 2 or not _fits(s) or type(first) is not int:
+        return False
+    _mask_future(s.reshape(-1, s.shape[-2], s.shape[-1]), first, s.dtype.type(-np.inf))
+    return True
