@@ -118,8 +118,13 @@ def peak_extra_memory(step, runs=2):
     run it in a fresh process, once the model and inputs exist). Counting from before the
     first call keeps freed memory that the allocator holds on to from hiding the peak; the
     first call's lasting allocations (gradients, optimiser state) count, in both libraries.
-    Linux only (the kernel's high-water mark, reset through clear_refs); elsewhere the
-    lifetime peak from getrusage, which can only overstate."""
+    Code is not counted in either: PyTorch's kernels are loaded when torch is imported, and
+    minigrad's compiled loops (numba's runtime, about 65 MB once per process) are loaded
+    here first. Linux only (the kernel's high-water mark, reset through clear_refs);
+    elsewhere the lifetime peak from getrusage, which can only overstate."""
+    if "minigrad" in sys.modules:
+        from minigrad.backend import host_loops
+        host_loops.load()
     rss = _status("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w") as f:
