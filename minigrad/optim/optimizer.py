@@ -435,6 +435,14 @@ def add_scaled_to(p, update, alpha):
     p._shared_counter()[0] += 1
 
 
+def count_writes(params, n):
+    """One more version of each parameter of ``params`` per in-place change, ``n`` of them:
+    the bookkeeping of ``add_to`` and ``scale`` for an optimiser whose changes are array
+    work that mg.compile records (done by the host half of its step)."""
+    for p in params:
+        p._shared_counter()[0] += n
+
+
 def scale(p, factor):
     """``p.mul_(factor)`` under ``no_grad``, for a Python float ``factor``."""
     _check_writable(p, "mul_")
