@@ -150,7 +150,7 @@ def test_replays_equal_eager_steps_bit_for_bit(name, dtype):
     assert _mismatch(lambda: _setup(OPTIMISERS[name], None, dtype), _batches(7, dtype)) is None
 
 
-@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step()`")
+@pytest.mark.filterwarnings(r"ignore:Detected call of `lr_scheduler\.step\(\)`")
 @pytest.mark.parametrize("schedule_first", [False, True])
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))
 @pytest.mark.parametrize("name", ["sgd-nesterov", "adam", "adamw", "adamw-per-parameter"])
