@@ -135,8 +135,8 @@ class Adam(Optimizer):
         flat = moments.get(id(group))
         if flat is None or not flat.holds(group, states):
             flat = moments[id(group)] = _Moments(group, state)
-        for p in params:
-            _check_writable(p, "add_")
+        for p in params:  # (before anything changes; its first change is a mul_ in AdamW)
+            _check_writable(p, "mul_" if update.decoupled_on else "add_")
         numbers = per_step_numbers(backend.np, _group_numbers, _group_settings, self, i)
         on_arrays(_adam_flat, flat.m, flat.v, flat.bounds, update.maximize, update.coupled,
                   update.decoupled_on, *numbers.values(),
@@ -296,7 +296,7 @@ class _AdamUpdate:
                 "bc2_sqrt": (1.0 - self.beta2 ** step) ** 0.5}
 
     def __call__(self, optimizer, i, p, g, state):
-        _check_writable(p, "add_")
+        _check_writable(p, "mul_" if self.decoupled_on else "add_")
         xp = backend.xp_of(p.array)
         numbers = per_step_numbers(xp, _param_numbers, _param_settings, optimizer, i, p)
         m, v = state["exp_avg"].array, state["exp_avg_sq"].array

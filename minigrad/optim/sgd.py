@@ -1,4 +1,6 @@
 """SGD: stochastic gradient descent with momentum, Nesterov momentum and weight decay."""
+import collections
+
 from .. import backend
 from ..autograd import no_grad
 from ..autograd.function import on_arrays
@@ -72,16 +74,15 @@ class SGD(Optimizer):
             for p in params:
                 g = p._grad.array
                 with backend.device_context(p.array):
-                    buf = None
-                    if flags[2]:  # momentum: its buffer, made at the first step (a copy of g)
+                    buf, first = None, False
+                    if flags.momentum:  # its buffer, made at the first step (a copy of g)
                         state = self.state[p]
                         first = state.get("momentum_buffer") is None
                         if first:
                             state["momentum_buffer"] = Tensor(
                                 backend.xp_of(g).empty_like(g, order="C"))
                         buf = state["momentum_buffer"].array
-                    on_arrays(_sgd_param, p.array, g, buf, *flags, buf is not None and first,
-                              *numbers.values())
+                    on_arrays(_sgd_param, p.array, g, buf, *flags, first, *numbers.values())
         return loss
 
     _may_be_none = ("momentum_buffer",)  # PyTorch saves one before the first step so
@@ -91,11 +92,14 @@ class SGD(Optimizer):
 
 
 
+_Flags = collections.namedtuple("_Flags", "maximize decay momentum nesterov")
+
+
 def _flags(group):
-    """What chooses SGD's array work for ``group``: (maximize, weight decay, momentum,
-    nesterov)."""
-    return (group["maximize"], float(group["weight_decay"]) != 0,
-            float(group["momentum"]) != 0, group["nesterov"])
+    """What chooses SGD's array work for ``group``: maximize, weight decay (!= 0), momentum
+    (!= 0), nesterov."""
+    return _Flags(group["maximize"], float(group["weight_decay"]) != 0,
+                  float(group["momentum"]) != 0, group["nesterov"])
 
 
 def _numbers(optimizer, i, params):
