@@ -379,7 +379,7 @@ class Recorder:
             out[name] = a
         program.scalar_xp = xp
         program.scalar_names += list(numbers)
-        self._append(Instruction("fill", fill, fill.__qualname__, [], [], args=args,
+        self._append(Instruction("fill", fill, fill.__name__.strip("_"), [], [], args=args,
                                  effect=True, scalars=(start, len(numbers)),
                                  settings=(settings, key)))
         return out

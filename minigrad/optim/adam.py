@@ -137,14 +137,15 @@ class Adam(Optimizer):
             flat = moments[id(group)] = _Moments(group, state)
         for p in params:  # (before anything changes; its first change is a mul_ in AdamW)
             _check_writable(p, "mul_" if update.decoupled_on else "add_")
-        numbers = per_step_numbers(backend.np, _group_numbers, _group_settings, self, i)
+        numbers = per_step_numbers(backend.np, _adam_group_numbers, _adam_group_settings,
+                                   self, i)
         on_arrays(_adam_flat, flat.m, flat.v, flat.bounds, update.maximize, update.coupled,
                   update.decoupled_on, *numbers.values(),
                   *[p.array for p in params], *[p._grad.array for p in params])
         return True
 
 
-def _group_numbers(optimizer, i):
+def _adam_group_numbers(optimizer, i):
     """The host half of the step of param group ``i`` taken at once: the step count of
     each parameter advanced, their versions bumped, and the step's numbers."""
     group = optimizer.param_groups[i]
@@ -157,7 +158,7 @@ def _group_numbers(optimizer, i):
     return update.numbers(step)
 
 
-def _group_settings(optimizer, i):
+def _adam_group_settings(optimizer, i):
     """What chose the array work of ``_step_together``: the flags, and the flat moments
     (still the state of the group's parameters)."""
     group = optimizer.param_groups[i]
@@ -191,7 +192,7 @@ def _adam_flat(m, v, bounds, maximize, coupled, decoupled, beta1, beta2, eps, we
     return m
 
 
-def _param_numbers(optimizer, i, p):
+def _adam_param_numbers(optimizer, i, p):
     """The host half of the step of one parameter ``p`` of group ``i``: its step count
     advanced, its version bumped, and the step's numbers."""
     state = optimizer.state[p]
@@ -201,7 +202,7 @@ def _param_numbers(optimizer, i, p):
     return update.numbers(step)
 
 
-def _param_settings(optimizer, i, p):
+def _adam_param_settings(optimizer, i, p):
     state = optimizer.state.get(p, {})
     return (_AdamUpdate(optimizer.param_groups[i]).flags,
             tuple(id(state[k].array) if k in state else None
@@ -298,7 +299,8 @@ class _AdamUpdate:
     def __call__(self, optimizer, i, p, g, state):
         _check_writable(p, "mul_" if self.decoupled_on else "add_")
         xp = backend.xp_of(p.array)
-        numbers = per_step_numbers(xp, _param_numbers, _param_settings, optimizer, i, p)
+        numbers = per_step_numbers(xp, _adam_param_numbers, _adam_param_settings,
+                                   optimizer, i, p)
         m, v = state["exp_avg"].array, state["exp_avg_sq"].array
         if not self.amsgrad:  # the moments and the update in one pass (one GPU kernel)
             on_arrays(_adam_param, p.array, g, m, v, self.maximize, self.coupled,

@@ -69,8 +69,8 @@ class SGD(Optimizer):
             for p in params:
                 _check_writable(p, "add_")
             flags = _flags(group)
-            numbers = per_step_numbers(backend.xp_of(params[0].array), _numbers, _settings,
-                                       self, i, tuple(params))
+            numbers = per_step_numbers(backend.xp_of(params[0].array), _sgd_numbers,
+                                       _sgd_settings, self, i, tuple(params))
             for p in params:
                 g = p._grad.array
                 with backend.device_context(p.array):
@@ -102,7 +102,7 @@ def _flags(group):
                   float(group["momentum"]) != 0, group["nesterov"])
 
 
-def _numbers(optimizer, i, params):
+def _sgd_numbers(optimizer, i, params):
     """The host half of a step of param group ``i``: the versions of its parameters that
     have a gradient (``params``) bumped, and the step's numbers, as ``_sgd_param`` takes
     them."""
@@ -114,7 +114,7 @@ def _numbers(optimizer, i, params):
             "-lr": -float(group["lr"])}
 
 
-def _settings(optimizer, i, params):
+def _sgd_settings(optimizer, i, params):
     state = optimizer.state
     return _flags(optimizer.param_groups[i]), tuple(
         id(state[p]["momentum_buffer"].array)
