@@ -272,15 +272,17 @@ def add_scaled(out, x, y, alpha):
     from the float32 result, as its float16 arithmetic runs in float32). The product is
     exact in float64, and the float64 sum is rounded to odd (its last bit set where
     inexact), which makes the float32 rounding of it that of the exact sum. In float64 the
-    product and the sum are rounded apart (at most an ulp from PyTorch's)."""
+    product and the sum are rounded apart (at most an ulp from PyTorch's). ``alpha`` may be
+    a 0-d float64 array (a slot of a compiled step's scalar buffer), read on the device."""
     xp = xp_of(out)
     if out.dtype.itemsize > 4:
-        out[...] = xp.asarray(y, dtype=out.dtype) * out.dtype.type(alpha) + x
+        out[...] = xp.asarray(y, dtype=out.dtype) * number_like(alpha, out) + x
         return out
-    if alpha == 1 and getattr(x, "dtype", None) == getattr(y, "dtype", None) == out.dtype:
+    if type(alpha) in (int, float) and alpha == 1 and \
+            getattr(x, "dtype", None) == getattr(y, "dtype", None) == out.dtype:
         return xp.add(x, y, out=out)  # (a plain sum is rounded once already)
     x, y = (xp.asarray(v, dtype=out.dtype).astype(np.float64) for v in (x, y))
-    p = y * np.float64(out.dtype.type(alpha))
+    p = y * number_like(alpha, out).astype(np.float64)
     s = x + p
     back = s - x  # (Knuth's two-sum: s + err is exactly x + p)
     err = (x - (s - back)) + (p - back)
