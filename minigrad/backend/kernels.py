@@ -278,9 +278,10 @@ def add_scaled(out, x, y, alpha):
     if out.dtype.itemsize > 4:
         out[...] = xp.asarray(y, dtype=out.dtype) * number_like(alpha, out) + x
         return out
-    if type(alpha) in (int, float) and alpha == 1 and \
+    if type(alpha) in (int, float, np.ndarray) and alpha == 1 and \
             getattr(x, "dtype", None) == getattr(y, "dtype", None) == out.dtype:
-        return xp.add(x, y, out=out)  # (a plain sum is rounded once already)
+        return xp.add(x, y, out=out)  # (a plain sum is rounded once already; a device
+        # array's alpha is not read on the host: the formula below gives the same sum)
     x, y = (xp.asarray(v, dtype=out.dtype).astype(np.float64) for v in (x, y))
     p = y * number_like(alpha, out).astype(np.float64)
     s = x + p

@@ -159,13 +159,9 @@ def _adam_group_numbers(optimizer, i):
 
 
 def _adam_group_settings(optimizer, i):
-    """What chose the array work of ``_step_together``: the flags, and the flat moments
-    (still the state of the group's parameters)."""
-    group = optimizer.param_groups[i]
-    flat = optimizer._moments.get(id(group))
-    states = [optimizer.state.get(p) for p in group["params"]]
-    return (_AdamUpdate(group).flags, flat is not None and id(flat.m),
-            flat is not None and flat.holds(group, states))
+    """What chose the array work of ``_step_together``: the group's flags, and its flat
+    moments (which ``load_state_dict`` replaces)."""
+    return _flags(optimizer.param_groups[i]), optimizer._loaded
 
 
 def _adam_flat(m, v, bounds, maximize, coupled, decoupled, beta1, beta2, eps, weight_decay,
@@ -203,10 +199,17 @@ def _adam_param_numbers(optimizer, i, p):
 
 
 def _adam_param_settings(optimizer, i, p):
-    state = optimizer.state.get(p, {})
-    return (_AdamUpdate(optimizer.param_groups[i]).flags,
-            tuple(id(state[k].array) if k in state else None
-                  for k in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")))
+    """What chose the array work of one parameter's step: the group's flags, and its
+    moments (which ``load_state_dict`` replaces)."""
+    return _flags(optimizer.param_groups[i]), optimizer._loaded
+
+
+def _flags(group):
+    """(amsgrad, maximize, weight decay in the gradient, decoupled weight decay) of
+    ``group``: what chooses Adam's array work."""
+    decay = float(group["weight_decay"]) != 0
+    decoupled = group["decoupled_weight_decay"]
+    return group["amsgrad"], group["maximize"], decay and not decoupled, decay and decoupled
 
 
 def _adam_param(p, g, m, v, maximize, coupled, decoupled, beta1, beta2, eps, weight_decay,
@@ -281,9 +284,8 @@ class _AdamUpdate:
         self.beta1, self.beta2 = (float(b) for b in group["betas"])
         self.amsgrad, self.maximize = group["amsgrad"], group["maximize"]
         self.decoupled = group["decoupled_weight_decay"]
-        self.decoupled_on = self.decoupled and self.weight_decay != 0
-        self.coupled = not self.decoupled and self.weight_decay != 0
-        self.flags = (self.amsgrad, self.maximize, self.coupled, self.decoupled_on)
+        self.flags = _flags(group)
+        self.coupled, self.decoupled_on = self.flags[2:]
         self.writes = 2 if self.decoupled_on else 1  # in-place changes of each parameter
 
     def numbers(self, step):

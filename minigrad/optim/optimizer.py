@@ -76,6 +76,7 @@ class Optimizer:
     """
 
     _opt_called = False  # set by the first step (a scheduler warns if it steps first)
+    _loaded = 0  # how many times load_state_dict replaced the state (mg.compile checks it)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -276,6 +277,7 @@ class Optimizer:
             if "param_names" in group and "param_names" not in saved:
                 saved["param_names"] = group["param_names"]
         self.state = state
+        self._loaded += 1
         self.param_groups = saved_groups
 
     # the hyper-parameters that PyTorch's ``__setstate__`` fills in where a saved group lacks

@@ -115,11 +115,9 @@ def _sgd_numbers(optimizer, i, params):
 
 
 def _sgd_settings(optimizer, i, params):
-    state = optimizer.state
-    return _flags(optimizer.param_groups[i]), tuple(
-        id(state[p]["momentum_buffer"].array)
-        if p in state and state[p].get("momentum_buffer") is not None else None
-        for p in params)
+    """What chose the array work: the group's flags, and the momentum buffers (which
+    ``load_state_dict`` replaces)."""
+    return _flags(optimizer.param_groups[i]), optimizer._loaded
 
 
 def _sgd_param(p, g, buf, maximize, decay, momentum_on, nesterov, first, weight_decay,
