@@ -271,3 +271,33 @@ def test_changed_settings_or_state_capture_again():
         for p, q in zip(model.parameters(), model_b.parameters()):
             assert p.numpy().tobytes() == q.numpy().tobytes(), k
     assert sum("settings of" in line for line in compiled.log) == 2, compiled.log
+
+
+@pytest.mark.parametrize("make_opt", [lambda ps: mg.optim.SGD(ps, lr=0.1, momentum=0.9),
+                                      lambda ps: mg.optim.AdamW(ps, lr=1e-2)],
+                         ids=["sgd", "adamw"])
+def test_a_param_group_added_is_captured_again(make_opt):
+    def setup():
+        model = _model(np.float32)
+        first, second = model[0], model[2]
+        opt = make_opt(list(first.parameters()))
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return model, opt, step, second
+    model, opt, step, second = setup()
+    model_b, opt_b, step_b, second_b = setup()
+    compiled = mg.compile(step)
+    for k, (x, y) in enumerate(_batches(9, np.float32)):
+        if k == 5:  # (the second layer is trained from now on)
+            opt.add_param_group({"params": list(second.parameters())})
+            opt_b.add_param_group({"params": list(second_b.parameters())})
+        compiled(x, y), step_b(x, y)
+        for p, q in zip(model.parameters(), model_b.parameters()):
+            assert p.numpy().tobytes() == q.numpy().tobytes(), k
+    assert any("settings of" in line for line in compiled.log), compiled.log
+    assert compiled.replays >= 3

@@ -159,9 +159,9 @@ def _adam_group_numbers(optimizer, i):
 
 
 def _adam_group_settings(optimizer, i):
-    """What chose the array work of ``_step_together``: the group's flags, and its flat
-    moments (which ``load_state_dict`` replaces)."""
-    return _flags(optimizer.param_groups[i]), optimizer._loaded
+    """What chose the array work of ``_step_together``: the group's flags and the
+    optimiser's layout (``Optimizer._layout``)."""
+    return _flags(optimizer.param_groups[i]), optimizer._layout(i)
 
 
 def _adam_flat(m, v, bounds, maximize, coupled, decoupled, beta1, beta2, eps, weight_decay,
@@ -199,9 +199,9 @@ def _adam_param_numbers(optimizer, i, p):
 
 
 def _adam_param_settings(optimizer, i, p):
-    """What chose the array work of one parameter's step: the group's flags, and its
-    moments (which ``load_state_dict`` replaces)."""
-    return _flags(optimizer.param_groups[i]), optimizer._loaded
+    """What chose the array work of one parameter's step: the group's flags and the
+    optimiser's layout (``Optimizer._layout``)."""
+    return _flags(optimizer.param_groups[i]), optimizer._layout(i)
 
 
 def _flags(group):

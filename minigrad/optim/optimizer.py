@@ -168,6 +168,13 @@ class Optimizer:
         """Update every parameter that has a gradient; returns ``closure()``'s loss if given."""
         raise NotImplementedError
 
+    def _layout(self, i):
+        """What the array work of a step recorded by mg.compile depends on besides a group's
+        flags (see ``compile.recorder.per_step_numbers``): the number of param groups and
+        of group ``i``'s parameters, and how many times ``load_state_dict`` replaced the
+        state (and its arrays). A replay checks it is unchanged, and captures again if not."""
+        return len(self.param_groups), len(self.param_groups[i]["params"]), self._loaded
+
     def _check_step(self, group):
         """PyTorch's refusals, at the step, of its implementation keywords: ``fused`` needs
         floating-point parameters (RuntimeError); ``differentiable`` (of the defaults, as

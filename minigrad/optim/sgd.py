@@ -115,9 +115,9 @@ def _sgd_numbers(optimizer, i, params):
 
 
 def _sgd_settings(optimizer, i, params):
-    """What chose the array work: the group's flags, and the momentum buffers (which
-    ``load_state_dict`` replaces)."""
-    return _flags(optimizer.param_groups[i]), optimizer._loaded
+    """What chose the array work: the group's flags and the optimiser's layout
+    (``Optimizer._layout``)."""
+    return _flags(optimizer.param_groups[i]), optimizer._layout(i)
 
 
 def _sgd_param(p, g, buf, maximize, decay, momentum_on, nesterov, first, weight_decay,
