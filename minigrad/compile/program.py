@@ -190,11 +190,14 @@ class ScalarBuffer:
         self.views = [self.array[i, ...] for i in range(size)]
 
     def write(self, start, numbers):
-        """Put ``numbers`` (a fill's ``{name: float}``) into the slots from ``start``."""
-        stop = start + len(numbers)
-        self.host[start:stop] = tuple(numbers.values())
-        if self.array is not self.host:  # (on a device: one copy from the host)
-            self.array[start:stop] = self.xp.asarray(self.host[start:stop])
+        """Put ``numbers`` (a fill's ``{name: float}``) into the host's slots from ``start``."""
+        self.host[start:start + len(numbers)] = tuple(numbers.values())
+
+    def send(self):
+        """After the fills: the numbers where the array work reads them (on a device, one
+        copy of the whole buffer from the host; on the CPU they are there already)."""
+        if self.array is not self.host:
+            self.array[...] = self.xp.asarray(self.host)
 
 
 class Instruction:
@@ -320,6 +323,7 @@ class Program:
         self.scalar_names = []  # slot of the scalar buffer -> the number's name
         self.scalar_xp = None   # the array module of the scalar buffer
         self.scalars = None     # the ScalarBuffer (made by build)
+        self.fills = []         # the "fill" instructions (listed by build)
         self.fn = None
         self.source = None
         self.removed = 0
@@ -375,14 +379,14 @@ class Program:
         return None
 
     def settings_changed(self):
-        """None when every fill's settings (the optimiser's flags and state arrays that chose
-        the recorded array work) are as at capture, else a line saying which changed."""
-        for ins in self.instructions:
-            if ins.kind == "fill":
-                settings, key = ins.settings
-                if settings(*ins.args) != key:
-                    return (f"the settings of {ins.name} changed (a flag of a param group, "
-                            "or the optimiser's state replaced)")
+        """None when every fill's settings (what chose the recorded array work: the flags of
+        a param group, the optimiser's groups, parameters and loaded state) are as at
+        capture, else a line saying which changed."""
+        for ins in self.fills:
+            settings, key = ins.settings
+            if settings(*ins.args) != key:
+                return (f"the settings of {ins.name} changed (a flag of a param group, its "
+                        "parameters, the groups, or the state loaded)")
         return None
 
     # --- optimising and generating the replay function ---------------------------------------
@@ -494,6 +498,7 @@ class Program:
             self.scalars = ScalarBuffer(self.scalar_xp, len(self.scalar_names))
             names["scalars"] = self.scalars
             names.update((f"s{i}", v) for i, v in enumerate(self.scalars.views))
+        self.fills = [ins for ins in self.instructions if ins.kind == "fill"]
         fills_after = {}  # the last host call before a fill (-1: none) -> the fills there
         after = -1
         for k, ins in enumerate(self.instructions):
@@ -516,7 +521,7 @@ class Program:
             else:
                 names[f"c{s}"] = src[1]
                 lines.append(f"    v{s} = c{s}")
-        lines += ["    " + self._fill_line(k, names) for k in fills_after.get(-1, ())]
+        lines += self._fill_lines(fills_after.get(-1, ()), "    ", names)
         dies_at = {}  # instruction -> the slots read (or viewed) for the last time there
         for s, k in last.items():
             if s not in self.outputs:
@@ -541,7 +546,7 @@ class Program:
                 lines.append(f"{indent}# {k}: {ins.name} (in fused {fused_in[k]})")
             else:
                 lines.append(indent + self._line(k, ins, names, k in saving))
-            lines += [indent + self._fill_line(f, names) for f in fills_after.get(k, ())]
+            lines += self._fill_lines(fills_after.get(k, ()), indent, names)
             dead = sorted(s for s in dies_at.get(k, ()) if s not in temps)
             if dead:
                 lines.append(indent + "del " + ", ".join(f"v{s}" for s in dead))
@@ -553,12 +558,16 @@ class Program:
         self.fn = names["replay"]
         return self
 
-    def _fill_line(self, k, names):
-        """The line of fill instruction ``k``: the optimiser's host half called again, its
-        numbers written into the scalar buffer."""
-        ins = self.instructions[k]
-        names[f"f{k}"], names[f"a{k}"] = ins.fn, ins.args
-        return f"scalars.write({ins.scalars[0]}, f{k}(*a{k}))  # {ins.name}"
+    def _fill_lines(self, fills, indent, names):
+        """The lines of the fill instructions ``fills``: each optimiser's host half called
+        again, its numbers written into the scalar buffer; then the buffer sent where the
+        array work reads it."""
+        lines = []
+        for k in fills:
+            ins = self.instructions[k]
+            names[f"f{k}"], names[f"a{k}"] = ins.fn, ins.args
+            lines.append(f"{indent}scalars.write({ins.scalars[0]}, f{k}(*a{k}))  # {ins.name}")
+        return lines + [indent + "scalars.send()"] if lines else lines
 
     def _line(self, k, ins, names, saving=False):
         """The source line of instruction ``k`` (``saving``: a backward replayed whole reads
