@@ -69,10 +69,13 @@ def _adam(g, m, v, t, w1, lerp_small, one_minus_w1, beta2, one_minus_beta2, minu
 
 
 def adam(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
-    """``kernels._adam_host`` in one pass (the numbers rounded to the dtype as there: each
-    expression of Python floats first, then the result). False where it does not apply."""
+    """``kernels._adam_host`` in one pass (the numbers, Python floats, NumPy float64s or 0-d
+    float64 arrays, rounded to the dtype as there: each expression in double precision
+    first, then the result). False where it does not apply."""
     if not _fits(g, m, v, t) or g.ndim != 1 or not all(
-            type(c) in (int, float) for c in (w1, beta2, step_size, bc2_sqrt, eps)):
+            isinstance(c, (int, float)) or (type(c) is np.ndarray and c.shape == ()
+                                            and c.dtype == np.float64)
+            for c in (w1, beta2, step_size, bc2_sqrt, eps)):
         return False
     d = g.dtype.type
     _adam(g, m, v, t, d(w1), abs(w1) < 0.5, d(1.0 - w1), d(beta2), d(1.0 - beta2),

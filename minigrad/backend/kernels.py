@@ -272,15 +272,18 @@ def add_scaled(out, x, y, alpha):
     from the float32 result, as its float16 arithmetic runs in float32). The product is
     exact in float64, and the float64 sum is rounded to odd (its last bit set where
     inexact), which makes the float32 rounding of it that of the exact sum. In float64 the
-    product and the sum are rounded apart (at most an ulp from PyTorch's)."""
+    product and the sum are rounded apart (at most an ulp from PyTorch's). ``alpha`` may be
+    a 0-d float64 array (a slot of a compiled step's scalar buffer), read on the device."""
     xp = xp_of(out)
     if out.dtype.itemsize > 4:
-        out[...] = xp.asarray(y, dtype=out.dtype) * out.dtype.type(alpha) + x
+        out[...] = xp.asarray(y, dtype=out.dtype) * number_like(alpha, out) + x
         return out
-    if alpha == 1 and getattr(x, "dtype", None) == getattr(y, "dtype", None) == out.dtype:
-        return xp.add(x, y, out=out)  # (a plain sum is rounded once already)
+    if type(alpha) in (int, float, np.ndarray) and alpha == 1 and \
+            getattr(x, "dtype", None) == getattr(y, "dtype", None) == out.dtype:
+        return xp.add(x, y, out=out)  # (a plain sum is rounded once already; a device
+        # array's alpha is not read on the host: the formula below gives the same sum)
     x, y = (xp.asarray(v, dtype=out.dtype).astype(np.float64) for v in (x, y))
-    p = y * np.float64(out.dtype.type(alpha))
+    p = y * number_like(alpha, out).astype(np.float64)
     s = x + p
     back = s - x  # (Knuth's two-sum: s + err is exactly x + p)
     err = (x - (s - back)) + (p - back)
@@ -289,6 +292,14 @@ def add_scaled(out, x, y, alpha):
                  xp.nextafter(s, xp.where(err > 0, np.inf, -np.inf)), s)
     out[...] = s.astype(np.float32)
     return out
+
+
+def number_like(x, like):
+    """A number ``x`` (a Python float, or a 0-d float64 array: a slot of a compiled step's
+    scalar buffer) as an operand of like's dtype: a 0-d array of it, rounded once, as NumPy
+    rounds a Python float operand of a float32 array. A 0-d float64 array operand would
+    instead make NumPy compute in float64 (NEP 50); rounded first, both give the same bits."""
+    return xp_of(like).asarray(x, dtype=like.dtype)
 
 
 ADAM_SPLIT = 1 << 16  # the fewest elements of a host Adam step that run_split shares out
@@ -319,24 +330,26 @@ def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=False):
 
 def _adam_host(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
     """``adam`` on host arrays, the update written into ``t`` (also every intermediate's
-    scratch: the same values, fewer allocations); one pass where numba is installed."""
+    scratch: the same values, fewer allocations); one pass where numba is installed. The
+    numbers (Python floats or 0-d float64 arrays) are combined in double precision, then
+    rounded to the arrays' dtype (``number_like``)."""
     if host_loops.adam(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
         return
     np.subtract(g, m, out=t)
     if abs(w1) < 0.5:  # torch's lerp_, in its two forms (the second exact at weight 1)
-        t *= w1
+        t *= number_like(w1, t)
         m += t
     else:
-        t *= 1.0 - w1
+        t *= number_like(1.0 - w1, t)
         np.subtract(g, t, out=m)
-    v *= beta2
-    np.multiply(g, 1.0 - beta2, out=t)
+    v *= number_like(beta2, v)
+    np.multiply(g, number_like(1.0 - beta2, g), out=t)
     t *= g
     v += t
     denom = np.sqrt(v, out=g if scratch else None)
-    denom /= bc2_sqrt
-    denom += eps
-    np.multiply(m, -step_size, out=t)  # torch's addcdiv_: p + (value * m) / denom
+    denom /= number_like(bc2_sqrt, denom)
+    denom += number_like(eps, denom)
+    np.multiply(m, number_like(-step_size, m), out=t)  # torch's addcdiv_: p + (value * m) / denom
     t /= denom
 
 

@@ -25,6 +25,14 @@ runs eagerly from then on, and says why once (``CompileWarning``; every reason i
 ``step.log``). So does a step whose guards keep failing (``RECAPTURES`` captures of one
 input signature). The loss returned after ``loss.backward()`` replays: its graph served
 that backward.
+
+The optimisers' per-step numbers (learning rate, Adam's bias corrections from the step
+count, AdamW's decay factor) live in a small float64 scalar buffer per program, written on
+the host before the array work of the step reads it (``per_step_numbers`` in
+``recorder.py``, ``ScalarBuffer`` in ``program.py``): the optimiser's update is replayed
+as array work like the rest of the step, not as a Python call, which is what a CUDA graph
+needs (it freezes its kernels' arguments at capture, so a number passed as a Python float
+would keep its capture value). ``step.listing()`` shows each slot (``step_size=s[3]``).
 """
 import warnings
 
@@ -98,7 +106,7 @@ class CompiledStep:
         if entry.eager is not None:
             return self.fn(*args, **kwargs)
         if entry.program is not None:
-            reason = entry.guards.check()
+            reason = entry.guards.check() or entry.program.settings_changed()
             if reason is None:
                 return self._run(entry, tensors)
             entry = self._recapture(key, entry, reason)

@@ -9,6 +9,16 @@ rules ran (the same forwards), under ``with backward_pass():`` as the engine run
 Elementwise ops are called as the ufunc their forward computes, their result written into
 an input read for the last time there where nothing else can see it (buffer reuse by
 liveness, see ``reuse``).
+
+The scalar buffer: the per-step numbers of the optimisers' array work (learning rates,
+Adam's ``step_size = lr / (1 - beta1**t)`` and ``sqrt(1 - beta2**t)``, AdamW's decay factor,
+SGD's momentum and dampening) are not constants of their instructions but slots ``s[i]`` of
+one float64 array per program (``ScalarBuffer``), which the "fill" instructions (the
+optimisers' host half, see ``recorder.per_step_numbers``) write on the host before the
+array work runs: before the first instruction, or after the last host call that comes
+first (a scheduler's step there may change the learning rate). A CUDA graph freezes its
+kernels' arguments at capture; numbers read from a device array filled before each launch
+(one copy from the host) move on with the step count and the schedule.
 """
 import numpy as np
 
@@ -153,15 +163,55 @@ class SlotRef:
         return f"v{self.slot}"
 
 
+class ScalarRef:
+    """Slot ``index`` of the program's scalar buffer, a per-step number (``name``) read as a
+    0-d float64 array by an optimiser's array work."""
+    __slots__ = ("index", "name")
+
+    def __init__(self, index, name):
+        self.index, self.name = index, name
+
+    def __eq__(self, other):
+        return isinstance(other, ScalarRef) and other.index == self.index
+
+    def __repr__(self):
+        return f"{self.name}=s[{self.index}]"
+
+
+class ScalarBuffer:
+    """The per-step numbers of a program: ``host``, a float64 NumPy array with a slot per
+    number, and ``array``, the same numbers where the array work reads them (``host``
+    itself on the CPU; a device array, written by one copy, on a GPU). ``views`` are the
+    slots as 0-d arrays, the operands the instructions are given."""
+
+    def __init__(self, xp, size):
+        self.xp, self.host = xp, np.zeros(size)
+        self.array = xp.asarray(self.host)
+        self.views = [self.array[i, ...] for i in range(size)]
+
+    def write(self, start, numbers):
+        """Put ``numbers`` (a fill's ``{name: float}``) into the host's slots from ``start``."""
+        self.host[start:start + len(numbers)] = tuple(numbers.values())
+
+    def send(self):
+        """After the fills: the numbers where the array work reads them (on a device, one
+        copy of the whole buffer from the host; on the CPU they are there already)."""
+        if self.array is not self.host:
+            self.array[...] = self.xp.asarray(self.host)
+
+
 class Instruction:
     """One step of the program. ``kind``: "op" (a primitive's forward), "backward" (its
     backward rule), "array" (the engine's gradient sums), "grad" (a write into a leaf's
-    ``.grad``) or "call" (a function replayed whole, as an optimiser's step)."""
+    ``.grad``), "call" (a function replayed whole, as an optimiser's ``zero_grad``) or "fill"
+    (an optimiser's host half, writing the scalar buffer's slots ``scalars``: (start, count);
+    ``settings``: (the function, its value at capture) that a replay checks first)."""
 
     def __init__(self, kind, fn, name, ins, outs, params=None, single=True, scalar=False,
                  random=False, inplace=False, effect=False, needs=None, xp=np, args=(),
                  kwargs=None, leaf=None, accumulate=False, ctx_of=None, holds=(),
-                 param_slots=(), op=None, whole=False, kept=()):
+                 param_slots=(), op=None, whole=False, kept=(), scalars=None,
+                 settings=None):
         self.kind, self.fn, self.name, self.ins, self.outs = kind, fn, name, ins, outs
         self.params = params or {}
         self.single, self.scalar, self.random, self.inplace = single, scalar, random, inplace
@@ -174,6 +224,7 @@ class Instruction:
         self.op = op  # for "op": the primitive's class (its forward may read class attributes)
         self.whole = whole  # for "op": its backward rule is replayed whole (a "backward")
         self.kept = list(kept)  # for "op": [(where on ctx, slot)] of arrays kept for backward
+        self.scalars, self.settings = scalars, settings  # for "fill"
         self.quiet = False  # recorded during a backward pass
         self.live = True
 
@@ -192,7 +243,8 @@ class Instruction:
         return (self.kind, self.name, self.fn if self.kind != "grad" else self.fn.func,
                 tuple(self.ins), tuple(self.outs), self.single, self.scalar, self.random,
                 self.inplace, self.needs, self.accumulate, self.ctx_of, tuple(self.holds),
-                tuple(self.param_slots), self.whole, tuple(self.kept), self.quiet)
+                tuple(self.param_slots), self.whole, tuple(self.kept), self.quiet,
+                self.scalars, self.settings and self.settings[1])
 
 
 def _reads_slot(value):
@@ -268,6 +320,10 @@ class Program:
         self.groups = []       # fusion.Group: runs of elementwise instructions, one loop each
         self.fusion_note = None  # why nothing was fused, where fusion was asked for
         self.outputs = []
+        self.scalar_names = []  # slot of the scalar buffer -> the number's name
+        self.scalar_xp = None   # the array module of the scalar buffer
+        self.scalars = None     # the ScalarBuffer (made by build)
+        self.fills = []         # the "fill" instructions (listed by build)
         self.fn = None
         self.source = None
         self.removed = 0
@@ -320,6 +376,17 @@ class Program:
                         "was not computed by minigrad's ops in the step (NumPy, a random "
                         "draw or a Python number made into a tensor?)")
             self.slots[slot] = a[:3] + (("constant", arr),) + a[4:]
+        return None
+
+    def settings_changed(self):
+        """None when every fill's settings (what chose the recorded array work: the flags of
+        a param group, the optimiser's groups, parameters and loaded state) are as at
+        capture, else a line saying which changed."""
+        for ins in self.fills:
+            settings, key = ins.settings
+            if settings(*ins.args) != key:
+                return (f"the settings of {ins.name} changed (a flag of a param group, its "
+                        "parameters, the groups, or the state loaded)")
         return None
 
     # --- optimising and generating the replay function ---------------------------------------
@@ -426,6 +493,19 @@ class Program:
         temps = {s for g in self.groups for s in g.temps}
         names = {"run_backward_rule": run_backward_rule, "backward_pass": backward_pass,
                  "call_returning_arrays": call_returning_arrays, "np": np}
+        self.scalars = None
+        if self.scalar_names:
+            self.scalars = ScalarBuffer(self.scalar_xp, len(self.scalar_names))
+            names["scalars"] = self.scalars
+            names.update((f"s{i}", v) for i, v in enumerate(self.scalars.views))
+        self.fills = [ins for ins in self.instructions if ins.kind == "fill"]
+        fills_after = {}  # the last host call before a fill (-1: none) -> the fills there
+        after = -1
+        for k, ins in enumerate(self.instructions):
+            if ins.kind == "call" and ins.live:
+                after = k
+            elif ins.kind == "fill":
+                fills_after.setdefault(after, []).append(k)
         lines, tensors = [], []
         inputs = sorted((src[1], s) for s, (*_, src, _) in enumerate(self.slots)
                         if src is not None and src[0] == "input")
@@ -441,6 +521,7 @@ class Program:
             else:
                 names[f"c{s}"] = src[1]
                 lines.append(f"    v{s} = c{s}")
+        lines += self._fill_lines(fills_after.get(-1, ()), "    ", names)
         dies_at = {}  # instruction -> the slots read (or viewed) for the last time there
         for s, k in last.items():
             if s not in self.outputs:
@@ -455,7 +536,9 @@ class Program:
             if not ins.live:
                 lines.append(f"{indent}# {k}: {ins.name} (removed: nothing reads its result)")
                 continue
-            if k in group_at:
+            if ins.kind == "fill":
+                lines.append(f"{indent}# {k}: {ins.name} (filled above)")
+            elif k in group_at:
                 n, g = group_at[k]
                 lines.append(indent + cpu_kernels.line(n, g, self.slots, names) +
                              f"  # fused {n}: {ins.name}")
@@ -463,6 +546,7 @@ class Program:
                 lines.append(f"{indent}# {k}: {ins.name} (in fused {fused_in[k]})")
             else:
                 lines.append(indent + self._line(k, ins, names, k in saving))
+            lines += self._fill_lines(fills_after.get(k, ()), indent, names)
             dead = sorted(s for s in dies_at.get(k, ()) if s not in temps)
             if dead:
                 lines.append(indent + "del " + ", ".join(f"v{s}" for s in dead))
@@ -474,12 +558,25 @@ class Program:
         self.fn = names["replay"]
         return self
 
+    def _fill_lines(self, fills, indent, names):
+        """The lines of the fill instructions ``fills``: each optimiser's host half called
+        again, its numbers written into the scalar buffer; then the buffer sent where the
+        array work reads it."""
+        lines = []
+        for k in fills:
+            ins = self.instructions[k]
+            names[f"f{k}"], names[f"a{k}"] = ins.fn, ins.args
+            lines.append(f"{indent}scalars.write({ins.scalars[0]}, f{k}(*a{k}))  # {ins.name}")
+        return lines + [indent + "scalars.send()"] if lines else lines
+
     def _line(self, k, ins, names, saving=False):
         """The source line of instruction ``k`` (``saving``: a backward replayed whole reads
         what its forward saves)."""
         def arg(j, i):
             if type(i) is int:
                 return f"v{i}"
+            if type(i) is ScalarRef:
+                return f"s{i.index}"
             names[f"a{k}_{j}"] = i.value
             return f"a{k}_{j}"
         args = ", ".join(arg(j, i) for j, i in enumerate(ins.ins))
@@ -549,6 +646,10 @@ class Program:
                 rows.append(f"      fused    F{n}: " +
                             fusion.describe(self.groups[n], self.instructions))
             made = ", ".join(f"v{o} {tuple(self.slots[o][0])}" for o in ins.outs if o is not None)
+            if ins.kind == "fill":
+                start, count = ins.scalars
+                made = f"s[{start}:{start + count}] " + ", ".join(
+                    self.scalar_names[start:start + count])
             read = ", ".join(f"v{i}" if type(i) is int else repr(i) for i in ins.ins)
             notes = [n for n, on in (("random", ins.random), ("in place", ins.inplace),
                                      ("REMOVED", not ins.live)) if on]
@@ -570,6 +671,10 @@ class Program:
                    f"arrays made: {_size(total)} ({_size(total_new)} without reuse), at most "
                    f"{_size(peak)} alive at once ({_size(peak_new)} without reuse; each freed "
                    "after its last read)\n" + fusion.summary(self))
+        if self.scalar_names:
+            summary += (f"\nscalar buffer s: {len(self.scalar_names)} float64 numbers, "
+                        "written on the host before the array work that reads them (the "
+                        "optimisers' per-step numbers)")
         return "\n".join(rows + [summary])
 
     def to_dot(self):
@@ -580,7 +685,7 @@ class Program:
             if not ins.live:
                 continue
             colour = {"op": "#dbe9f6", "backward": "#f6e3db", "array": "#eeeeee",
-                      "grad": "#e2f2dc", "call": "#fff2c2"}[ins.kind]
+                      "grad": "#e2f2dc", "call": "#fff2c2", "fill": "#f2e2f6"}[ins.kind]
             out.append(f'  i{k} [label="{k}: {ins.name}", style=filled, fillcolor="{colour}"];')
             for i in ins.ins:
                 if type(i) is int and i in made_by:

@@ -14,9 +14,18 @@ Three kinds of work are recorded:
   in ``autograd/engine.py``, and the raw writes of in-place ops (``p -= lr * p.grad`` under
   no_grad, ``zero_()``, ``copy_``), through ``on_arrays`` too; a ``.grad`` the engine wrote
   and the step then cleared (``p.grad = None``) is recorded as ``clear_grad``;
-* whole calls of the functions marked ``@replayed_as_call`` (the optimiser's ``step`` and
-  ``zero_grad``, a scheduler's ``step``, gradient clipping): they read learning rates and step
-  counts on the host, so replay calls them again rather than freezing their numbers.
+* whole calls of the functions marked ``@replayed_as_call`` (the optimiser's ``zero_grad``, a
+  scheduler's ``step``, gradient clipping, a user's optimiser): they read learning rates and
+  step counts on the host, so replay calls them again rather than freezing their numbers;
+* the per-step numbers of minigrad's optimisers (``per_step_numbers``): SGD's, Adam's and
+  AdamW's ``step`` are recorded as their array work (one instruction per parameter, or per
+  param group where its moments are flat), and the numbers that work reads (the learning
+  rate, Adam's bias corrections, AdamW's decay factor) are slots of the program's scalar
+  buffer, written on the host before each replay by a "fill" instruction: the host half of
+  the step (it advances the step counts), called again. A CUDA graph freezes a kernel's
+  arguments at capture, so a learning rate or a step count passed as a Python number would
+  stay at its capture value; read from a device array filled before each launch, it does
+  not. A step that cannot be recorded so (a closure, amsgrad) is replayed as a call.
 
 Every array the recorder has seen is fingerprinted (a CRC of its bytes) when it is made and
 checked when it is read: an array changed by code that is none of the above (``t.array *= 2``,
@@ -36,7 +45,8 @@ from ..autograd.grad_mode import PROCESS, STATE
 from ..autograd.graph import TensorBase
 from ..backend import random as _random
 from ..fused.attention import Attention
-from .program import Instruction, Program, SlotRef, memory_owner, tensor_arrays
+from .program import (Instruction, Program, ScalarRef, SlotRef, memory_owner,
+                      tensor_arrays)
 
 ACTIVE = [None]  # the recorder capturing a step, if any
 
@@ -58,18 +68,41 @@ class Unsupported(Exception):
     """Something in the step that replay could not repeat (the message says what)."""
 
 
-def replayed_as_call(fn):
-    """Mark ``fn`` (an optimiser's ``step``, ``clip_grad_norm_``, ...) to be recorded as one
-    call that replay makes again, with the same arguments: its host-side numbers (learning
-    rate, step count) are read afresh each time. Outside a capture it is ``fn`` as it is."""
+def replayed_as_call(fn=None, *, unless=None):
+    """Mark ``fn`` (an optimiser's ``zero_grad``, ``clip_grad_norm_``, ...) to be recorded as
+    one call that replay makes again, with the same arguments: its host-side numbers
+    (learning rate, step count) are read afresh each time. Outside a capture it is ``fn`` as
+    it is. ``unless(*args, **kwargs)``: true where this call can be recorded as its array
+    work instead, its per-step numbers read through ``per_step_numbers`` (the optimisers'
+    ``step``); the call then runs as it is while the recorder records it."""
+    if fn is None:
+        return lambda f: replayed_as_call(f, unless=unless)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         recorder = ACTIVE[0]
-        if recorder is None or recorder.paused:
+        if recorder is None or recorder.paused or \
+                (unless is not None and unless(*args, **kwargs)):
             return fn(*args, **kwargs)
         return recorder.call(fn, args, kwargs)
     wrapper.replayed_as_call = True
     return wrapper
+
+
+def per_step_numbers(xp, fill, settings, *args):
+    """``fill(*args)``: the host half of an optimiser's step (it advances the step counts and
+    the parameters' versions), returning the numbers the step's array work reads, as
+    ``{name: float}`` computed in double precision. Outside a capture, that dict. While a
+    step is captured, the same numbers as 0-d float64 arrays of array module ``xp``, each a
+    slot of the program's scalar buffer (which a replay fills by calling ``fill`` again);
+    ``settings(*args)`` is what chose the recorded array work (flags, the state arrays it
+    writes): a replay first checks it is unchanged, and captures again if not. The array
+    work must read the numbers through ``backend.number_like``, which rounds a Python float
+    and a 0-d float64 array alike."""
+    recorder = ACTIVE[0]
+    if recorder is None or recorder.paused:
+        return fill(*args)
+    return recorder.numbers(xp, fill, settings, args)
 
 
 def fingerprint(a):
@@ -110,6 +143,7 @@ class Recorder:
         self.in_rule = 0       # > 0 while a backward rule is recorded op by op
         self.walking = 0       # > 0 while the engine walks a backward pass
         self.grads = {}        # id(tensor) -> (tensor, its .grad as replay will leave it)
+        self.scalar_of = {}    # id(0-d array) -> (its ScalarRef, the array: kept alive)
         for i, t in enumerate(input_tensors):
             self._new_slot(t.array, ("input", i))
 
@@ -304,7 +338,8 @@ class Recorder:
         if self.paused:
             return fn(*args)
         try:
-            ins = [self._ref(a) if type(a) in backend._XP_BY_TYPE else Instruction.constant(a)
+            ins = [self.scalar_of[id(a)][0] if id(a) in self.scalar_of else
+                   self._ref(a) if type(a) in backend._XP_BY_TYPE else Instruction.constant(a)
                    for a in args]
         except Unsupported as e:
             self.unsupported(str(e))
@@ -319,8 +354,34 @@ class Recorder:
             out = outs[0] = np.asarray(out)
         inplace = outs[0] is args[0]
         out_slots = self._outputs(outs, written=inplace)
+        if inplace:  # (an optimiser's update writes its other arrays too: the moments)
+            self._refresh_aliases([a for a in args[1:] if type(a) in backend._XP_BY_TYPE])
         self._append(Instruction("array", fn, fn.__name__.strip("_"), ins, out_slots,
                                  inplace=inplace, single=single, scalar=scalar))
+        return out
+
+    def numbers(self, xp, fill, settings, args):
+        """``per_step_numbers`` while recording: call ``fill``, put its numbers in new slots
+        of the scalar buffer, and record the call as a "fill" instruction."""
+        program = self.program
+        if program.scalar_xp not in (None, xp):
+            self.unsupported("the step's optimisers keep their parameters on different "
+                             "devices (the program has one scalar buffer)")
+            return fill(*args)
+        with _Paused(self):  # (an lr held in a Tensor is read on the host: fine here)
+            numbers = fill(*args)
+            key = settings(*args)
+        start = len(program.scalar_names)
+        out = {}
+        for k, (name, value) in enumerate(numbers.items()):
+            a = xp.asarray(value, dtype=np.float64)
+            self.scalar_of[id(a)] = (ScalarRef(start + k, name), a)
+            out[name] = a
+        program.scalar_xp = xp
+        program.scalar_names += list(numbers)
+        self._append(Instruction("fill", fill, fill.__name__.strip("_"), [], [], args=args,
+                                 effect=True, scalars=(start, len(numbers)),
+                                 settings=(settings, key)))
         return out
 
     def read_on_host(self, method):

@@ -1,9 +1,11 @@
 """Adam and AdamW: adaptive moment estimation, with L2 or decoupled weight decay."""
 from .. import backend
 from ..autograd import no_grad
-from ..tensor import Tensor
-from .optimizer import Optimizer, add_to, check_implementation, scale
-from ..compile.recorder import replayed_as_call
+from ..autograd.function import on_arrays
+from ..backend.kernels import number_like
+from ..tensor import Tensor, _check_writable
+from .optimizer import Optimizer, check_implementation, count_writes
+from ..compile.recorder import per_step_numbers, replayed_as_call
 
 
 class Adam(Optimizer):
@@ -65,14 +67,17 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
         check_implementation(defaults)
 
-    @replayed_as_call  # mg.compile replays the whole call
+    # mg.compile records the step as its array work, its numbers in the scalar buffer
+    # (``per_step_numbers``); with amsgrad or a closure it replays the whole call
+    @replayed_as_call(unless=lambda self, closure=None: closure is None and not any(
+        group["amsgrad"] for group in self.param_groups))
     @no_grad()
     def step(self, closure=None):
         loss = self._closure_loss(closure)
-        for group in self.param_groups:
+        for i, group in enumerate(self.param_groups):
             self._check_step(group)
             update = _AdamUpdate(group)
-            if self._step_together(group, update):
+            if self._step_together(i, group, update):
                 continue
             for p in group["params"]:
                 grad = p._grad
@@ -86,7 +91,7 @@ class Adam(Optimizer):
                     if update.amsgrad:
                         state["max_exp_avg_sq"] = _zeros_like(p)
                 with backend.device_context(p.array):
-                    update(p, grad.array, state)
+                    update(self, i, p, grad.array, state)
         return loss
 
     def _state_keys(self, group):
@@ -101,7 +106,7 @@ class Adam(Optimizer):
         if group["foreach"] and group["differentiable"] and params:
             raise AssertionError("_foreach ops don't support autograd")
 
-    def _step_together(self, group, update):
+    def _step_together(self, i, group, update):
         """The step of a whole param group at once, where its parameters allow (on the
         CPU, one dtype, each with a gradient and at the same step count, no amsgrad): the
         moments of the group live in two flat arrays (``_Moments``; each parameter's
@@ -130,27 +135,95 @@ class Adam(Optimizer):
         flat = moments.get(id(group))
         if flat is None or not flat.holds(group, states):
             flat = moments[id(group)] = _Moments(group, state)
-        np = backend.np
-        g = np.concatenate([p._grad.array.reshape(-1) for p in params])
-        if update.maximize:
-            np.negative(g, out=g)
-        if update.weight_decay != 0:
-            if update.decoupled:
-                for p in params:
-                    scale(p, update.decay)
-            else:
-                decay = np.concatenate([p.array.reshape(-1) for p in params])
-                decay *= update.weight_decay
-                g += decay
-        step = steps.pop() + 1
-        for s in flat.states:
-            s["step"] = step
-        step_size, bias_correction2_sqrt = update.corrections(step)
-        change = backend.adam(g, flat.m, flat.v, update.beta1, update.beta2, step_size,
-                              bias_correction2_sqrt, update.eps, scratch=True)
-        for p, (start, stop) in zip(params, flat.bounds):
-            add_to(p, change[start:stop].reshape(p.array.shape))
+        for p in params:  # (before anything changes; its first change is a mul_ in AdamW)
+            _check_writable(p, "mul_" if update.decoupled_on else "add_")
+        numbers = per_step_numbers(backend.np, _adam_group_numbers, _adam_group_settings,
+                                   self, i)
+        on_arrays(_adam_flat, flat.m, flat.v, flat.bounds, update.maximize, update.coupled,
+                  update.decoupled_on, *numbers.values(),
+                  *[p.array for p in params], *[p._grad.array for p in params])
         return True
+
+
+def _adam_group_numbers(optimizer, i):
+    """The host half of the step of param group ``i`` taken at once: the step count of
+    each parameter advanced, their versions bumped, and the step's numbers."""
+    group = optimizer.param_groups[i]
+    flat = optimizer._moments[id(group)]
+    step = flat.states[0]["step"] + 1
+    for s in flat.states:
+        s["step"] = step
+    update = _AdamUpdate(group)
+    count_writes(group["params"], update.writes)
+    return update.numbers(step)
+
+
+def _adam_group_settings(optimizer, i):
+    """What chose the array work of ``_step_together``: the group's flags and the
+    optimiser's layout (``Optimizer._layout``)."""
+    return _flags(optimizer.param_groups[i]), optimizer._layout(i)
+
+
+def _adam_flat(m, v, bounds, maximize, coupled, decoupled, beta1, beta2, eps, weight_decay,
+               decay, step_size, bc2_sqrt, *arrays):
+    """Adam's step of a param group at once (see ``Adam._step_together``) on raw arrays: the
+    parameters (the first half of ``arrays``) and the flat moments ``m``, ``v`` changed in
+    place, from the gradients (the second half); returns ``m``."""
+    np = backend.np
+    n = len(arrays) // 2
+    params, grads = arrays[:n], arrays[n:]
+    g = np.concatenate([a.reshape(-1) for a in grads])
+    if maximize:
+        np.negative(g, out=g)
+    if decoupled:
+        for p in params:
+            p *= number_like(decay, p)
+    elif coupled:
+        wd = np.concatenate([p.reshape(-1) for p in params])
+        wd *= number_like(weight_decay, wd)
+        g += wd
+    change = backend.adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=True)
+    for p, (start, stop) in zip(params, bounds):
+        p += change[start:stop].reshape(p.shape)
+    return m
+
+
+def _adam_param_numbers(optimizer, i, p):
+    """The host half of the step of one parameter ``p`` of group ``i``: its step count
+    advanced, its version bumped, and the step's numbers."""
+    state = optimizer.state[p]
+    state["step"] = step = state["step"] + 1
+    update = _AdamUpdate(optimizer.param_groups[i])
+    count_writes([p], update.writes)
+    return update.numbers(step)
+
+
+def _adam_param_settings(optimizer, i, p):
+    """What chose the array work of one parameter's step: the group's flags and the
+    optimiser's layout (``Optimizer._layout``)."""
+    return _flags(optimizer.param_groups[i]), optimizer._layout(i)
+
+
+def _flags(group):
+    """(amsgrad, maximize, weight decay in the gradient, decoupled weight decay) of
+    ``group``: what chooses Adam's array work."""
+    decay = float(group["weight_decay"]) != 0
+    decoupled = group["decoupled_weight_decay"]
+    return group["amsgrad"], group["maximize"], decay and not decoupled, decay and decoupled
+
+
+def _adam_param(p, g, m, v, maximize, coupled, decoupled, beta1, beta2, eps, weight_decay,
+                decay, step_size, bc2_sqrt):
+    """Adam's step of one parameter on raw arrays (without amsgrad): ``p`` and the moments
+    ``m``, ``v`` changed in place; returns ``p``."""
+    if maximize:
+        g = -g
+    if decoupled:
+        p *= number_like(decay, p)
+    elif coupled:
+        g = g + number_like(weight_decay, p) * p
+    p += backend.adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps)
+    return p
 
 
 _CAPTURABLE_DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]
@@ -201,9 +274,9 @@ class _Moments:
 
 
 class _AdamUpdate:
-    """Adam's update of one parameter of a param group, ``update(p, g, state)``: the group's
-    numbers are read once, as Python floats, and the bias corrections are computed once per
-    step count (the parameters of a group usually share it)."""
+    """Adam's update of one parameter of a param group, ``update(optimizer, i, p, g,
+    state)``, and the numbers of a step of the group: read from the group as Python floats,
+    the bias corrections computed on the host in double precision (``numbers``)."""
 
     def __init__(self, group):
         self.lr, self.eps = float(group["lr"]), float(group["eps"])
@@ -211,44 +284,48 @@ class _AdamUpdate:
         self.beta1, self.beta2 = (float(b) for b in group["betas"])
         self.amsgrad, self.maximize = group["amsgrad"], group["maximize"]
         self.decoupled = group["decoupled_weight_decay"]
-        self.decay = 1.0 - self.lr * self.weight_decay  # AdamW's factor of p
-        self.step = None
+        self.flags = _flags(group)
+        self.coupled, self.decoupled_on = self.flags[2:]
+        self.writes = 2 if self.decoupled_on else 1  # in-place changes of each parameter
 
-    def corrections(self, step):
-        """(lr / (1 - beta1**step), sqrt(1 - beta2**step)), in double precision on the host."""
-        if step != self.step:
-            self.step = step
-            self.step_size = self.lr / (1.0 - self.beta1 ** step)
-            self.bias_correction2_sqrt = (1.0 - self.beta2 ** step) ** 0.5
-        return self.step_size, self.bias_correction2_sqrt
+    def numbers(self, step):
+        """The numbers of a step at step count ``step``, in ``_adam_param``'s order, with
+        ``step_size = lr / (1 - beta1**step)``, ``bc2_sqrt = sqrt(1 - beta2**step)`` and
+        AdamW's factor of p, ``decay = 1 - lr * weight_decay``."""
+        return {"beta1": self.beta1, "beta2": self.beta2, "eps": self.eps,
+                "weight_decay": self.weight_decay,
+                "decay": 1.0 - self.lr * self.weight_decay,
+                "step_size": self.lr / (1.0 - self.beta1 ** step),
+                "bc2_sqrt": (1.0 - self.beta2 ** step) ** 0.5}
 
-    def __call__(self, p, g, state):
+    def __call__(self, optimizer, i, p, g, state):
+        _check_writable(p, "mul_" if self.decoupled_on else "add_")
+        xp = backend.xp_of(p.array)
+        numbers = per_step_numbers(xp, _adam_param_numbers, _adam_param_settings,
+                                   optimizer, i, p)
+        m, v = state["exp_avg"].array, state["exp_avg_sq"].array
+        if not self.amsgrad:  # the moments and the update in one pass (one GPU kernel)
+            on_arrays(_adam_param, p.array, g, m, v, self.maximize, self.coupled,
+                      self.decoupled_on, *numbers.values())
+            return
+        n = numbers  # (Python floats: a step with amsgrad is replayed as a call)
         if self.maximize:
             g = -g
-        state["step"] = step = state["step"] + 1
-        if self.weight_decay != 0:
-            if self.decoupled:
-                scale(p, self.decay)
-            else:
-                g = g + self.weight_decay * p.array
-        m, v = state["exp_avg"].array, state["exp_avg_sq"].array
-        step_size, bias_correction2_sqrt = self.corrections(step)
+        if self.decoupled_on:
+            p.array *= n["decay"]
+        elif self.coupled:
+            g = g + self.weight_decay * p.array
         beta1, beta2, eps = self.beta1, self.beta2, self.eps
-        if not self.amsgrad:  # the moments and the update in one pass (one GPU kernel)
-            add_to(p, backend.adam(g, m, v, beta1, beta2, step_size, bias_correction2_sqrt,
-                                   eps))
-            return
-        xp = backend.xp_of(p.array)
         _lerp_(m, g, 1.0 - beta1)
         v *= beta2
         v += (1.0 - beta2) * g * g
         v = xp.maximum(state["max_exp_avg_sq"].array, v, out=state["max_exp_avg_sq"].array)
         denom = xp.sqrt(v)
-        denom /= bias_correction2_sqrt
+        denom /= n["bc2_sqrt"]
         denom += eps
-        update = -step_size * m  # torch's addcdiv_: p + (value * m) / denom
+        update = -n["step_size"] * m  # torch's addcdiv_: p + (value * m) / denom
         update /= denom
-        add_to(p, update)
+        p.array += update
 
 
 class AdamW(Adam):

@@ -9,12 +9,18 @@ as ``torch.optim.Optimizer`` does, so checkpoints have PyTorch's layout::
     {"state": {0: {"momentum_buffer": Tensor}, ...},
      "param_groups": [{"lr": 0.1, ..., "params": [0, 1]}, {"lr": 0.01, ..., "params": [2]}]}
 
-Subclasses write ``step`` as array arithmetic on ``.array`` through ``backend.xp_of`` with
-Python-float hyper-parameters (so a float32 parameter never meets a float64 array), read
-once per group, and apply the result to the parameter with ``add_to`` and ``scale``: the
-in-place change that ``p.add_`` and ``p.mul_`` make under ``no_grad``, without the checks
-that an update made from the parameter's own gradient cannot fail. Each bumps the
-parameter's version, so a graph saved before the step refuses to backpropagate through it.
+minigrad's optimisers write ``step`` in two halves. The host half (the step counts, the
+parameters' versions, and the per-step numbers: learning rate, bias corrections, in
+double precision) is a function given to ``compile.recorder.per_step_numbers``; the array
+half is a function of raw arrays called through ``autograd.function.on_arrays``, which
+changes each parameter's ``.array`` in place as ``p.add_`` and ``p.mul_`` do under
+``no_grad``, without the checks that an update made from the parameter's own gradient
+cannot fail, and reads each number through ``backend.kernels.number_like`` (rounded to the
+parameter's dtype, so a float32 parameter never meets a float64 operand). Outside
+``mg.compile`` that is one eager step; under it, the array half is recorded into the
+replayed program and the numbers come from the program's scalar buffer, written by the
+host half before each replay. Each change bumps the parameter's version
+(``count_writes``), so a graph saved before the step refuses to backpropagate through it.
 
 PyTorch's implementation keywords (``foreach``, ``fused``, ``capturable``, and
 ``differentiable``) are accepted with PyTorch's defaults and kept in ``defaults`` and in
@@ -36,7 +42,7 @@ from collections import defaultdict
 from .. import backend
 from ..autograd import enable_grad
 from ..arguments import _is_array
-from ..tensor import Tensor, _check_writable
+from ..tensor import Tensor
 from ..compile.recorder import replayed_as_call
 
 
@@ -70,6 +76,7 @@ class Optimizer:
     """
 
     _opt_called = False  # set by the first step (a scheduler warns if it steps first)
+    _loaded = 0  # how many times load_state_dict replaced the state (mg.compile checks it)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -160,6 +167,13 @@ class Optimizer:
     def step(self, closure=None):
         """Update every parameter that has a gradient; returns ``closure()``'s loss if given."""
         raise NotImplementedError
+
+    def _layout(self, i):
+        """What the array work of a step recorded by mg.compile depends on besides a group's
+        flags (see ``compile.recorder.per_step_numbers``): the number of param groups and
+        of group ``i``'s parameters, and how many times ``load_state_dict`` replaced the
+        state (and its arrays). A replay checks it is unchanged, and captures again if not."""
+        return len(self.param_groups), len(self.param_groups[i]["params"]), self._loaded
 
     def _check_step(self, group):
         """PyTorch's refusals, at the step, of its implementation keywords: ``fused`` needs
@@ -270,6 +284,7 @@ class Optimizer:
             if "param_names" in group and "param_names" not in saved:
                 saved["param_names"] = group["param_names"]
         self.state = state
+        self._loaded += 1
         self.param_groups = saved_groups
 
     # the hyper-parameters that PyTorch's ``__setstate__`` fills in where a saved group lacks
@@ -415,29 +430,14 @@ def check_implementation(defaults):
 
 # --- the in-place changes of a step ----------------------------------------------------------
 # An update computed from a parameter's gradient has the parameter's shape, dtype and device,
-# so of p.add_'s checks only the refusal of a write into an expanded view is left; the
-# arithmetic is the same ufunc into p's memory, the same bits.
+# so of p.add_'s checks only the refusal of a write into an expanded view is left
+# (``_check_writable``, before the step changes anything); the arithmetic is the same ufunc
+# into p's memory, the same bits, written by the step's array work on ``p.array``.
 
-def add_to(p, update):
-    """``p.add_(update)`` under ``no_grad``, for an array ``update`` of p's shape and dtype
-    (on its device): added in place, one more version of p (shared with its views)."""
-    _check_writable(p, "add_")
-    data = p.array
-    data += update
-    p._shared_counter()[0] += 1
-
-
-def add_scaled_to(p, update, alpha):
-    """``p.add_(update, alpha=alpha)`` under ``no_grad``, for an array ``update`` of p's shape
-    and dtype: rounded once, as PyTorch's (``backend.add_scaled``), one more version of p."""
-    _check_writable(p, "add_")
-    backend.add_scaled(p.array, p.array, update, alpha)
-    p._shared_counter()[0] += 1
-
-
-def scale(p, factor):
-    """``p.mul_(factor)`` under ``no_grad``, for a Python float ``factor``."""
-    _check_writable(p, "mul_")
-    data = p.array
-    data *= factor
-    p._shared_counter()[0] += 1
+def count_writes(params, n):
+    """One more version of each parameter of ``params`` (shared with its views) per in-place
+    change of the step, ``n`` of them, as ``p.add_`` and ``p.mul_`` count: done by the host
+    half of the step (``per_step_numbers``' fill), since the array work that writes the
+    parameters is replayed without the host."""
+    for p in params:
+        p._shared_counter()[0] += n

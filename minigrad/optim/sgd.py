@@ -1,9 +1,13 @@
 """SGD: stochastic gradient descent with momentum, Nesterov momentum and weight decay."""
+import collections
+
 from .. import backend
 from ..autograd import no_grad
-from ..tensor import Tensor
-from .optimizer import Optimizer, add_scaled_to, check_implementation
-from ..compile.recorder import replayed_as_call
+from ..autograd.function import on_arrays
+from ..backend.kernels import number_like
+from ..tensor import Tensor, _check_writable
+from .optimizer import Optimizer, check_implementation, count_writes
+from ..compile.recorder import per_step_numbers, replayed_as_call
 
 
 class SGD(Optimizer):
@@ -51,28 +55,34 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
         check_implementation(defaults)
 
-    @replayed_as_call  # mg.compile replays the whole call
+    # mg.compile records the step as its array work, its numbers in the scalar buffer
+    # (``per_step_numbers``); with a closure it replays the whole call
+    @replayed_as_call(unless=lambda self, closure=None: closure is None)
     @no_grad()
     def step(self, closure=None):
         loss = self._closure_loss(closure)
-        for group in self.param_groups:
+        for i, group in enumerate(self.param_groups):
             self._check_step(group)
-            lr, momentum = float(group["lr"]), float(group["momentum"])
-            dampening, weight_decay = float(group["dampening"]), float(group["weight_decay"])
-            maximize, nesterov = group["maximize"], group["nesterov"]
-            for p in group["params"]:
-                grad = p._grad
-                if grad is None:
-                    continue
+            params = [p for p in group["params"] if p._grad is not None]
+            if not params:
+                continue
+            for p in params:
+                _check_writable(p, "add_")
+            flags = _flags(group)
+            numbers = per_step_numbers(backend.xp_of(params[0].array), _sgd_numbers,
+                                       _sgd_settings, self, i, tuple(params))
+            for p in params:
+                g = p._grad.array
                 with backend.device_context(p.array):
-                    g = grad.array
-                    if maximize:
-                        g = -g
-                    if weight_decay != 0:  # g.add(p, alpha=weight_decay)
-                        g = _scaled_sum(g, p.array, weight_decay)
-                    if momentum != 0:
-                        g = self._momentum(self.state[p], g, momentum, dampening, nesterov)
-                    add_scaled_to(p, g, -lr)  # p.add_(g, alpha=-lr)
+                    buf, first = None, False
+                    if flags.momentum:  # its buffer, made at the first step (a copy of g)
+                        state = self.state[p]
+                        first = state.get("momentum_buffer") is None
+                        if first:
+                            state["momentum_buffer"] = Tensor(
+                                backend.xp_of(g).empty_like(g, order="C"))
+                        buf = state["momentum_buffer"].array
+                    on_arrays(_sgd_param, p.array, g, buf, *flags, first, *numbers.values())
         return loss
 
     _may_be_none = ("momentum_buffer",)  # PyTorch saves one before the first step so
@@ -80,16 +90,54 @@ class SGD(Optimizer):
     def _state_keys(self, group):
         return ("momentum_buffer",) if group["momentum"] != 0 else ()
 
-    @staticmethod
-    def _momentum(state, g, momentum, dampening, nesterov):
-        """Update the momentum buffer in place; return the direction to step along."""
-        buf = state.get("momentum_buffer")
-        if buf is None:
-            buf = state["momentum_buffer"] = Tensor(g.copy())  # torch: grad.clone()
-        else:
-            buf.array *= momentum  # buf.mul_(momentum).add_(g, alpha=1 - dampening)
-            backend.add_scaled(buf.array, buf.array, g, 1.0 - dampening)
-        return _scaled_sum(g, buf.array, momentum) if nesterov else buf.array
+
+
+_Flags = collections.namedtuple("_Flags", "maximize decay momentum nesterov")
+
+
+def _flags(group):
+    """What chooses SGD's array work for ``group``: maximize, weight decay (!= 0), momentum
+    (!= 0), nesterov."""
+    return _Flags(group["maximize"], float(group["weight_decay"]) != 0,
+                  float(group["momentum"]) != 0, group["nesterov"])
+
+
+def _sgd_numbers(optimizer, i, params):
+    """The host half of a step of param group ``i``: the versions of its parameters that
+    have a gradient (``params``) bumped, and the step's numbers, as ``_sgd_param`` takes
+    them."""
+    group = optimizer.param_groups[i]
+    count_writes(params, 1)
+    return {"weight_decay": float(group["weight_decay"]),
+            "momentum": float(group["momentum"]),
+            "1-dampening": 1.0 - float(group["dampening"]),
+            "-lr": -float(group["lr"])}
+
+
+def _sgd_settings(optimizer, i, params):
+    """What chose the array work: the group's flags and the optimiser's layout
+    (``Optimizer._layout``)."""
+    return _flags(optimizer.param_groups[i]), optimizer._layout(i)
+
+
+def _sgd_param(p, g, buf, maximize, decay, momentum_on, nesterov, first, weight_decay,
+               momentum, one_minus_dampening, minus_lr):
+    """SGD's step of one parameter on raw arrays: ``p`` and the momentum buffer ``buf``
+    (None without momentum; at the ``first`` step, filled with the gradient) changed in
+    place; returns ``p``."""
+    if maximize:
+        g = -g
+    if decay:  # g.add(p, alpha=weight_decay)
+        g = _scaled_sum(g, p, weight_decay)
+    if momentum_on:
+        if first:  # torch: grad.clone()
+            buf[...] = g
+        else:  # buf.mul_(momentum).add_(g, alpha=1 - dampening)
+            buf *= number_like(momentum, buf)
+            backend.add_scaled(buf, buf, g, one_minus_dampening)
+        g = _scaled_sum(g, buf, momentum) if nesterov else buf
+    backend.add_scaled(p, p, g, minus_lr)  # p.add_(g, alpha=-lr)
+    return p
 
 
 def _scaled_sum(x, y, alpha):
