@@ -301,3 +301,53 @@ def test_a_param_group_added_is_captured_again(make_opt):
             assert p.numpy().tobytes() == q.numpy().tobytes(), k
     assert any("settings of" in line for line in compiled.log), compiled.log
     assert compiled.replays >= 3
+
+
+def _replace_moments(opt, model):
+    """The optimiser's state tensors replaced by new ones, as a user may do by hand."""
+    for p in model.parameters():
+        for key, value in list(opt.state[p].items()):
+            if isinstance(value, mg.Tensor):
+                opt.state[p][key] = value * 0.5
+
+
+def _swap_params(opt, model):
+    """Two parameters of the same shape swapped in the group (its length unchanged)."""
+    params = opt.param_groups[0]["params"]
+    params[0], params[-1] = params[-1], params[0]
+
+
+@pytest.mark.parametrize("edit", [_replace_moments, _swap_params], ids=["moments replaced",
+                                                                       "parameters swapped"])
+@pytest.mark.parametrize("name", ["sgd-momentum", "adam", "adamw-per-parameter"])
+def test_state_or_parameters_replaced_by_hand_capture_again(name, edit):
+    """What the recorded update reads changed without load_state_dict: the replay must not
+    update the old arrays (a stale replay); it captures again and stays equal to eager."""
+    def setup():
+        model = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4))
+        model.to(dtype=mg.float32)
+        return model, OPTIMISERS[name](list(model.parameters()))
+    mg.manual_seed(0)
+    model, opt = setup()
+    mg.manual_seed(0)
+    model_b, opt_b = setup()
+
+    def stepper(model, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    compiled, eager = mg.compile(stepper(model, opt)), stepper(model_b, opt_b)
+    rng = np.random.default_rng(5)
+    for k in range(9):
+        x = mg.tensor(rng.standard_normal((6, 4)).astype(np.float32))
+        y = mg.tensor(rng.integers(0, 4, 6))
+        if k == 5:
+            edit(opt, model), edit(opt_b, model_b)
+        compiled(x, y), eager(x, y)
+        for p, q in zip(model.parameters(), model_b.parameters()):
+            assert p.numpy().tobytes() == q.numpy().tobytes(), k
+    assert compiled.replays >= 4

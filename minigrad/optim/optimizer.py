@@ -170,10 +170,17 @@ class Optimizer:
 
     def _layout(self, i):
         """What the array work of a step recorded by mg.compile depends on besides a group's
-        flags (see ``compile.recorder.per_step_numbers``): the number of param groups and
-        of group ``i``'s parameters, and how many times ``load_state_dict`` replaced the
-        state (and its arrays). A replay checks it is unchanged, and captures again if not."""
-        return len(self.param_groups), len(self.param_groups[i]["params"]), self._loaded
+        flags (see ``compile.recorder.per_step_numbers``): the number of param groups,
+        group ``i``'s parameters, how many times ``load_state_dict`` replaced the state, and
+        the tensors of its parameters' state (a moment replaced by hand, ``state[p]
+        ["exp_avg"] = ...``, is another array for the update to read). A replay checks it
+        is unchanged, and captures again if not. (The recorded program holds the tensors it
+        saw, so their ids cannot be reused by others while it lives.)"""
+        params = self.param_groups[i]["params"]
+        state = self.state
+        return (len(self.param_groups), tuple(map(id, params)), self._loaded,
+                tuple(id(v) for p in params if p in state
+                      for k, v in state[p].items() if k != "step" and isinstance(v, Tensor)))
 
     def _check_step(self, group):
         """PyTorch's refusals, at the step, of its implementation keywords: ``fused`` needs
