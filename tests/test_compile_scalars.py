@@ -101,6 +101,17 @@ SCHEDULES = {
 }
 
 
+def _training_step(model, opt):
+    """A classification step of ``model`` with ``opt`` (no schedule)."""
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def _setup(make_opt, make_sched, dtype, schedule_first=False, device="cpu"):
     model = _model(dtype).to(device)
     opt = make_opt(list(model.parameters()))
@@ -281,14 +292,7 @@ def test_a_param_group_added_is_captured_again(make_opt):
         model = _model(np.float32)
         first, second = model[0], model[2]
         opt = make_opt(list(first.parameters()))
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return model, opt, step, second
+        return model, opt, _training_step(model, opt), second
     model, opt, step, second = setup()
     model_b, opt_b, step_b, second_b = setup()
     compiled = mg.compile(step)
@@ -331,16 +335,7 @@ def test_state_or_parameters_replaced_by_hand_capture_again(name, edit):
     model, opt = setup()
     mg.manual_seed(0)
     model_b, opt_b = setup()
-
-    def stepper(model, opt):
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return step
-    compiled, eager = mg.compile(stepper(model, opt)), stepper(model_b, opt_b)
+    compiled, eager = mg.compile(_training_step(model, opt)), _training_step(model_b, opt_b)
     rng = np.random.default_rng(5)
     for k in range(9):
         x = mg.tensor(rng.standard_normal((6, 4)).astype(np.float32))
