@@ -6,9 +6,18 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from minigrad.backend import threads
 from minigrad.fused import attention
 from tests.test_ops_attention import composite, fused, qkv, values_and_grads
 from tests.torch_ref import needs_torch, torch
+
+
+@pytest.fixture
+def one_thread(monkeypatch):
+    """The walk on one thread (with more, the heads are first shared among the threads, and
+    the tiles of each come in any order)."""
+    monkeypatch.setattr(threads, "_cores", threads._cores)  # (put back afterwards)
+    mg.set_num_threads(1)
 
 
 def _recording(monkeypatch):
@@ -34,7 +43,7 @@ def _as_before(monkeypatch):
 
 
 @pytest.mark.parametrize("causal", [None, 0])
-def test_the_cpu_walks_groups_of_heads_that_fit_its_cache(monkeypatch, causal):
+def test_the_cpu_walks_groups_of_heads_that_fit_its_cache(monkeypatch, causal, one_thread):
     q, k, v = qkv((2, 6, 32, 4), 48, dtype=np.float32)
     monkeypatch.setattr(attention, "GROUP_SCORES", 2 * 8 * 16 * 2)  # two heads of 2 x 8 x 16
     tiles = _recording(monkeypatch)
@@ -46,7 +55,7 @@ def test_the_cpu_walks_groups_of_heads_that_fit_its_cache(monkeypatch, causal):
     assert {heads for heads, _, _ in tiles} == {6}
 
 
-def test_causal_blocks_end_at_the_last_key_their_queries_see(monkeypatch):
+def test_causal_blocks_end_at_the_last_key_their_queries_see(monkeypatch, one_thread):
     q, k, v = qkv((1, 2, 64, 4), 64)
     tiles = _recording(monkeypatch)
     fused(q, k, v, None, 0, 0.5, (16, 64))
