@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad.backend import threads
 from minigrad.fused import attention
 from tests.test_ops_attention import composite, fused, qkv, values_and_grads
 from tests.torch_ref import needs_torch, torch
@@ -14,10 +13,10 @@ from tests.torch_ref import needs_torch, torch
 
 @pytest.fixture
 def one_thread(monkeypatch):
-    """The walk on one thread (with more, the heads are first shared among the threads, and
-    the tiles of each come in any order)."""
-    monkeypatch.setattr(threads, "_cores", threads._cores)  # (put back afterwards)
-    mg.set_num_threads(1)
+    """The walk in one range of heads on the calling thread, whatever the number of
+    threads (with more, the heads are first shared among them, and the tiles of each come
+    in any order)."""
+    monkeypatch.setattr(attention.backend, "run_split", lambda fn, n, xp: fn(0, n))
 
 
 def _recording(monkeypatch):
