@@ -119,7 +119,7 @@ CASES = [
      lambda x: x[IDS[:2], :, IDS[1:]] * x[0, :, IDS[:2]].T, True),
     ("index_arrays_apart_2d", [(5, 3, 4, 3)], (0,), lambda x: x[IDS2, ..., IDS2], True),
     ("index_arrays_together", [(5, 3, 4, 2)], (0,), lambda x: x[:, IDS2, 1], True),
-    ("masked_select", [(5, 3, 4)], (0,), lambda x: x.masked_select(MASK), True),
+    ("masked_select", [(5, 3, 4)], (0,), lambda x: x.masked_select(MASK.to(x.device)), True),
     ("embedding_table", [(5, 4, 3)], (0,),
      lambda w: F.embedding(mg.tensor([[1, 2], [1, 0]], device=w.device), w, padding_idx=1),
      True),
