@@ -124,14 +124,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        self._get_lr_called_within_step = True
-        try:
-            values = self.get_lr()
-        finally:
-            self._get_lr_called_within_step = False
-        for group, lr in zip(self.optimizer.param_groups, values):
-            _set_group_value(group, "lr", lr)
-        self._last_lr = _group_values(self.optimizer, "lr")
+        self._write_lrs(self.get_lr)
 
 
 class WarmupCosineLR(LRScheduler):

@@ -110,17 +110,19 @@ class LRScheduler:
         self._update_lr(epoch)
 
     def _update_lr(self, epoch=None):
+        if epoch is None:
+            self.last_epoch += 1
+            self._write_lrs(self.get_lr)
+        else:
+            self.last_epoch = epoch
+            self._write_lrs(getattr(self, "_get_closed_form_lr", self.get_lr))
+
+    def _write_lrs(self, rates):
+        """Write ``rates()`` (computed as within a step: ``get_lr`` then does not warn) into
+        the param groups, and note them as the last ones."""
         self._get_lr_called_within_step = True
         try:
-            if epoch is None:
-                self.last_epoch += 1
-                values = self.get_lr()
-            else:
-                self.last_epoch = epoch
-                if hasattr(self, "_get_closed_form_lr"):
-                    values = self._get_closed_form_lr()
-                else:
-                    values = self.get_lr()
+            values = rates()
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
