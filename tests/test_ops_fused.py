@@ -433,6 +433,15 @@ def test_host_masks_carry_the_counter_into_its_high_word_and_wrap(n, offset):
     np.testing.assert_array_equal(backend.keep_mask((n,), 0.5, src=src), expected)
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 250, 1 << 14])
+def test_the_numpy_formula_of_the_stream_is_the_same_in_any_chunks(chunk):
+    from minigrad.backend.kernels import _philox_words
+    from tests.test_cuda_kernels import reference_mask
+    words = _philox_words(np, 1001, 2 ** 33 + 9, 2 ** 32 - 100, chunk)
+    np.testing.assert_array_equal(words >= 2 ** 31, reference_mask(1001, 0.5, 2 ** 33 + 9,
+                                                                   2 ** 32 - 100))
+
+
 def test_the_first_mask_of_seed_0_is_random123s_known_answer_against_p():
     """Counter 0 under key 0 gives 6627e8d5 e169c58d bc57ac4c 9b00dbd8: against p = 0.5
     (threshold 2^31) that is (False, True, True, True); against p = 0.8, (False, True,

@@ -736,19 +736,37 @@ def philox_keep(xp, shape, threshold, seed, offset):
     return keep
 
 
-def _philox_words(xp, n, seed, offset):
+def _philox_words(xp, n, seed, offset, chunk=1 << 14):
     """The first ``n`` 32-bit words (as uint64) of the Philox4x32-10 stream of ``philox_keep``
-    through the array module, for an array module without CUDA kernels: the same words as
-    the kernel's (cuda.PHILOX_BODY), four from each 64-bit counter block."""
-    mask = np.uint64(0xFFFFFFFF)
-    blocks = xp.arange((n + 3) // 4, dtype=np.uint64) + np.uint64(offset % 2 ** 64)
-    c0, c1 = blocks & mask, blocks >> np.uint64(32)
-    c2, c3 = xp.zeros_like(c0), xp.zeros_like(c0)
-    k0, k1 = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
-    for r in range(10):
-        if r:
-            k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
-        p0, p1 = c0 * np.uint64(0xD2511F53), c2 * np.uint64(0xCD9E8D57)  # exact in 64 bits
-        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), p1 & mask,
-                          (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1), p0 & mask)
-    return xp.stack((c0, c1, c2, c3), axis=1).reshape(-1)[:n]
+    through the array module, for an array module without CUDA kernels (and the host
+    without numba): the same words as the kernel's (cuda.PHILOX_BODY), four from each 64-bit
+    counter block. ``chunk`` blocks at a time, each round in place, so that the ten rounds
+    run in the cache (about 8 ns a word on the host, where the compiled loop takes 0.5)."""
+    u, low, shift = np.uint64, np.uint64(0xFFFFFFFF), np.uint64(32)
+    blocks = (n + 3) // 4
+    words = xp.empty((blocks, 4), dtype=np.uint64)
+    scratch = xp.empty((6, min(chunk, blocks)), dtype=np.uint64)
+    for b0 in range(0, blocks, chunk):
+        m = min(chunk, blocks - b0)
+        c0, c1, c2, c3, p0, p1 = (a[:m] for a in scratch)
+        counter = xp.arange(b0, b0 + m, dtype=np.uint64) + u(offset % 2 ** 64)
+        xp.bitwise_and(counter, low, out=c0)
+        xp.right_shift(counter, shift, out=c1)
+        c2[...], c3[...] = 0, 0
+        k0, k1 = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+        for r in range(10):
+            if r:
+                k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+            xp.multiply(c0, u(0xD2511F53), out=p0)  # (32 x 32 bits: exact in 64)
+            xp.multiply(c2, u(0xCD9E8D57), out=p1)
+            xp.right_shift(p1, shift, out=c0)         # c0 = hi(p1) ^ c1 ^ k0
+            c0 ^= c1
+            c0 ^= u(k0)
+            xp.bitwise_and(p1, low, out=c1)           # c1 = lo(p1)
+            xp.right_shift(p0, shift, out=c2)         # c2 = hi(p0) ^ c3 ^ k1
+            c2 ^= c3
+            c2 ^= u(k1)
+            xp.bitwise_and(p0, low, out=c3)           # c3 = lo(p0)
+        for j, c in enumerate((c0, c1, c2, c3)):
+            words[b0:b0 + m, j] = c
+    return words.reshape(-1)[:n]
