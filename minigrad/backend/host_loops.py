@@ -11,8 +11,6 @@ stages (the rows' means) stay where they are: their order is BLAS's.
 
 Each function returns False, doing nothing, where it does not apply.
 """
-import math
-
 import numpy as np
 
 try:
@@ -83,39 +81,6 @@ def adam(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
     _adam(g, m, v, t, d(w1), abs(w1) < 0.5, d(1.0 - w1), d(beta2), d(1.0 - beta2),
           d(-step_size), d(bc2_sqrt), d(eps), bool(scratch))
     return True
-
-
-@_jit
-def _philox_keep(packed, key0, key1, offset, threshold):
-    low, shift = np.uint64(0xFFFFFFFF), np.uint64(32)
-    for b in range(packed.shape[0]):
-        block = offset + np.uint64(b)
-        c0, c1, c2, c3 = block & low, block >> shift, np.uint64(0), np.uint64(0)
-        k0, k1 = key0, key1
-        for _ in range(10):
-            p0 = c0 * np.uint64(0xD2511F53)  # (32 x 32 bits: exact in 64)
-            p1 = c2 * np.uint64(0xCD9E8D57)
-            c0, c1, c2, c3 = (p1 >> shift) ^ c1 ^ k0, p1 & low, (p0 >> shift) ^ c3 ^ k1, p0 & low
-            k0 = (k0 + np.uint64(0x9E3779B9)) & low
-            k1 = (k1 + np.uint64(0xBB67AE85)) & low
-        packed[b] = np.uint32((c0 >= threshold) | ((c1 >= threshold) << 8)
-                              | ((c2 >= threshold) << 16) | ((c3 >= threshold) << 24))
-
-
-def philox_keep(shape, threshold, seed, offset):
-    """``kernels.philox_keep`` on the host: a bool array of ``shape``, element i True where
-    the i-th 32-bit word of the Philox4x32-10 stream keyed by ``seed`` from block ``offset``
-    is >= ``threshold`` (the GPU's masks, bit for bit). Each counter block makes its four
-    words in registers and stores their four bools as one 32-bit word (little-endian: the
-    first bool in the lowest byte), so the loop runs over blocks, several at once in vector
-    registers. None without numba or on a big-endian host."""
-    if numba is None or not np.little_endian:
-        return None
-    n = math.prod(shape)
-    packed = np.empty((n + 3) // 4, np.uint32)
-    _philox_keep(packed, np.uint64(seed & 0xFFFFFFFF), np.uint64((seed >> 32) & 0xFFFFFFFF),
-                 np.uint64(offset % 2 ** 64), np.uint64(threshold))
-    return packed.view(np.bool_)[:n].reshape(shape)
 
 
 @_jit

@@ -738,10 +738,9 @@ def philox_keep(xp, shape, threshold, seed, offset):
 
 def _philox_words(xp, n, seed, offset, chunk=1 << 14):
     """The first ``n`` 32-bit words (as uint64) of the Philox4x32-10 stream of ``philox_keep``
-    through the array module, for an array module without CUDA kernels (and the host
-    without numba): the same words as the kernel's (cuda.PHILOX_BODY), four from each 64-bit
-    counter block. ``chunk`` blocks at a time, each round in place, so that the ten rounds
-    run in the cache (about 8 ns a word on the host, where the compiled loop takes 0.5)."""
+    through the array module, for an array module without CUDA kernels: the same words as
+    the kernel's (cuda.PHILOX_BODY), four from each 64-bit counter block. ``chunk`` blocks
+    at a time, each round in place, so that the ten rounds run in the cache."""
     u, low, shift = np.uint64, np.uint64(0xFFFFFFFF), np.uint64(32)
     blocks = (n + 3) // 4
     words = xp.empty((blocks, 4), dtype=np.uint64)

@@ -5,18 +5,16 @@ the host by one NumPy ``Generator`` (PCG64) and then moved to the tensor's devic
 ``manual_seed(n)`` gives the same numbers on the CPU and the GPU. They are drawn once (at
 initialisation, or per batch of data), where an upload costs nothing that matters.
 
-Dropout masks are drawn on every step, so they come from a counter-based stream instead
-(Philox4x32-10, Salmon et al., 2011, the generator PyTorch's CUDA backend uses too) keyed by
-the same seed. Element i of the next mask is a pure function of (seed, offset + i), so a
-mask is made in one pass where it is used (one kernel on the GPU, one compiled loop on the
-CPU: several times faster than the host generator), backward can make it again from the
-offset alone, and a seed gives the same masks on the CPU and the GPU.
+Dropout masks are drawn on every step, so on the GPU they are made on the device: from a
+counter-based stream (Philox4x32-10, Salmon et al., 2011, the generator PyTorch's CUDA
+backend uses too) keyed by the same seed. Element i of the next mask is a pure function of
+(seed, offset + i), so a mask is made in one kernel and backward can make it again from the
+offset alone. On the CPU the masks come from the host generator, as every other draw: a
+run is reproducible on each device, but a CUDA run's dropout masks differ from a CPU run's.
 """
 import math
 
 import numpy as np
-
-from . import host_loops, kernels
 
 DEFAULT_SEED = 67280421310721  # PyTorch's default CPU seed: runs are reproducible unseeded
 
@@ -76,25 +74,24 @@ def keep_mask(shape, p, xp=np, src=None):
     """A bool array of ``shape`` on ``xp``'s device, each element True with probability
     1 - p: dropout's mask, drawn from ``src`` (default: the current source).
 
-    Element i is True where word ``offset * 4 + i`` of the source's Philox stream is at
-    least p * 2^32 (so P(True) is exact to 2^-33), and the source's offset moves past the
-    blocks used: the same mask on every device. Made by one kernel on the GPU
-    (``kernels.philox_keep``) and by one compiled loop on the host (``host_loops``; NumPy's
-    formula of the same words where numba is missing)."""
+    On the host, from the generator's raw 32-bit draws (one 64-bit draw makes two elements,
+    twice as fast as uniform floats). On the GPU, from the device stream in one kernel
+    (``kernels.philox_keep``). Either way P(True) is exact to 2^-33."""
     src = src or _source
     n = math.prod(shape)
     threshold = min(round(p * 2.0 ** 32), 2 ** 32 - 1)
-    mask = host_loops.philox_keep(shape, threshold, src.seed, src.offset) if xp is np else None
-    if mask is None:
-        mask = kernels.philox_keep(xp, shape, threshold, src.seed, src.offset)
+    if xp is np:
+        bits = src.host.bit_generator.random_raw((n + 1) // 2)
+        return (bits.view(np.uint32)[:n] >= np.uint32(threshold)).reshape(shape)
+    from .kernels import philox_keep
+    mask = philox_keep(xp, shape, threshold, src.seed, src.offset)
     src.offset += (n + 3) // 4
     return mask
 
 
 def get_rng_state():
     """The random state as a dict, for checkpoints: the host generator's (NumPy's
-    ``bit_generator.state``) and, under ``"device"``, the seed and offset of the stream
-    that dropout masks come from (on every device: the key names where it first ran)."""
+    ``bit_generator.state``) and, under ``"device"``, the device stream's seed and offset."""
     return dict(_source.host.bit_generator.state,
                 device={"seed": _source.seed, "offset": _source.offset})
 
