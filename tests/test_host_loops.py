@@ -132,3 +132,56 @@ def test_attentions_gradients_equal_numpys_bits(monkeypatch, dropout):
     fast, slow = _both(monkeypatch, run)
     for a, b in zip(fast, slow):
         _same(a, b)
+
+
+# --- erf of float32 arrays: SciPy's results, computed in vectorised double precision -------
+
+def _erf_inputs():
+    """Every float32 bit pattern in steps of 997 (all signs, exponents and most mantissas:
+    4.3 million values, subnormals, infinities and NaNs included), a dense sweep of [-6, 6]
+    where erf bends, and values around the 0.5 and 4.5 switch points."""
+    steps = np.arange(0, 2 ** 32, 997, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    sweep = np.linspace(-6, 6, 1_200_001, dtype=np.float32)
+    edges = np.concatenate([np.float32(e) * np.arange(0.999, 1.001, 1e-6, dtype=np.float32)
+                            for e in (0.5, -0.5, 4.5, -4.5)])
+    return np.concatenate([steps, sweep, edges, np.array(_SPECIAL, np.float32)])
+
+
+def test_erf_of_float32_is_scipys_bit_for_bit():
+    from scipy.special import erf
+    x = _erf_inputs()
+    out, expected = host_loops.erf(x), erf(x)
+    assert out.dtype == np.float32 and out.shape == x.shape
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(out), nan)
+    _same(out[~nan], expected[~nan])               # signed zeros included
+
+
+def test_erf_keeps_shape_and_declines_what_it_cannot_take():
+    from scipy.special import erf
+    x = np.random.default_rng(3).standard_normal((4, 5, 6)).astype(np.float32)
+    _same(host_loops.erf(x), erf(x))
+    assert host_loops.erf(x.astype(np.float64)) is None       # float64: SciPy's own
+    assert host_loops.erf(x.astype(np.float16)) is None
+    assert host_loops.erf(x[:, ::2]) is None                  # not C-contiguous
+    _same(kernels.erf(x[:, ::2]), erf(x[:, ::2]))             # (then SciPy's)
+    _same(kernels.erf(np.float32(0.3)), erf(np.float32(0.3)))
+
+
+def test_erfcx_powers_are_as_accurate_as_stated():
+    """The polynomial's relative error against SciPy's erfcx on [0, 4.5] is below 1e-14."""
+    from scipy.special import erfcx
+    a = np.linspace(0, 4.5, 100_001)
+    fit = np.polynomial.polynomial.polyval((a - 2.25) / 2.25, host_loops.ERFCX_POWERS)
+    assert np.abs(fit / erfcx(a) - 1).max() < 1e-14
+
+
+@pytest.mark.parametrize("op", ["gelu", "gelu_backward"])
+def test_gelu_in_float32_is_unchanged_by_the_fast_erf(monkeypatch, op):
+    """GELU's float32 kernels give the bits they gave with SciPy's erf."""
+    rng = np.random.default_rng(4)
+    x, g = (_values(rng, (64, 33), np.float32) for _ in range(2))
+    args = (x,) if op == "gelu" else (g, x)
+    fast = getattr(kernels, op)(*args)
+    monkeypatch.setattr(host_loops, "erf", lambda a: None)   # SciPy's erf again
+    _same(fast, getattr(kernels, op)(*args))
