@@ -336,24 +336,45 @@ def _polynomial(c, u):
     return p
 
 
+@_jit_fma(inline="always")
+def _erf(v):
+    """erf of one float32 ``v``, in double precision (NaN for NaN)."""
+    a = abs(np.float64(v))
+    c = min(a, 4.5)
+    ecx = _polynomial(ERFCX_POWERS, (c - 2.25) * (1.0 / 2.25))
+    y = -(c * c)
+    k = np.floor(y * 1.4426950408889634 + 0.5)                  # exp(y) = 2^k exp(r)
+    r = (y - k * _LN2_HI) - k * _LN2_LO
+    j = np.int64(-k)                                            # 0 <= j <= 30: 2^-j exactly
+    scale = ((0.5 if j & 1 else 1.0) * (0.25 if j & 2 else 1.0) *
+             (0.0625 if j & 4 else 1.0) * (2.0 ** -8 if j & 8 else 1.0) *
+             (2.0 ** -16 if j & 16 else 1.0))
+    tail = 1.0 - _polynomial(EXP_TAYLOR, r) * scale * ecx
+    near_zero = a * _polynomial(ERF_TAYLOR, a * a)
+    e = math.copysign(near_zero if a < 0.5 else tail, v)
+    return e if a == a else np.float64(v)
+
+
 @_jit_fma
 def _erf32(x, out):
     for i in range(x.shape[0]):
-        v = np.float64(x[i])
-        a = abs(v)
-        c = min(a, 4.5)
-        ecx = _polynomial(ERFCX_POWERS, (c - 2.25) * (1.0 / 2.25))
-        y = -(c * c)
-        k = np.floor(y * 1.4426950408889634 + 0.5)              # exp(y) = 2^k exp(r)
-        r = (y - k * _LN2_HI) - k * _LN2_LO
-        j = np.int64(-k)                                        # 0 <= j <= 30: 2^-j exactly
-        scale = ((0.5 if j & 1 else 1.0) * (0.25 if j & 2 else 1.0) *
-                 (0.0625 if j & 4 else 1.0) * (2.0 ** -8 if j & 8 else 1.0) *
-                 (2.0 ** -16 if j & 16 else 1.0))
-        tail = 1.0 - _polynomial(EXP_TAYLOR, r) * scale * ecx
-        near_zero = a * _polynomial(ERF_TAYLOR, a * a)
-        e = math.copysign(near_zero if a < 0.5 else tail, v)
-        out[i] = np.float32(e) if a == a else x[i]              # (NaN stays NaN)
+        out[i] = np.float32(_erf(x[i]))
+
+
+@_jit_fma
+def _gelu32(x, out):
+    root_half, one, half = np.float32(0.7071067811865476), np.float32(1), np.float32(0.5)
+    for i in range(x.shape[0]):
+        cdf = np.float32(_erf(x[i] * root_half)) + one          # (float32 operations, in
+        out[i] = cdf * x[i] * half                              # ``kernels.gelu``'s order)
+
+
+@_jit_fma
+def _gelu_grad32(grad, x, xpdf):
+    root_half, one, half = np.float32(0.7071067811865476), np.float32(1), np.float32(0.5)
+    for i in range(x.shape[0]):  # (a multiply-add here is of (cdf + 1) * 0.5, exact anyway)
+        cdf = (np.float32(_erf(x[i] * root_half)) + one) * half
+        xpdf[i] = (cdf + xpdf[i]) * grad[i]
 
 
 def erf(x):
@@ -364,3 +385,26 @@ def erf(x):
     out = np.empty_like(x)
     _erf32(x.reshape(-1), out.reshape(-1))
     return out
+
+
+def gelu(x):
+    """``kernels.gelu`` of a float32 host array in one pass: ((erf(x * sqrt(1/2)) + 1) * x)
+    * 0.5, each operation rounded to float32 as there; a new array, or None where it does
+    not apply."""
+    if not _fits(x) or x.dtype != np.float32:
+        return None
+    out = np.empty_like(x)
+    _gelu32(x.reshape(-1), out.reshape(-1))
+    return out
+
+
+def gelu_grad(grad, x, xpdf):
+    """The rest of ``kernels.gelu_backward`` in one pass, given ``xpdf`` = x * phi(x) (made
+    by NumPy's exp): (((erf(x * sqrt(1/2)) + 1) * 0.5) + xpdf) * grad, each operation
+    rounded to float32 as there, written into ``xpdf`` (returned); None where it does not
+    apply."""
+    if not _fits(grad, x, xpdf) or x.dtype != np.float32 or not \
+            grad.shape == x.shape == xpdf.shape:
+        return None
+    _gelu_grad32(grad.reshape(-1), x.reshape(-1), xpdf.reshape(-1))
+    return xpdf
