@@ -7,6 +7,8 @@ Workloads
   overhead: the time is divided by the number of ops.
 * ``mlp``: one training step of a 784-512-10 MLP at batch 256: forward, cross-entropy,
   backward, plain SGD update.
+* ``gelu``: GELU (the exact one, by erf) of a (8192, 512) float32 tensor, forward and
+  backward: a GPT block's activation at 16 sequences of 256 tokens.
 
 minigrad and PyTorch run in alternating blocks of 20 repeats, so both see the same machine
 state (alternating every run would let each library's spinning worker threads slow the
@@ -89,6 +91,21 @@ def chain_inputs(seed=0, device="cpu"):
     return (x, w) + tuple(torch.tensor(a, requires_grad=True, device=device) for a in (xa, wa))
 
 
+def gelu_inputs(seed=0, shape=(8192, 512)):
+    """(x, grad) as minigrad tensors, (tx, tgrad) as torch tensors (None without torch)."""
+    xa, ga = np.random.default_rng(seed).standard_normal((2,) + shape).astype(np.float32)
+    out = [mg.tensor(xa, requires_grad=True), mg.tensor(ga)]
+    if torch is None:
+        return out + [None, None]
+    return out + [torch.tensor(xa, requires_grad=True), torch.tensor(ga)]
+
+
+def gelu_step(lib, x, grad):
+    """GELU forward and backward (lib: minigrad's or torch's nn.functional)."""
+    lib.gelu(x).backward(grad)
+    x.grad = None
+
+
 def compare(name, mg_call, torch_call, repeats, per=1, unit="ms", block=20):
     """Print the median time of each call (see timing.interleaved) and their ratio."""
     scale = {"ms": 1e3, "us": 1e6}[unit]
@@ -119,6 +136,11 @@ def main(argv=None):
     torch_mlp = make_mlp("torch", np.random.default_rng(1)) if torch else None
     compare("mlp 784-512-10, batch 256: step", lambda: mlp_step_minigrad(*mg_mlp),
             (lambda: mlp_step_torch(*torch_mlp)) if torch else None, args.repeats)
+
+    x, g, tx, tg = gelu_inputs()
+    compare("gelu (8192, 512): fwd+bwd", lambda: gelu_step(mg.nn.functional, x, g),
+            (lambda: gelu_step(torch.nn.functional, tx, tg)) if torch else None,
+            max(3, args.repeats // 5), block=5)
 
 
 if __name__ == "__main__":

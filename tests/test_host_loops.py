@@ -192,3 +192,26 @@ def test_gelu_in_float32_in_one_pass_equals_numpys_bits_with_scipys_erf(monkeypa
     nan = np.isnan(slow)
     assert np.array_equal(np.isnan(fast), nan)
     _same(fast[~nan], slow[~nan])
+
+
+@pytest.mark.parametrize("alpha", [0.01, -1.5, 3, 1e-30, np.array(0.001)])
+def test_add_scaled_in_one_pass_equals_numpys_bits(monkeypatch, alpha):
+    """x + alpha * y with one rounding, in place (x is out) and into another array, on values
+    whose exact sums sit on float32's rounding ties (where rounding the double sum again
+    would be off by an ulp), special values included."""
+    rng = np.random.default_rng(6)
+    x = _values(rng, (3000,), np.float32)
+    y = _values(rng, (3000,), np.float32)
+    x[100:200] = np.float32(1.0)                       # 1 + alpha * y: many near-ties
+    y[100:200] = (np.arange(100) * np.float32(2 ** -24)).astype(np.float32)
+
+    def run(into):
+        out = x.copy() if into else np.empty_like(x)
+        return kernels.add_scaled(out, out if into else x, y, alpha)
+    with np.errstate(all="ignore"):
+        for into in (True, False):
+            fast, slow = _both(monkeypatch, lambda: run(into))
+            _same(fast, slow)
+    assert not host_loops.add_scaled(np.empty(3, np.float64), np.ones(3), np.ones(3), 0.5)
+    assert not host_loops.add_scaled(np.empty(3, np.float32), np.ones(3, np.float32),
+                                     np.ones((2, 3), np.float32)[0:1], 0.5)

@@ -86,6 +86,35 @@ def adam(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
 
 
 @_jit
+def _add_scaled(out, x, y, alpha):
+    for i in range(out.shape[0]):
+        a = np.float64(x[i])
+        p = np.float64(y[i]) * alpha             # exact: two float32 significands
+        s = a + p
+        back = s - a                             # (Knuth's two-sum: s + err = a + p)
+        err = (a - (s - back)) + (p - back)
+        if err != 0.0 and math.isfinite(s):
+            m = math.frexp(s)[0]                 # the last bit of s, made odd toward err
+            if not np.int64(m * 9007199254740992.0) & 1:
+                s = np.nextafter(s, math.inf if err > 0.0 else -math.inf)
+        out[i] = np.float32(s)
+
+
+def add_scaled(out, x, y, alpha):
+    """``kernels.add_scaled`` of float32 arrays of one shape in one pass (the sum rounded to
+    odd in double, then to float32: one rounding of the exact x + alpha * y, the bits of the
+    NumPy formula there); False where it does not apply. ``alpha``: a number or a 0-d float64
+    array, rounded to float32 first."""
+    if not (type(x) is np.ndarray and type(y) is np.ndarray and _fits(out, x, y)) or \
+            out.dtype != np.float32 or not out.shape == x.shape == y.shape or not (
+            isinstance(alpha, (int, float)) or (type(alpha) is np.ndarray and alpha.shape == ()
+                                                and alpha.dtype == np.float64)):
+        return False
+    _add_scaled(out.reshape(-1), x.reshape(-1), y.reshape(-1), float(np.float32(alpha)))
+    return True
+
+
+@_jit
 def _dropout(x, keep, scale, one, zero, out):
     for i in range(x.shape[0]):
         out[i] = (one if keep[i] else zero) * x[i] * scale

@@ -291,6 +291,8 @@ def add_scaled(out, x, y, alpha):
             getattr(x, "dtype", None) == getattr(y, "dtype", None) == out.dtype:
         return xp.add(x, y, out=out)  # (a plain sum is rounded once already; a device
         # array's alpha is not read on the host: the formula below gives the same sum)
+    if host_loops.add_scaled(out, x, y, alpha):  # (one pass, same bits)
+        return out
     x, y = (xp.asarray(v, dtype=out.dtype).astype(np.float64) for v in (x, y))
     p = y * number_like(alpha, out).astype(np.float64)
     s = x + p
