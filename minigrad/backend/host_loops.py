@@ -86,31 +86,39 @@ def adam(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
 
 
 @_jit
-def _add_scaled(out, x, y, alpha):
-    for i in range(out.shape[0]):
-        a = np.float64(x[i])
-        p = np.float64(y[i]) * alpha             # exact: two float32 significands
-        s = a + p
-        back = s - a                             # (Knuth's two-sum: s + err = a + p)
-        err = (a - (s - back)) + (p - back)
-        if err != 0.0 and math.isfinite(s):
-            m = math.frexp(s)[0]                 # the last bit of s, made odd toward err
-            if not np.int64(m * 9007199254740992.0) & 1:
-                s = np.nextafter(s, math.inf if err > 0.0 else -math.inf)
-        out[i] = np.float32(s)
+def _add_scaled(out, x, y, alpha, sums, errors):
+    bits = sums.view(np.int64)
+    for b0 in range(0, out.shape[0], sums.shape[0]):
+        m = min(sums.shape[0], out.shape[0] - b0)
+        for i in range(m):
+            a = np.float64(x[b0 + i])
+            p = np.float64(y[b0 + i]) * alpha    # exact: two float32 significands
+            s = a + p
+            back = s - a                         # (Knuth's two-sum: s + err = a + p)
+            sums[i] = s
+            errors[i] = (a - (s - back)) + (p - back)
+        for i in range(m):                       # inexact: the last bit made odd, toward err
+            e = errors[i]
+            if e != 0.0 and bits[i] & 1 == 0 and math.isfinite(sums[i]):
+                bits[i] += 1 if (e > 0.0) == (sums[i] > 0.0) else -1
+        for i in range(m):
+            out[b0 + i] = np.float32(sums[i])
 
 
 def add_scaled(out, x, y, alpha):
     """``kernels.add_scaled`` of float32 arrays of one shape in one pass (the sum rounded to
     odd in double, then to float32: one rounding of the exact x + alpha * y, the bits of the
-    NumPy formula there); False where it does not apply. ``alpha``: a number or a 0-d float64
+    NumPy formula there), 512 elements at a time through two small buffers, so that the
+    last bit is set with integer operations on the sums' bits; False where it does not
+    apply. ``alpha``: a number or a 0-d float64
     array, rounded to float32 first."""
     if not (type(x) is np.ndarray and type(y) is np.ndarray and _fits(out, x, y)) or \
             out.dtype != np.float32 or not out.shape == x.shape == y.shape or not (
             isinstance(alpha, (int, float)) or (type(alpha) is np.ndarray and alpha.shape == ()
                                                 and alpha.dtype == np.float64)):
         return False
-    _add_scaled(out.reshape(-1), x.reshape(-1), y.reshape(-1), float(np.float32(alpha)))
+    _add_scaled(out.reshape(-1), x.reshape(-1), y.reshape(-1), float(np.float32(alpha)),
+                np.empty(512), np.empty(512))
     return True
 
 
