@@ -1710,6 +1710,8 @@ class Tensor(TensorBase):
 
     def add_(self, other, *, alpha=1):
         if type(alpha) is not builtins.int or alpha != 1:  # (rounded once, as add's)
+            if _scaled_into(self, "add_", other, alpha):
+                return self
             return self._update("add_", lambda t: t.add(other, alpha=alpha), other)
         if _recording(self, other) or forward_ad.LEVELS or batching.LEVELS:
             return self._update("add_", lambda t: t + other, other)
@@ -1718,6 +1720,8 @@ class Tensor(TensorBase):
     def sub_(self, other, *, alpha=1):
         _no_bool("sub_", self, other)
         if type(alpha) is not builtins.int or alpha != 1:
+            if _scaled_into(self, "sub_", other, -alpha if type(alpha) in _PY_NUMBERS else None):
+                return self
             return self._update("sub_", lambda t: t.sub(other, alpha=alpha), other)
         if _recording(self, other) or forward_ad.LEVELS or batching.LEVELS:
             return self._update("sub_", lambda t: t - other, other)
@@ -2092,6 +2096,31 @@ def _arithmetic_(t, op, ufunc, other):
     on_arrays(_ufunc_into, data, raw, ufunc)
     t._shared_counter()[0] += 1
     return t
+
+
+_PY_NUMBERS = (builtins.int, builtins.float)
+
+
+def _scaled_into(t, op, other, alpha):
+    """``t += alpha * other`` with no graph to record (``p.sub_(grad, alpha=lr)``), in one
+    pass through t's memory: ``backend.add_scaled``, one rounding of the exact sum as
+    ``add(alpha=)`` gives, for float32 and float64 host tensors of one shape and dtype whose
+    memory does not partly overlap. False, doing nothing, elsewhere (``alpha`` a bool or
+    past float32's range, another dtype or device, broadcasting, a graph to record)."""
+    if type(alpha) not in _PY_NUMBERS or not isinstance(other, Tensor) or \
+            _recording(t, other) or forward_ad.LEVELS or batching.LEVELS:
+        return False
+    data, raw = t.array, other.array
+    if type(data) is not np.ndarray or type(raw) is not np.ndarray or \
+            data.dtype not in (np.float32, np.float64) or raw.dtype != data.dtype or \
+            raw.shape != data.shape or not abs(alpha) <= np.finfo(np.float32).max:
+        return False
+    if raw is not data and np.may_share_memory(raw, data):
+        return False  # (the general path reads every value before it writes)
+    _check_writable(t, op)
+    on_arrays(backend.add_scaled, data, data, raw, alpha)
+    t._shared_counter()[0] += 1
+    return True
 
 
 def _operand_array(t, op, other, raw):

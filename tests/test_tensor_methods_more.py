@@ -90,6 +90,41 @@ def test_alpha_specials():
                   getattr(torch.tensor(a), op)(torch.tensor(b), alpha=alpha))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ["add_", "sub_"])
+def test_alpha_in_place_with_no_graph_as_torch(op, dtype):
+    """An update such as ``p.sub_(grad, alpha=lr)`` under no_grad writes the result in one
+    pass through p's memory: torch's values (float32 bit for bit, float64 within an ulp),
+    special values included, with another tensor, with itself and with a view of itself
+    that overlaps it in part (then read whole before it is written); the version counter
+    moves once."""
+    rng = np.random.default_rng(5)
+    a = np.concatenate([rng.standard_normal(3000) * 4, [np.inf, -np.inf, np.nan, 0.0, -0.0,
+                                                        3e38, 1e-45]]).astype(dtype)
+    b = np.concatenate([rng.standard_normal(3000), [1.0, np.inf, 1.0, -0.0, 0.0, 3e38,
+                                                    1e-45]]).astype(dtype)
+    ulps = 0 if dtype == np.float32 else 1
+    for alpha in (0.01, -3, 2.5, float("inf"), 0.0):
+        p, t = mg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        with mg.no_grad(), torch.no_grad():
+            version = p._version
+            getattr(p, op)(mg.tensor(b), alpha=alpha)
+            getattr(t, op)(torch.tensor(b), alpha=alpha)
+            assert p._version == version + 1
+            _same(p, t, ulps, np.abs(alpha * b))
+            p, t = mg.tensor(a), torch.tensor(a)
+            getattr(p, op)(p, alpha=alpha)
+            getattr(t, op)(t, alpha=alpha)
+            _same(p, t, ulps, np.abs(alpha * a))
+    x, before = mg.tensor(a[:10]), a[:10].copy()
+    getattr(x[1:], op)(x[:-1], alpha=0.5)          # (torch refuses the partial overlap)
+    expected = getattr(torch.tensor(before[1:]), op[:-1])(torch.tensor(before[:-1]), alpha=0.5)
+    _same(x[1:], expected, ulps, 1)
+    raises_as_torch(lambda M: getattr(M.tensor(a, requires_grad=True), op)(M.tensor(b),
+                                                                          alpha=0.5),
+                    RuntimeError, "cpu")                 # a leaf, with grad mode on
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.int8, np.uint8, np.int32])
 @pytest.mark.parametrize("alpha", [2, -3, 0, 100])
 def test_alpha_integers(dtype, alpha):
