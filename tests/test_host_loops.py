@@ -215,3 +215,28 @@ def test_add_scaled_in_one_pass_equals_numpys_bits(monkeypatch, alpha):
     assert not host_loops.add_scaled(np.empty(3, np.float64), np.ones(3), np.ones(3), 0.5)
     assert not host_loops.add_scaled(np.empty(3, np.float32), np.ones(3, np.float32),
                                      np.ones((2, 3), np.float32)[0:1], 0.5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(7, 3), (50, 4, 8), (1, 1)])
+def test_add_rows_in_order_equals_add_at_bits(dtype, shape):
+    """Whole rows added one after another in the order they come (repeats, negative ids,
+    a padding id that fills most of the batch), as ``np.add.at``; an out-of-range id is
+    declined (then ``add.at`` raises) and the target is left as it was."""
+    rng = np.random.default_rng(8)
+    n = shape[0]
+    rows = rng.integers(-n, n, (6, 9))
+    rows[:4, :6] = 0                                    # one id, many times
+    values = _values(rng, rows.shape + shape[1:], dtype)
+    target = _values(rng, shape, dtype, special=False)
+    expected = target.copy()
+    np.add.at(expected, rows, values)
+    assert host_loops.add_rows(target, rows, values)
+    nan = np.isnan(expected)                            # (inf - inf: a NaN of either sign)
+    assert np.array_equal(np.isnan(target), nan)
+    _same(target[~nan], expected[~nan])
+    before = target.copy()
+    assert not host_loops.add_rows(target, np.array([0, n]), values[0, :2])
+    _same(target, before)
+    with pytest.raises(IndexError):
+        kernels.scatter_add(target, np.array([0, n]), values[0, :2])

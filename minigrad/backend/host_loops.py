@@ -123,6 +123,31 @@ def add_scaled(out, x, y, alpha):
 
 
 @_jit
+def _add_rows(target, rows, values):
+    n = target.shape[0]
+    for i in range(rows.shape[0]):
+        if rows[i] < -n or rows[i] >= n:
+            return False
+    for i in range(rows.shape[0]):
+        r = rows[i] + n if rows[i] < 0 else rows[i]
+        for j in range(target.shape[1]):
+            target[r, j] += values[i, j]
+    return True
+
+
+def add_rows(target, rows, values):
+    """``target[rows] += values`` for whole rows (``kernels.scatter_add``: an embedding's
+    gradient), each row added in the order it comes, as NumPy's ``add.at`` adds them (the
+    same bits); False, doing nothing, where an index is out of range (``add.at`` then raises
+    NumPy's IndexError) or the arrays do not fit."""
+    if not _fits(target, values) or type(rows) is not np.ndarray or \
+            rows.dtype.kind not in "iu" or target.ndim < 2:
+        return False
+    flat = target.reshape(target.shape[0], -1)
+    return _add_rows(flat, rows.reshape(-1), values.reshape(rows.size, flat.shape[1]))
+
+
+@_jit
 def _dropout(x, keep, scale, one, zero, out):
     for i in range(x.shape[0]):
         out[i] = (one if keep[i] else zero) * x[i] * scale

@@ -26,8 +26,9 @@ def scatter_add(target, index, values):
     (CuPy's own ``add.at`` adds atomically, in whatever order the threads arrive)."""
     rows = index[0] if type(index) is tuple and len(index) == 1 else index
     if type(target) is np.ndarray and type(rows) is np.ndarray and rows.dtype.kind in "iu" \
-            and target.ndim > 1 and math.prod(target.shape[1:]) >= 32 \
-            and values.shape == rows.shape + target.shape[1:] and _add_rows(target, rows, values):
+            and target.ndim > 1 and values.shape == rows.shape + target.shape[1:] and (
+                host_loops.add_rows(target, rows, values) or
+                math.prod(target.shape[1:]) >= 32 and _add_rows(target, rows, values)):
         return target
     xp = xp_of(target)
     if _has_kernels(xp):
