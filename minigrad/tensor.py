@@ -1827,6 +1827,8 @@ class Tensor(TensorBase):
             raw = value.array if isinstance(value, Tensor) else value
             if _is_array(raw):  # a tensor of another device is copied here
                 raw = backend.to_device(raw, self.device)
+            if advanced is None and not _has_arrays(basic):
+                _check_no_partial_overlap(self.array[basic], "__setitem__", (raw,))
             target = self.array if advanced is None else self.array[basic]
             try:
                 target[basic if advanced is None else advanced] = raw
@@ -1927,6 +1929,7 @@ class Tensor(TensorBase):
         through a view passes the tensor ``written`` on to the base's node as it is."""
         data = self.array
         _check_writable(self, op)
+        _check_no_partial_overlap(data, op, others)
         recording = _recording(self, *others)
         if recording:
             if self._view_of is not None:  # (PyTorch's first check, before the leaf's)
@@ -1989,6 +1992,43 @@ def _expanded(data):
     overlap). An empty array has no element to share, whatever its strides."""
     return data.size > 0 and builtins.any(s == 0 and n > 1
                                           for n, s in zip(data.shape, data.strides))
+
+
+def _check_no_partial_overlap(written, op, others):
+    """PyTorch's refusal of an in-place write that reads part, not all, of the memory it
+    writes (``x[1:].add_(x[:-1])``: read before or after the write, the values would
+    differ): where the written array and an input are each dense (their elements fill one
+    stretch of memory, in any order of dims) and the stretches meet without being the same
+    elements in the same layout. Where either is not dense PyTorch cannot tell and lets it
+    be, and so does this (host arrays; the GPU's are not checked)."""
+    span = _dense_span(written)
+    if span is None:
+        return
+    for other in others:
+        raw = other.array if isinstance(other, TensorBase) else other
+        if raw is written or type(raw) is not np.ndarray:
+            continue
+        theirs = _dense_span(raw)
+        if theirs is not None and theirs[0] < span[1] and span[0] < theirs[1] and (
+                theirs != span or raw.strides != written.strides):
+            raise RuntimeError(f"{op}: unsupported operation: some elements of the input "
+                               "tensor and the written-to tensor refer to a single memory "
+                               "location. Please clone() the tensor before performing the "
+                               "operation.")
+
+
+def _dense_span(a):
+    """(first byte, end) of a host array whose elements fill one stretch of memory, each
+    once (dims in any order, no negative strides); None otherwise, or with no elements."""
+    if type(a) is not np.ndarray or a.size == 0:
+        return None
+    step = a.itemsize
+    for stride, n in sorted((s, n) for s, n in zip(a.strides, a.shape) if n > 1):
+        if stride != step:
+            return None
+        step *= n
+    start = a.__array_interface__["data"][0]
+    return start, start + a.nbytes
 
 
 def _check_view_writable(t, op):
@@ -2076,6 +2116,7 @@ def _arithmetic_(t, op, ufunc, other):
     _check_writable(t, op)
     data = t.array
     raw = other.array if isinstance(other, Tensor) else other
+    _check_no_partial_overlap(data, op, (raw,))
     if type(raw) is not np.ndarray or type(data) is not np.ndarray:  # (two host arrays: as is)
         raw = _operand_array(t, op, other, raw)
     if hasattr(raw, "dtype") and getattr(raw, "ndim", 0) > 0 or isinstance(other, Tensor):

@@ -1105,3 +1105,55 @@ def test_forward_after_load_state_dict_trains_normally(device):
         m(x).pow(2).sum().backward()
         return m.weight.grad, m.bias.grad
     same_as_torch(program, device)
+
+
+# --- a write that reads part of the memory it writes ----------------------------------------
+
+def _row(M):
+    return M.arange(10.0)
+
+
+def _square(M):
+    return M.arange(9.0).reshape(3, 3)
+
+
+PARTLY_OVERLAPPING = {
+    "same tensor, shifted": lambda M: (lambda x: x[1:].add_(x[:-1]))(_row(M)),
+    "sub_ with alpha": lambda M: (lambda x: x[1:].sub_(x[:-1], alpha=2))(_row(M)),
+    "mul_": lambda M: (lambda x: x[1:].mul_(x[:-1]))(_row(M)),
+    "div_ of rows": lambda M: (lambda x: x[1:].div_(x[:2]))(_square(M)),
+    "copy_": lambda M: (lambda x: x[1:].copy_(x[:-1]))(_row(M)),
+    "+= operator": lambda M: (lambda x: x[1:].__iadd__(x[:-1]))(_row(M)),
+    "clamp_ with a tensor": lambda M: (lambda x: x[1:].clamp_(min=x[:-1]))(_row(M)),
+    "addcmul_": lambda M: (lambda x: x[1:].addcmul_(x[:-1], x[:-1]))(_row(M)),
+    "lerp_": lambda M: (lambda x: x[1:].lerp_(x[:-1], 0.5))(_row(M)),
+    "a transpose of itself": lambda M: (lambda x: x.add_(x.t()))(_square(M)),
+    "a flat view": lambda M: (lambda x: x.view(-1)[1:4].add_(x[0]))(_square(M)),
+    "setitem": lambda M: (lambda x: x.__setitem__(slice(1, None), x[:-1]))(_row(M)),
+}
+
+NOT_PARTLY_OVERLAPPING = {
+    "itself": lambda M: (lambda x: x.add_(x))(_row(M)),
+    "the same row seen twice": lambda M: (lambda x: (x[0].add_(x[0]), x)[1])(_square(M)),
+    "interleaved, not dense": lambda M: (lambda x: (x[::2].add_(x[1::2]), x)[1])(_row(M)),
+    "another tensor's memory": lambda M: (lambda x, y: (x[1:].add_(y[:-1]), x)[1])(_row(M),
+                                                                              _row(M)),
+    "rows apart": lambda M: (lambda x: (x[1:3].add_(x[0]), x)[1])(_square(M)),
+    "with alpha, rows apart": lambda M: (lambda x: (x[1:].sub_(x[0], alpha=0.5), x)[1])(
+        _square(M)),
+    "masked_fill_": lambda M: (lambda x: x.masked_fill_(x > 3, 0))(_square(M)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PARTLY_OVERLAPPING))
+def test_a_write_reading_part_of_its_memory_raises_as_torch(device, case):
+    if device != "cpu":
+        pytest.skip("the overlap of host arrays is checked (a device's are not)")
+    raises_like_torch(PARTLY_OVERLAPPING[case], device, "refer to a single memory location",
+                      r"^\S+: unsupported operation", "refer to a single memory location",
+                      r"clone\(\)")
+
+
+@pytest.mark.parametrize("case", sorted(NOT_PARTLY_OVERLAPPING))
+def test_a_write_reading_all_or_none_of_its_memory_runs_as_torch(device, case):
+    same_as_torch(NOT_PARTLY_OVERLAPPING[case], device)
