@@ -2001,7 +2001,7 @@ def _check_no_partial_overlap(written, op, others):
     stretch of memory, in any order of dims) and the stretches meet without being the same
     elements in the same layout. Where either is not dense PyTorch cannot tell and lets it
     be, and so does this (host arrays; the GPU's are not checked)."""
-    span = _dense_span(written)
+    span = _dense_span(written) if others else None
     if span is None:
         return
     for other in others:
@@ -2157,7 +2157,7 @@ def _scaled_into(t, op, other, alpha):
             raw.shape != data.shape or not abs(alpha) <= np.finfo(np.float32).max:
         return False
     if raw is not data and np.may_share_memory(raw, data):
-        return False  # (the general path reads every value before it writes)
+        return False  # (the general path refuses a partial overlap, or reads all first)
     _check_writable(t, op)
     on_arrays(backend.add_scaled, data, data, raw, alpha)
     t._shared_counter()[0] += 1

@@ -42,13 +42,16 @@ def load():
         relu_grad(a, a)
 
 
-def _jit(fn):
+def _jit(fn=None, **options):
+    """numba.njit with NumPy's error model (``@_jit`` or ``@_jit(option=...)``)."""
+    if fn is None:
+        return lambda f: _jit(f, **options)
     if numba is None:
         return fn
     try:  # (compiled once per machine, kept beside the module or in the user's cache)
-        return numba.njit(fn, error_model="numpy", cache=True)
+        return numba.njit(fn, error_model="numpy", cache=True, **options)
     except RuntimeError:  # nowhere writable to keep it: compiled once per process
-        return numba.njit(fn, error_model="numpy")
+        return numba.njit(fn, error_model="numpy", **options)
 
 
 @_jit
@@ -378,19 +381,10 @@ ERF_TAYLOR = np.array([2.0 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n)
 _LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10  # (fdlibm's split)
 
 
-def _jit_fma(fn=None, **options):
-    if fn is None:
-        return lambda f: _jit_fma(f, **options)
-    if numba is None:
-        return fn
-    options.update(error_model="numpy", fastmath={"contract"})
-    try:
-        return numba.njit(fn, cache=True, **options)
-    except RuntimeError:
-        return numba.njit(fn, **options)
+FMA = {"contract"}  # the one fast-math flag the erf loops allow
 
 
-@_jit_fma(inline="always")
+@_jit(fastmath=FMA, inline="always")
 def _polynomial(c, u):
     p = c[c.shape[0] - 1]
     for n in range(c.shape[0] - 2, -1, -1):
@@ -398,7 +392,7 @@ def _polynomial(c, u):
     return p
 
 
-@_jit_fma(inline="always")
+@_jit(fastmath=FMA, inline="always")
 def _erf(v):
     """erf of one float32 ``v``, in double precision (NaN for NaN)."""
     a = abs(np.float64(v))
@@ -417,13 +411,13 @@ def _erf(v):
     return e if a == a else np.float64(v)
 
 
-@_jit_fma
+@_jit(fastmath=FMA)
 def _erf32(x, out):
     for i in range(x.shape[0]):
         out[i] = np.float32(_erf(x[i]))
 
 
-@_jit_fma
+@_jit(fastmath=FMA)
 def _gelu32(x, out):
     root_half, one, half = np.float32(0.7071067811865476), np.float32(1), np.float32(0.5)
     for i in range(x.shape[0]):
@@ -431,7 +425,7 @@ def _gelu32(x, out):
         out[i] = cdf * x[i] * half                              # ``kernels.gelu``'s order)
 
 
-@_jit_fma
+@_jit(fastmath=FMA)
 def _gelu_grad32(grad, x, xpdf):
     root_half, one, half = np.float32(0.7071067811865476), np.float32(1), np.float32(0.5)
     for i in range(x.shape[0]):  # (a multiply-add here is of (cdf + 1) * 0.5, exact anyway)
