@@ -134,6 +134,142 @@ def test_attentions_gradients_equal_numpys_bits(monkeypatch, dropout):
         _same(a, b)
 
 
+def _shifted_by_numpy(s, mask, first, prev, mode):
+    """attention._scores' NumPy formulas after the product: (s, m)."""
+    s = s.copy()
+    if mask is not None:
+        s += mask
+    if first is not None:
+        rows, cols = s.shape[-2:]
+        s += np.where(np.arange(cols) >= np.arange(rows)[:, None] + first, -np.inf,
+                      0).astype(s.dtype)
+    if mode == 2:
+        s -= prev
+        return s, prev
+    m = s.max(axis=-1, keepdims=True)
+    m = m if mode == 0 else np.maximum(prev, m)
+    m = np.where(np.isfinite(m), m, 0)
+    s -= m
+    return s, m
+
+
+# (scores' shape, mask's shape or None): masks over every dim, over keys only (padding), over
+# (queries, keys), a column, per batch and head, batch only
+SHIFTS = [((2, 3, 5, 11), None), ((2, 3, 5, 11), (2, 1, 1, 11)), ((2, 3, 5, 11), (5, 11)),
+          ((2, 3, 5, 11), (2, 3, 5, 11)), ((3, 4, 17), (3, 1, 17)), ((6, 9), (6, 1)),
+          ((2, 3, 5, 11), (1, 3, 5, 1)), ((4, 2, 3, 40), (4, 2, 1, 40))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, mask_shape", SHIFTS)
+@pytest.mark.parametrize("first", [None, 1, -2, 30])
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_attentions_shifted_scores_equal_numpys_bits(dtype, shape, mask_shape, first, mode):
+    """Mask and causal mask added, the rows' finite maximum (or lse) subtracted: NumPy's
+    bits, with rows that hold NaN, +-inf, +-0 and rows whose every key is masked."""
+    rng = np.random.default_rng(len(shape) + (first or 0) + 7 * mode)
+    s = _values(rng, shape, dtype)
+    s.reshape(-1, shape[-1])[1] = -np.inf                 # (a row without keys)
+    s.reshape(-1, shape[-1])[2, ::2] = np.nan             # (NaN in a row: maximum 0)
+    s.reshape(-1, shape[-1])[3] = 0.0
+    s.reshape(-1, shape[-1])[3, 1::3] = -0.0
+    mask = None
+    if mask_shape is not None:
+        mask = np.where(rng.random(mask_shape) < 0.3, -np.inf, rng.standard_normal(mask_shape)
+                        ).astype(dtype)
+    rows = shape[:-1] + (1,)
+    prev = None if mode == 0 else _values(rng, rows, dtype, mode == 2 and np.prod(rows) > 11)
+    with np.errstate(all="ignore"):
+        want_s, want_m = _shifted_by_numpy(s, mask, first, prev, mode)
+        got_s = s.copy()
+        got_m = host_loops.shift_rows(got_s, mask, first, prev, mode)
+    assert got_m is not None
+    # (a maximum of +-0 may be either zero, as the order of comparisons has it; s - m then
+    # differs only in the sign of a 0, which exp makes 1 either way, and lse = log(total) + m
+    # is the same with either)
+    _same(got_m + dtype(0), want_m + dtype(0))
+    with np.errstate(all="ignore"):
+        _same(np.exp(got_s), np.exp(want_s))
+    ties = (want_m == 0)[..., 0]
+    _same(got_s[~ties], want_s[~ties])
+
+
+def test_shifted_scores_decline_what_they_cannot_take():
+    s = np.zeros((2, 3, 4, 5), np.float32)
+    assert host_loops.shift_rows(s[..., ::2]) is None                     # not contiguous
+    assert host_loops.shift_rows(s, np.zeros((4, 5), np.float64)) is None  # another dtype
+    assert host_loops.shift_rows(s, np.zeros((2, 1, 1, 1, 5), np.float32)) is None  # more dims
+    assert host_loops.shift_rows(np.zeros((3, 2, 3, 4, 5), np.float32),
+                                 np.zeros((2, 1, 4, 5), np.float32)) is None  # (batch dims that
+    assert host_loops.shift_rows(s.astype(np.float16)) is None              # do not flatten)
+    assert host_loops.shift_rows(s, first=1.5) is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dropout", [False, True])
+def test_attentions_weights_and_dropout_equal_numpys_bits(dtype, dropout):
+    rng = np.random.default_rng(5)
+    p = np.abs(_values(rng, (3, 4, 7), dtype))
+    total = p.sum(axis=-1, keepdims=True)
+    total[0, 1] = 0
+    total[1, 2] = np.inf
+    keep = rng.random(p.shape) > 0.4 if dropout else None
+    with np.errstate(all="ignore"):
+        want_w = p / np.where(total == 0, 1, total)
+        want_p = p * (keep.astype(dtype) * dtype(1 / 0.6)) if dropout else p
+        got_p = p.copy()
+        got_w = host_loops.normalised_weights(got_p, total, keep, 1 / 0.6)
+    _same(got_w, want_w)
+    _same(got_p, want_p)
+    assert host_loops.normalised_weights(p, total[..., :1, :], keep, 2.0) is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dropout", [False, True])
+def test_attentions_score_gradients_equal_numpys_bits(dtype, dropout):
+    rng = np.random.default_rng(6)
+    ds, w = _values(rng, (2, 5, 9), dtype), np.abs(_values(rng, (2, 5, 9), dtype))
+    rowdot = np.ascontiguousarray(_values(rng, (2, 6, 1), dtype)[:, :5])
+    keep = rng.random(ds.shape) > 0.25 if dropout else None
+    with np.errstate(all="ignore"):
+        want = ds * (keep.astype(dtype) * dtype(4 / 3)) if dropout else ds.copy()
+        want = (want - rowdot) * w
+        got = ds.copy()
+        assert host_loops.score_grads(got, keep, 4 / 3, rowdot, w)
+        _same(got, want)
+        if dropout:
+            out = np.empty_like(w)
+            assert host_loops.times_kept(w, keep, 4 / 3, out=out)
+            _same(out, w * (keep.astype(dtype) * dtype(4 / 3)))
+    assert not host_loops.score_grads(ds, keep, 4 / 3, rowdot[:, :2], w)
+
+
+@pytest.mark.parametrize("mask", [None, "padding", "full"])
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+@pytest.mark.parametrize("block", [None, (3, 4)], ids=["one_tile", "tiled"])
+def test_attention_equals_its_numpy_formulas_bit_for_bit(monkeypatch, mask, dropout, block):
+    """Forward and backward with the compiled passes and without numba: the same bits, one
+    tile or tiled, with the masks a transformer adds and dropout."""
+    import minigrad as mg
+    from minigrad.fused.attention import Attention
+    rng = np.random.default_rng(7)
+    arrays = [rng.standard_normal((2, 3, 7, 8)).astype(np.float32) for _ in range(4)]
+    shape = {"padding": (2, 1, 1, 7), "full": (2, 3, 7, 7)}.get(mask)
+    m = None if shape is None else mg.tensor(np.where(rng.random(shape) < 0.3, -np.inf, 0.5)
+                                             .astype(np.float32))
+
+    def run():
+        mg.manual_seed(0)
+        q, k, v = (mg.tensor(a, requires_grad=True) for a in arrays[:3])
+        out = Attention.apply(q, k, v, m, scale=0.3, causal=None, dropout_p=dropout,
+                              block=block or (7, 7))
+        out.backward(mg.tensor(arrays[3]))
+        return [out.numpy().copy()] + [t.grad.numpy().copy() for t in (q, k, v)]
+    fast, slow = _both(monkeypatch, run)
+    for a, b in zip(fast, slow):
+        _same(a, b)
+
+
 # --- erf of float32 arrays: SciPy's results, computed in vectorised double precision -------
 
 def _erf_inputs():

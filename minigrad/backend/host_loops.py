@@ -245,20 +245,26 @@ def fits_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
 
 
 @_jit
-def _times_kept(w, keep, scale, zero):
+def _times_kept(w, keep, scale, zero, out):
     for i in range(w.shape[0]):
-        w[i] = w[i] * (scale if keep[i] else zero)
+        out[i] = w[i] * (scale if keep[i] else zero)
 
 
-def times_kept(w, keep, scale):
-    """``w *= keep.astype(w.dtype) * scale`` in place, in one pass (attention's dropout of a
-    tile). False where it does not apply."""
-    if not _fits(w) or type(keep) is not np.ndarray or keep.dtype != np.bool_ \
-            or not keep.flags.c_contiguous or keep.shape != w.shape \
+def _is_mask_of(keep, x):
+    """Whether ``keep`` is a C-contiguous bool host array of ``x``'s shape."""
+    return type(keep) is np.ndarray and keep.dtype == np.bool_ and keep.flags.c_contiguous \
+        and keep.shape == x.shape
+
+
+def times_kept(w, keep, scale, out=None):
+    """``w * (keep.astype(w.dtype) * scale)`` in one pass (attention's dropout of a tile),
+    into ``out`` (default: ``w`` itself, in place); False where it does not apply."""
+    out = w if out is None else out
+    if not _fits(w, out) or out.shape != w.shape or not _is_mask_of(keep, w) \
             or type(scale) not in (int, float):
         return False
     d = w.dtype.type
-    _times_kept(w.reshape(-1), keep.reshape(-1), d(scale), d(0))
+    _times_kept(w.reshape(-1), keep.reshape(-1), d(scale), d(0), out.reshape(-1))
     return True
 
 
@@ -301,26 +307,164 @@ def centre(x, mean):
 
 
 @_jit
-def _score_grads(ds, z, rowdot, w, has_z):
+def _score_grads(ds, keep, scale, zero, rowdot, w, has_keep):
     for r in range(ds.shape[0]):
         b = rowdot[r]
         for j in range(ds.shape[1]):
-            d = ds[r, j] * z[r, j] if has_z else ds[r, j]
+            d = ds[r, j] * (scale if keep[r, j] else zero) if has_keep else ds[r, j]
             ds[r, j] = (d - b) * w[r, j]
 
 
-def score_grads(ds, z, rowdot, w):
-    """Attention's dS = (dP * z - rowdot) * w in place in ``ds`` (``z`` the tile's scaled
-    dropout mask or None, ``rowdot`` one per row); False where it does not apply."""
-    arrays = [a for a in (ds, z, w) if a is not None]
-    if not ds.size or not _fits(*arrays, rowdot) or any(a.shape != ds.shape for a in arrays) \
-            or rowdot.shape != ds.shape[:-1] + (1,):
+NO_MASK = np.zeros((1, 1), np.bool_)  # (what a loop's ``keep`` is where there is none)
+
+
+def score_grads(ds, keep, scale, rowdot, w):
+    """Attention's dS = (dP * (keep * scale) - rowdot) * w in place in ``ds`` (``keep`` the
+    tile's bool dropout mask or None, ``rowdot`` one per row); False where it does not
+    apply."""
+    if not ds.size or not _fits(ds, w, rowdot) or w.shape != ds.shape \
+            or rowdot.shape != ds.shape[:-1] + (1,) or type(scale) not in (int, float) \
+            or (keep is not None and not _is_mask_of(keep, ds)):
         return False
     rows = rowdot.size
-    flat = ds.reshape(rows, -1)
-    _score_grads(flat, flat if z is None else z.reshape(rows, -1), rowdot.reshape(-1),
-                 w.reshape(rows, -1), z is not None)
+    d = ds.dtype.type
+    _score_grads(ds.reshape(rows, -1), NO_MASK if keep is None else keep.reshape(rows, -1),
+                 d(scale), d(0), rowdot.reshape(-1), w.reshape(rows, -1), keep is not None)
     return True
+
+
+_BITS = {  # float dtype: (its integers, -inf, the bits below the sign, inf's bits, 0)
+    np.dtype(d): (i, np.dtype(d).type(-np.inf), i(np.iinfo(i).max),
+                  np.dtype(d).type(np.inf).view(i), np.dtype(d).type(0))
+    for d, i in ((np.float32, np.int32), (np.float64, np.int64))}
+
+
+@_jit(inline="always")
+def _finite_max(s, bits, q, prev, use_prev, minus_inf, sign_free, inf_bits, zero):
+    """max(s[q]) (and ``prev`` where ``use_prev``), NumPy's, or 0 where that is not finite
+    or the row holds a NaN. Eight running maxima side by side (their comparisons do not
+    wait on one another); a NaN, which no comparison picks, is found in ``bits`` (the rows
+    as integers): its magnitude's bits exceed infinity's."""
+    n = s.shape[1]
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = minus_inf
+    whole = n - n % 8
+    for j in range(0, whole, 8):
+        x0, x1, x2, x3 = s[q, j], s[q, j + 1], s[q, j + 2], s[q, j + 3]
+        x4, x5, x6, x7 = s[q, j + 4], s[q, j + 5], s[q, j + 6], s[q, j + 7]
+        a0 = x0 if x0 > a0 else a0
+        a1 = x1 if x1 > a1 else a1
+        a2 = x2 if x2 > a2 else a2
+        a3 = x3 if x3 > a3 else a3
+        a4 = x4 if x4 > a4 else a4
+        a5 = x5 if x5 > a5 else a5
+        a6 = x6 if x6 > a6 else a6
+        a7 = x7 if x7 > a7 else a7
+    top = prev if use_prev else minus_inf
+    for a in (a0, a1, a2, a3, a4, a5, a6, a7):
+        top = a if a > top else top
+    for j in range(whole, n):
+        top = s[q, j] if s[q, j] > top else top
+    magnitude = 0
+    for j in range(n):
+        b = bits[q, j] & sign_free
+        magnitude = b if b > magnitude else magnitude
+    if magnitude > inf_bits or (use_prev and prev != prev) or not np.isfinite(top):
+        return zero
+    return top
+
+
+@_jit
+def _shift_rows(s, bits, heads, rows, mask, Am, Hm, Tm, first, prev, mode, minus_inf,
+                sign_free, inf_bits, zero, m):
+    S, Sm = s.shape[1], mask.shape[1]
+    q = 0  # (the row of s: batch a, head h, query r)
+    for a in range(s.shape[0] // (heads * rows)):
+        for h in range(heads):
+            for r in range(rows):
+                if Am:
+                    mq = ((a if Am > 1 else 0) * Hm + (h if Hm > 1 else 0)) * Tm + \
+                        (r if Tm > 1 else 0)
+                    if Sm > 1:
+                        for j in range(S):
+                            s[q, j] = s[q, j] + mask[mq, j]
+                    else:
+                        c = mask[mq, 0]
+                        for j in range(S):
+                            s[q, j] = s[q, j] + c
+                for j in range(max(0, first + r), S):
+                    s[q, j] = s[q, j] + minus_inf
+                if mode == 2:
+                    shift = prev[q]
+                else:
+                    shift = _finite_max(s, bits, q, prev[q], mode == 1, minus_inf, sign_free,
+                                        inf_bits, zero)
+                    m[q] = shift
+                for j in range(S):
+                    s[q, j] = s[q, j] - shift
+                q += 1
+
+
+def shift_rows(s, mask=None, first=None, prev=None, mode=0):
+    """Attention's tile of scores ``s`` (..., T, S), in place and in one pass a row: the
+    ``mask`` tile added (broadcast to ``s``; None: none), then -inf from key ``first + r`` on
+    in row r (the causal mask; None: none), then, by ``mode``: 0, the row's maximum taken
+    and subtracted; 1, the maximum of that and ``prev`` (the rows' maximum so far); 2,
+    ``prev`` subtracted (the rows' lse). A maximum that is not finite (every key masked, or a
+    NaN in the row) is 0. The same bits as NumPy's ``s += mask``, ``mask_future``,
+    ``s.max(-1)``, ``np.maximum``, ``np.where(np.isfinite(m), m, 0)`` and ``s -= m``. Returns
+    the maximum (..., T, 1) (mode 2: ``prev``), or None, doing nothing, where it does not
+    apply (numba missing, ``s`` not C-contiguous float32/64, a mask of another dtype or
+    whose batch dims do not map onto ``s``'s)."""
+    if not s.size or s.ndim < 2 or not _fits(s) or (first is not None and type(first) is not int):
+        return None
+    lead, (T, S) = s.shape[:-2], s.shape[-2:]
+    heads = lead[-1] if lead else 1
+    if mask is None:
+        dims, mask = (0, 0, 0), np.empty((0, 0), s.dtype)
+    else:  # as (batch, heads, rows) rows of keys, each dim 1 or s's (broadcast)
+        if type(mask) is not np.ndarray or mask.dtype != s.dtype or mask.ndim > s.ndim:
+            return None
+        full = (1,) * (s.ndim - mask.ndim) + mask.shape
+        outer = full[:-3]  # (the batch dims before the heads')
+        if any(n not in (1, m) for n, m in zip(full, s.shape)) or \
+                outer not in ((1,) * len(outer), lead[:-1]):
+            return None
+        dims = (math.prod(outer), full[-3] if lead else 1, full[-2])
+        mask = np.ascontiguousarray(mask).reshape(-1, full[-1])
+    if prev is not None and (not _fits(s, prev) or prev.shape != s.shape[:-1] + (1,)):
+        return None
+    m = prev if mode == 2 else np.empty(s.shape[:-1] + (1,), s.dtype)
+    bits, minus_inf, magnitude, inf_bits, zero = _BITS[s.dtype]
+    _shift_rows(s.reshape(-1, S), s.view(bits).reshape(-1, S), heads, T, mask, *dims,
+                S if first is None else min(first, S), (m if prev is None else prev).reshape(-1),
+                mode, minus_inf, magnitude, inf_bits, zero, m.reshape(-1))
+    return m
+
+
+@_jit
+def _normalised_weights(p, total, keep, has_keep, scale, zero, one, weights):
+    for r in range(p.shape[0]):
+        t = total[r] if total[r] != zero else one
+        for j in range(p.shape[1]):
+            weights[r, j] = p[r, j] / t
+            if has_keep:
+                p[r, j] = p[r, j] * (scale if keep[r, j] else zero)
+
+
+def normalised_weights(p, total, keep, scale):
+    """A tile's weights ``p / where(total == 0, 1, total)`` (a new array) and, with a dropout
+    mask ``keep`` (bool; None: none), ``p *= keep * scale`` in place: one pass, NumPy's bits.
+    None where it does not apply."""
+    if not p.size or not _fits(p, total) or total.shape != p.shape[:-1] + (1,) or (
+            keep is not None and not _is_mask_of(keep, p)) or type(scale) not in (int, float):
+        return None
+    rows = total.size
+    weights = np.empty_like(p)
+    d = p.dtype.type
+    _normalised_weights(p.reshape(rows, -1), total.reshape(-1),
+                        NO_MASK if keep is None else keep.reshape(rows, -1), keep is not None,
+                        d(scale), d(0), d(1), weights.reshape(rows, -1))
+    return weights
 
 
 @_jit

@@ -107,10 +107,9 @@ class Attention(Primitive):
         scale = xp.asarray(scale, dtype=qa.dtype)
         qs = qa * scale
         if weights is not None:  # one tile, whose weights forward kept
-            z = None if kept is None else keep.scaled(kept.array)
-
             def one_tile(qs, g, o, w, k, v):
-                return _weights_grads(xp, qs, g, _rowdot(g, o), w, k, _transposed(xp, v), z)
+                return _weights_grads(xp, qs, g, _rowdot(g, o), w, k, _transposed(xp, v),
+                                      None if kept is None else kept.array, keep)
             shapes = (qa.shape[-2:], ka.shape[-2:], va.shape[-2:])
             dq, dk, dv = _by_heads(xp, one_tile, (qs, g, o, weights.array, ka, va), shapes,
                                    T * S, keep.p)
@@ -215,26 +214,31 @@ def _rows(xp, qs, kt, v, mask, causal, i0, i1, bk, keep, tile=None):
     sums = ()  # (row max, row sum, weighted sum of the values) so far
     trim = tile is None and keep.p == 0
     for j0, j1 in _key_blocks(i0, i1, kt.shape[-1], bk, causal, trim):
-        s = _scores(xp, qs, kt[..., j0:j1], mask, causal, i0, i1, j0, j1)
-        sums = _fold(xp, s, v[..., j0:j1, :], keep, *sums, tile=tile)
+        s, m_new = _scores(xp, qs, kt[..., j0:j1], mask, causal, i0, i1, j0, j1,
+                           *((sums[0], MAX_SO_FAR) if sums else ()))
+        sums = _fold(xp, s, m_new, v[..., j0:j1, :], keep, *sums, tile=tile)
     return _normalised(xp, *sums) if sums else None
 
 
-def _fold(xp, s, v, keep, m=None, total=None, acc=None, tile=None):
-    """Fold a tile of scores ``s`` (its keys' values: ``v``) into the running row maximum
-    m, row sum ``total`` and weighted sum of the values ``acc``, or start them with the
-    first tile (m None: a plain softmax's numerator). ``s`` is used up. ``tile``, a list:
-    the first tile's weights (its softmax, 0 in a row without keys) and dropout mask (None
-    without dropout) are appended to it."""
-    m_new = _row_max(xp, s) if m is None else xp.maximum(m, _row_max(xp, s))
-    m_new = xp.where(xp.isfinite(m_new), m_new, 0)  # every key masked so far: not NaN
-    s -= m_new
+def _fold(xp, s, m_new, v, keep, m=None, total=None, acc=None, tile=None):
+    """Fold a tile of scores ``s``, less their running row maximum ``m_new`` (``_scores``;
+    its keys' values: ``v``), into the running row maximum m, row sum ``total`` and weighted
+    sum of the values ``acc``, or start them with the first tile (m None: a plain softmax's
+    numerator). ``s`` is used up. ``tile``, a list: the first tile's weights (its softmax, 0
+    in a row without keys) and dropout mask (None without dropout) are appended to it."""
     p = xp.exp(s, out=s)
     if m is None:
         total = backend.row_sum(p)
         if tile is not None:
-            tile.append(p / xp.where(total == 0, 1, total))
-        return m_new, total, xp.matmul(keep.apply(p, tile), v)
+            kept = keep.draw(p.shape)
+            weights = backend.host_loops.normalised_weights(p, total, kept, keep.factor())
+            if weights is None:  # (the same, pass by pass)
+                weights = p / xp.where(total == 0, 1, total)
+                if kept is not None:
+                    p *= keep.scaled(kept)
+            tile += [weights, kept]
+            return m_new, total, xp.matmul(p, v)
+        return m_new, total, xp.matmul(keep.apply(p), v)
     rescale = xp.exp(m - m_new)
     total *= rescale
     total += backend.row_sum(p)
@@ -275,22 +279,29 @@ def _tile_grads(xp, qs, g, rowdot, lse, k, kt, vt, mask, causal, rows, cols, kee
     """One tile's shares in (dq / scale, dk, dv): queries ``rows`` = (i0, i1) (their
     scaled queries qs, gradients g, rowdot and lse), keys ``cols`` = (j0, j1) (k, and the
     keys and values transposed: kt, vt)."""
-    s = _scores(xp, qs, kt, mask, causal, *rows, *cols)
-    s -= lse
+    s, _ = _scores(xp, qs, kt, mask, causal, *rows, *cols, lse, LESS_LSE)
     w = xp.exp(s, out=s)                           # the tile's weights P
-    return _weights_grads(xp, qs, g, rowdot, w, k, vt, keep.tile(w.shape))
+    return _weights_grads(xp, qs, g, rowdot, w, k, vt, keep.draw(w.shape), keep)
 
 
-def _weights_grads(xp, qs, g, rowdot, w, k, vt, z):
+def _weights_grads(xp, qs, g, rowdot, w, k, vt, kept, keep):
     """(dq / scale, dk, dv) of a tile from its weights ``w`` and forward's dropout mask
-    ``z`` (scaled; None without dropout): made again from lse (``_tile_grads``), or as
-    forward kept them (one tile). ``vt``: the values transposed."""
-    wz = w if z is None else w * z
+    ``kept`` (bool, None without dropout; ``keep``: the _Dropout that drew it): made again
+    from lse (``_tile_grads``), or as forward kept them (one tile). ``vt``: the values
+    transposed."""
+    z = None
+    if kept is None:
+        wz = w
+    else:
+        wz = xp.empty_like(w)
+        if not backend.host_loops.times_kept(w, kept, keep.factor(), out=wz):
+            z = keep.scaled(kept)
+            wz = w * z
     dv = xp.matmul(xp.swapaxes(wz, -1, -2), g)
     ds = xp.matmul(g, vt)                          # dP
-    if not backend.host_loops.score_grads(ds, z, rowdot, w):  # (one pass, same bits)
-        if z is not None:
-            ds *= z
+    if not backend.host_loops.score_grads(ds, kept, keep.factor(), rowdot, w):  # (one pass,
+        if kept is not None:                                                     # same bits)
+            ds *= keep.scaled(kept) if z is None else z
         ds -= rowdot
         ds *= w                                    # dS (dq, dk: the scale)
     return xp.matmul(ds, k), xp.matmul(xp.swapaxes(ds, -1, -2), qs), dv
@@ -489,20 +500,39 @@ def _key_blocks(i0, i1, S, bk, causal, trim=False):
     return [(j0, min(end, j0 + bk)) for j0 in range(0, last, bk)]
 
 
-def _scores(xp, qs, kt, mask, causal, i0, i1, j0, j1):
-    """The tile of scores qs @ kt (qs: the query rows i0..i1, already scaled; kt: the key
-    rows j0..j1, transposed), plus the mask's tile and the causal mask's."""
+ROW_MAX, MAX_SO_FAR, LESS_LSE = 0, 1, 2  # what _scores subtracts from each row
+
+
+def _scores(xp, qs, kt, mask, causal, i0, i1, j0, j1, prev=None, less=ROW_MAX):
+    """(s, m): the tile of scores qs @ kt (qs: the query rows i0..i1, already scaled; kt:
+    the key rows j0..j1, transposed), plus the mask's tile and the causal mask's, less m
+    per row: ``less`` ROW_MAX, the row's maximum; MAX_SO_FAR, the maximum of that and
+    ``prev`` (the rows' maximum over the tiles before); a maximum that is not finite (every
+    key masked so far) is 0; LESS_LSE, ``prev`` (the rows' lse). On the CPU, after the
+    product, one compiled pass a row (``host_loops.shift_rows``, the same bits)."""
     s = xp.matmul(qs, kt)
+    tile = None
     if mask is not None:
         rows = slice(i0, i1) if mask.shape[-2] != 1 else slice(None)
         cols = slice(j0, j1) if mask.shape[-1] != 1 else slice(None)
-        s = _iadd(s, mask[..., rows, cols])
-    if causal is not None and j1 - 1 > i0 + causal:  # some key in the tile is in the future
-        if backend.host_loops.mask_future(s, i0 + causal + 1 - j0):  # (only those, in place)
-            return s
+        tile = mask[..., rows, cols]
+    future = causal is not None and j1 - 1 > i0 + causal  # some key in the tile is
+    first = i0 + causal + 1 - j0 if future else None      # in the future
+    m = backend.host_loops.shift_rows(s, tile, first, prev, less)
+    if m is not None:
+        return s, m
+    if tile is not None:
+        s = _iadd(s, tile)
+    if future and not backend.host_loops.mask_future(s, first):  # (only those, in place)
         future = xp.arange(j0, j1) > xp.arange(i0, i1)[:, None] + causal
         s = _iadd(s, xp.where(future, -xp.inf, 0).astype(s.dtype))
-    return s
+    if less == LESS_LSE:
+        s -= prev
+        return s, prev
+    m = _row_max(xp, s) if less == ROW_MAX else xp.maximum(prev, _row_max(xp, s))
+    m = xp.where(xp.isfinite(m), m, 0)  # every key masked so far: not NaN
+    s -= m
+    return s, m
 
 
 def _iadd(s, m):
@@ -528,7 +558,7 @@ class _Dropout:
                 self.rng = state.fork()
 
     def _mask(self, shape):
-        return self.scaled(backend.keep_mask(shape, self.p, self.xp, self.rng))
+        return self.scaled(self.draw(shape))
 
     def scaled(self, keep):
         """The bool mask ``keep`` as the factors of dropout: 1 / (1 - p) or 0."""
@@ -539,23 +569,17 @@ class _Dropout:
     def factor(self):
         return 1.0 / (1.0 - self.p) if self.p < 1 else 0.0  # p = 1 drops everything
 
-    def apply(self, w, tile=None):
-        """Forward: w times the tile's mask, in place (w unchanged without dropout); the
-        bool mask is appended to ``tile`` (a list; None without dropout)."""
-        if self.p == 0:
-            if tile is not None:
-                tile.append(None)
-            return w
-        keep = backend.keep_mask(w.shape, self.p, self.xp, self.rng)
-        if tile is not None:
-            tile.append(keep)
-        if not backend.host_loops.times_kept(w, keep, self.factor()):
+    def draw(self, shape):
+        """The next tile's bool mask (forward's, or in backward the same again), or None
+        without dropout."""
+        return None if self.p == 0 else backend.keep_mask(shape, self.p, self.xp, self.rng)
+
+    def apply(self, w):
+        """Forward: w times the next tile's mask, in place (w unchanged without dropout)."""
+        keep = self.draw(w.shape)
+        if keep is not None and not backend.host_loops.times_kept(w, keep, self.factor()):
             w *= self.scaled(keep)
         return w
-
-    def tile(self, shape):
-        """Backward: the next tile's mask, or None without dropout."""
-        return None if self.p == 0 else self._mask(shape)
 
     def full(self, block, causal, lead, T, S):
         """The masks of every tile, in forward's order, as one (lead..., T, S) array."""
