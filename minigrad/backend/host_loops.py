@@ -32,14 +32,44 @@ def _fits(*arrays):
 
 
 def load():
-    """Load numba's compiler and runtime now rather than at the first compiled loop: one
-    loop run on a few numbers of each float dtype. The runtime takes about 65 MB of
-    resident memory once per process (a loop compiled earlier is then read from the disk
-    cache, a few MB each); a measurement of a step's memory loads it first, as PyTorch's
-    kernels are loaded when torch is imported. Nothing to do without numba."""
+    """Load numba's runtime and every compiled loop below now rather than at its first use:
+    each run once on a few numbers of each float dtype (as the kernels call it). The runtime
+    takes about 65 MB of resident memory once per process, and each loop, read from the
+    disk cache where it was compiled before, its code; a measurement of a step's memory
+    loads them first, as PyTorch's kernels are loaded when torch is imported. Nothing to do
+    without numba."""
+    if numba is None:
+        return
     for dtype in _FLOATS:
-        a = np.ones(8, dtype)
+        a, r, keep = np.ones((2, 8), dtype), np.ones((2, 1), dtype), np.ones((2, 8), np.bool_)
+        s = np.ones((2, 1, 2, 8), dtype)
+        flat, w, one = a.reshape(-1), a[0], a[0, 0]
         relu_grad(a, a)
+        dropout(a, keep, 2.0)
+        times_kept(a.copy(), keep, 2.0)
+        times_kept(a, keep, 2.0, out=a.copy())
+        adam(flat.copy(), flat.copy(), flat.copy(), flat.copy(), 0.1, 0.9, 1e-3, one, 1e-8,
+             True)
+        add_rows(a.copy(), np.zeros(2, np.int64), a)
+        centre(a, r)
+        normalise(a.copy(), r, w, w)
+        normalise(a.copy(), r, None, None)
+        xhat, _ = xhat_times(a, a, r, r)
+        input_grad(a, xhat, w, r, r, r)
+        input_grad(a, xhat.copy(), None, r, r, r)
+        score_grads(a.copy(), None, 2.0, r, a)
+        score_grads(a.copy(), keep, 2.0, r, a)
+        normalised_weights(a.copy(), r, None, 2.0)
+        normalised_weights(a.copy(), r, keep, 2.0)
+        mask_future(s.copy(), 1)
+        for mask in (None, s[:, :, :1]):
+            shift_rows(s.copy(), mask, 1)
+            shift_rows(s.copy(), mask, None, s[..., :1].copy(), 1)
+        if dtype == np.float32:
+            add_scaled(a.copy(), a, a, 0.5)
+            erf(a)
+            gelu(a)
+            gelu_grad(a, a, a.copy())
 
 
 def _jit(fn=None, **options):
