@@ -238,12 +238,12 @@ def _xhat_times(grad, x, mean, rstd, xhat, gxhat):
 
 
 @_jit
-def _input_grad(grad, xhat, weight, has_weight, mean_g, mean_gxhat, rstd, dx):
-    for r in range(grad.shape[0]):
-        a, b, s = mean_g[r], mean_gxhat[r], rstd[r]
-        for j in range(grad.shape[1]):
+def _input_grad(grad, xhat, weight, has_weight, mean_g, mean_gxhat, rstd):
+    for r in range(grad.shape[0]):  # (into xhat: one array read and written, which the
+        a, b, s = mean_g[r], mean_gxhat[r], rstd[r]  # compiler vectorises; as two arguments
+        for j in range(grad.shape[1]):  # that alias, it would check and run element-wise)
             g = grad[r, j] * weight[j] if has_weight else grad[r, j]
-            dx[r, j] = ((g - a) - xhat[r, j] * b) * s
+            xhat[r, j] = ((g - a) - xhat[r, j] * b) * s
 
 
 def xhat_times(grad, x, mean, rstd):
@@ -265,7 +265,7 @@ def input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
     flat = xhat.reshape(rows, -1)
     w = flat[0] if weight is None else weight.reshape(-1)
     _input_grad(grad.reshape(rows, -1), flat, w, weight is not None, mean_g.reshape(-1),
-                mean_gxhat.reshape(-1), rstd.reshape(-1), flat)
+                mean_gxhat.reshape(-1), rstd.reshape(-1))
     return xhat
 
 
@@ -275,9 +275,13 @@ def fits_input_grad(grad, xhat, weight, mean_g, mean_gxhat, rstd):
 
 
 @_jit
-def _times_kept(w, keep, scale, zero, out):
-    for i in range(w.shape[0]):
-        out[i] = w[i] * (scale if keep[i] else zero)
+def _times_kept(w, keep, scale, zero, out, in_place):
+    if in_place:  # (w read and written as one argument: see _input_grad)
+        for i in range(w.shape[0]):
+            w[i] = w[i] * (scale if keep[i] else zero)
+    else:
+        for i in range(w.shape[0]):
+            out[i] = w[i] * (scale if keep[i] else zero)
 
 
 def _is_mask_of(keep, x):
@@ -289,12 +293,13 @@ def _is_mask_of(keep, x):
 def times_kept(w, keep, scale, out=None):
     """``w * (keep.astype(w.dtype) * scale)`` in one pass (attention's dropout of a tile),
     into ``out`` (default: ``w`` itself, in place); False where it does not apply."""
-    out = w if out is None else out
+    in_place = out is None
+    out = w if in_place else out
     if not _fits(w, out) or out.shape != w.shape or not _is_mask_of(keep, w) \
-            or type(scale) not in (int, float):
+            or type(scale) not in (int, float) or (not in_place and np.may_share_memory(w, out)):
         return False
     d = w.dtype.type
-    _times_kept(w.reshape(-1), keep.reshape(-1), d(scale), d(0), out.reshape(-1))
+    _times_kept(w.reshape(-1), keep.reshape(-1), d(scale), d(0), out.reshape(-1), in_place)
     return True
 
 

@@ -50,8 +50,12 @@ def indices(group, slots):
 
 
 def source(group, slots):
-    """The Python source of the group's kernel ``kernel(i0, ..., o0, ...)`` (its loops run
-    over ``o0``'s shape, so one kernel serves every size of the same layout)."""
+    """The Python source of the group's kernel ``kernel(i0, ..., o0, ...)``: its loops run
+    over the shape of the first array it writes, so one kernel serves every size of the
+    same layout. An output written into a dying input's array (``group.into``) is stored
+    through that input's parameter, which has no ``o`` of its own: an array read and written
+    as one argument is vectorised by the compiler, where as two arguments that alias it would
+    be checked at run time and looped over element by element."""
     body = []
     for m, (ufunc, operands, _) in enumerate(group.steps):
         args = []
@@ -64,20 +68,34 @@ def source(group, slots):
                 args.append(f"np.{group.dtype}({_literal(float(ref))})")
         body.append(f"t{m} = " + _EXPRESSIONS[ufunc].format(*args))
     made = {out: m for m, (_, _, out) in enumerate(group.steps)}
+    targets = _targets(group)
     params = [f"i{j}" for j in range(len(group.inputs))] + \
-        [f"o{j}" for j in range(len(group.outputs))]
+        [t for t in targets if t.startswith("o")]
     nd = len(group.shape)
     lines = [f"def kernel({', '.join(params)}):"]
     for d in range(nd):
-        lines.append("    " * (d + 1) + f"for a{d} in range(o0.shape[{d}]):")
+        lines.append("    " * (d + 1) + f"for a{d} in range({targets[0]}.shape[{d}]):")
     pad = "    " * (nd + 1)
     for j, index in enumerate(indices(group, slots)):
         lines.append(pad + f"x{j} = i{j}[{index}]")
     lines += [pad + b for b in body]
     index = ", ".join(f"a{d}" for d in range(nd)) or "()"
-    for j, out in enumerate(group.outputs):
-        lines.append(pad + f"o{j}[{index}] = t{made[out]}")
+    for target, out in zip(targets, group.outputs):
+        lines.append(pad + f"{target}[{index}] = t{made[out]}")
     return "\n".join(lines)
+
+
+def _targets(group):
+    """The parameter each output is stored through: ``o<j>`` for a new array (numbered in
+    order), or ``i<k>``, the input whose array it is written into."""
+    targets, fresh = [], 0
+    for out in group.outputs:
+        if out in group.into:
+            targets.append(f"i{group.inputs.index(group.into[out])}")
+        else:
+            targets.append(f"o{fresh}")
+            fresh += 1
+    return targets
 
 
 def _literal(c):
@@ -110,7 +128,8 @@ def line(g, group, slots, names):
             made.append(f"v{out} = v{group.into[out]}")
         else:
             made.append(f"v{out} = np.empty({tuple(group.shape)}, np.{group.dtype})")
-    args = [f"v{s}" for s in group.inputs] + [f"v{s}" for s in group.outputs]
+    args = [f"v{s}" for s in group.inputs] + \
+        [f"v{s}" for s in group.outputs if s not in group.into]
     return "; ".join(made + [f"F{g}({', '.join(args)})"])
 
 
@@ -118,5 +137,5 @@ def warm(program_groups, slots):
     """Compile every group's kernel for its argument types now (at build, not first replay)."""
     for group in program_groups:
         args = [np.zeros(slots[s][0], group.dtype) for s in group.inputs] + \
-            [np.zeros(group.shape, group.dtype) for _ in group.outputs]
+            [np.zeros(group.shape, group.dtype) for s in group.outputs if s not in group.into]
         kernel(source(group, slots))(*args)
