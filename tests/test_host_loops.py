@@ -270,6 +270,39 @@ def test_attention_equals_its_numpy_formulas_bit_for_bit(monkeypatch, mask, drop
         _same(a, b)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropys_gradient_equals_numpys_bits(monkeypatch, dtype, smoothing, weighted,
+                                                    reduction):
+    """In one pass, without the (M, C) const: the bits of the NumPy formula and of the
+    Tensor ops that create_graph differentiates, with ignored targets and a logit of inf."""
+    import minigrad as mg
+    import minigrad.nn.functional as F
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((37, 11)).astype(dtype)
+    x[4, 2] = np.inf
+    t = rng.integers(0, 11, 37)
+    t[::5] = 3
+    w = np.abs(rng.standard_normal(11)).astype(dtype) if weighted else None
+    g = rng.standard_normal(37).astype(dtype) if reduction == "none" else np.asarray(1.7, dtype)
+
+    def run(create_graph=False):
+        xt = mg.tensor(x, requires_grad=True)
+        loss = F.cross_entropy(xt, mg.tensor(t), weight=None if w is None else mg.tensor(w),
+                               ignore_index=3, label_smoothing=smoothing, reduction=reduction)
+        (dx,) = mg.autograd.grad(loss, [xt], mg.tensor(g), create_graph=create_graph)
+        return dx.detach().numpy().copy()
+    with np.errstate(all="ignore"):
+        fast, slow = _both(monkeypatch, run)
+        _same(fast, slow)
+        _same(fast, run(create_graph=True))
+    p, r = np.full((2, 3), 0.5, dtype), np.ones(2, dtype)
+    assert host_loops.cross_entropy_grad(p, r, np.array([0, 2]), None, r, None, r)
+    assert not host_loops.cross_entropy_grad(p, r[:1], np.array([0, 2]), None, r, None, r)
+
+
 # --- erf of float32 arrays: SciPy's results, computed in vectorised double precision -------
 
 def _erf_inputs():

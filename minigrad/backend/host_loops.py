@@ -62,6 +62,9 @@ def load():
         normalised_weights(a.copy(), r, None, 2.0)
         normalised_weights(a.copy(), r, keep, 2.0)
         mask_future(s.copy(), 1)
+        for w in (None, w):
+            cross_entropy_grad(a.copy(), r[:, 0], np.zeros(2, np.int64), r[:, 0], r[:, 0], w,
+                               r[:, 0])
         for mask in (None, s[:, :, :1]):
             shift_rows(s.copy(), mask, 1)
             shift_rows(s.copy(), mask, None, s[..., :1].copy(), 1)
@@ -500,6 +503,38 @@ def normalised_weights(p, total, keep, scale):
                         NO_MASK if keep is None else keep.reshape(rows, -1), keep is not None,
                         d(scale), d(0), d(1), weights.reshape(rows, -1))
     return weights
+
+
+@_jit
+def _cross_entropy_grad(p, a, target, base, pick, w, has_w, smooth, coef, zero):
+    for r in range(p.shape[0]):
+        t = target[r]
+        for j in range(p.shape[1]):
+            c = zero
+            if smooth:
+                c = c + (base[r] * w[j] if has_w else base[r])
+            if j == t:
+                c = c + pick[r]
+            p[r, j] = (p[r, j] * a[r] - c) * coef[r]
+
+
+def cross_entropy_grad(p, a, target, base, pick, w, coef):
+    """Cross-entropy's dx = (p * a - const) * coef in place in ``p`` (the softmax, (M, C)),
+    in one pass, with const = 0 + base * w (``base`` per row, the smoothing's e / C * v;
+    None without smoothing; ``w`` the class weights or None) plus ``pick`` at each row's
+    ``target``: the bits of ``_target_terms``' (M, C) const and the NumPy formula, without
+    making const. ``a``, ``pick``, ``coef``: one per row. False where it does not apply."""
+    M = p.shape[0] if p.ndim == 2 else -1
+    rows = [x for x in (a, base, pick, coef) if x is not None]
+    if not p.size or not _fits(p, *rows, *([] if w is None else [w])) or \
+            any(x.shape != (M,) for x in rows) or (w is not None and w.shape != p.shape[1:]) \
+            or type(target) is not np.ndarray or target.shape != (M,) or \
+            target.dtype.kind not in "iu":
+        return False
+    _cross_entropy_grad(p, a, target, a if base is None else base, pick,
+                        a if w is None else w, w is not None, base is not None, coef,
+                        p.dtype.type(0))
+    return True
 
 
 @_jit

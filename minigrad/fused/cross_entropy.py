@@ -1,8 +1,12 @@
 """``cross_entropy`` of logits against class indices (label smoothing, class weights,
 ignored targets) as one op, beside the composite it equals."""
+import numpy as np
+
 from .. import backend
 from ..autograd.function import Primitive
 from ..autograd.function import on_arrays
+from ..autograd.grad_mode import STATE
+from ..ops.reduce import softmax_array
 from .differentiate import tangent_by
 
 
@@ -73,17 +77,15 @@ class CrossEntropy(Primitive):
         x, target, weight = ctx.saved_tensors
         params = ctx.params
         M, C = x.shape
-        a, const, total = on_arrays(
-            _target_terms, ctx.xp, x.dtype, C, target.array,
-            None if weight is None else weight.array, params["ignore_index"],
-            params["label_smoothing"])
-        if params["reduction"] == "none":
-            coef = grad.reshape(M, 1)
-        elif params["reduction"] == "sum":
-            coef = grad
-        else:
-            coef = grad / total
-        return (x.softmax(1) * a - const) * coef, None, None
+        w = None if weight is None else weight.array
+        terms = (params["ignore_index"], params["label_smoothing"], params["reduction"])
+        if not STATE.grad_enabled:  # no graph to build: on raw arrays, one pass on the CPU
+            dx = on_arrays(_cross_entropy_backward, ctx.xp, x.array, target.array, w, *terms,
+                           grad.array)
+            return grad._make(dx), None, None
+        a, const, total = on_arrays(_target_terms, ctx.xp, x.dtype, C, target.array, w,
+                                    *terms[:2])
+        return (x.softmax(1) * a - const) * _coef(grad, total, M, terms[2]), None, None
 
     @staticmethod
     def jvp(ctx, dx, dtarget, dweight):  # the composite's tangent
@@ -123,23 +125,68 @@ class CrossEntropy(Primitive):
         return loss.sum(1) / w_t.sum(1)
 
 
-def _target_terms(xp, dtype, C, t, w, ignore, e):
+def _coef(grad, total, M, reduction):
+    """What dx is multiplied by: the incoming gradient, per row for 'none', divided by the
+    total weight for 'mean'."""
+    if reduction == "none":
+        return grad.reshape(M, 1)
+    return grad if reduction == "sum" else grad / total
+
+
+def _cross_entropy_backward(xp, x, t, w, ignore, e, reduction, grad):
+    """CrossEntropy's dx on raw arrays, the same operations as its Tensor ops: softmax(x)
+    (``softmax_array``, Softmax's forward), then (p * a - const) * coef; on the CPU the
+    last in one pass (``host_loops.cross_entropy_grad``: the same bits, no const made)."""
+    M, C = x.shape
+    p = softmax_array(xp, x, 1)
+    a, const, total = _target_terms(xp, x.dtype, C, t, w, ignore, e, make_const=False)
+    coef = _coef(grad, total, M, reduction)
+    if type(p) is np.ndarray:
+        coefs = np.broadcast_to(np.asarray(coef, dtype=x.dtype).reshape(-1), (M,))
+        if backend.host_loops.cross_entropy_grad(p, a[:, 0], const.target, const.smoothing,
+                                                 const.picked, w, np.ascontiguousarray(coefs)):
+            return p
+    p *= a
+    p -= const.made()
+    p *= coef
+    return p
+
+
+def _total_weight(xp, dtype, v, w_t):
+    """The divisor of 'mean', sum(w_t); as PyTorch: every target ignored, 1 (the gradient is
+    0, as a and const are); targets of zero weight only, NaN (0 / 0) everywhere."""
+    total = w_t.sum()
+    return xp.where(total != 0, total, xp.where(v.any(), xp.nan, 1)).astype(dtype)
+
+
+def _target_terms(xp, dtype, C, t, w, ignore, e, make_const=True):
     """What CrossEntropy's dx takes from the targets, on raw arrays: (a (M, 1), const
-    (M, C), the divisor of 'mean'), dx = (softmax(x) * a - const) * grad / divisor."""
+    (M, C), the divisor of 'mean'), dx = (softmax(x) * a - const) * grad / divisor. Without
+    ``make_const``, const as its parts (``_Const``), made on demand."""
     M = t.shape[0]
     valid = t != ignore
     safe = backend.wrap_index(xp.where(valid, t, 0), C)
     v = valid.astype(dtype)
     w_t = v if w is None else v * w[safe]
-    # the constant part: (1 - e) * w_t at the target, e / C * v * w everywhere
-    const = xp.zeros((M, C), dtype=dtype)
-    if e:
-        const += (e / C) * v[:, None] * (1.0 if w is None else w)
-    const[xp.arange(M), safe] += (1.0 - e) * w_t
     total_w = C if w is None else w.sum()
     a = ((1.0 - e) * w_t + (e / C) * v * total_w)[:, None]                  # (M, 1)
-    # as PyTorch: every target ignored, a zero gradient (a and const are 0); targets of
-    # zero weight only, NaN (0 / 0) everywhere
-    total = w_t.sum()
-    total = xp.where(total != 0, total, xp.where(v.any(), xp.nan, 1)).astype(dtype)
-    return a, const, total
+    const = _Const(xp, dtype, C, w, safe, (e / C) * v if e else None, (1.0 - e) * w_t)
+    return a, const.made() if make_const else const, _total_weight(xp, dtype, v, w_t)
+
+
+class _Const:
+    """dx's constant part: (1 - e) * w_t at each row's target (``picked``), and e / C * v * w
+    everywhere (``smoothing`` = e / C * v per row; None without smoothing)."""
+
+    def __init__(self, xp, dtype, C, w, target, smoothing, picked):
+        self.xp, self.dtype, self.C, self.w = xp, dtype, C, w
+        self.target, self.smoothing, self.picked = target, smoothing, picked
+
+    def made(self):
+        """The (M, C) array."""
+        xp, M = self.xp, self.target.shape[0]
+        const = xp.zeros((M, self.C), dtype=self.dtype)
+        if self.smoothing is not None:
+            const += self.smoothing[:, None] * (1.0 if self.w is None else self.w)
+        const[xp.arange(M), self.target] += self.picked
+        return const

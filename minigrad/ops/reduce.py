@@ -525,11 +525,7 @@ class Softmax(Primitive):
     """
     @staticmethod
     def forward(ctx, x, dim):
-        out = backend.softmax(x, dim)
-        if out is None:
-            xp = ctx.xp
-            e = xp.exp(x - _shift(xp, x, dim))
-            out = e / _total(xp, e, dim)
+        out = softmax_array(ctx.xp, x, dim)
         ctx.save_for_backward(out)
         return out
 
@@ -543,6 +539,15 @@ class Softmax(Primitive):
         return out * (dx - (dx * out).sum(dim, keepdim=True))
 
     vmap = batching.along("dim")
+
+
+def softmax_array(xp, x, dim):
+    """Softmax's forward on a raw array ``x`` (``xp`` its array module): a new array."""
+    out = backend.softmax(x, dim)
+    if out is None:
+        e = xp.exp(x - _shift(xp, x, dim))
+        out = e / _total(xp, e, dim)
+    return out
 
 
 class SafeSoftmax(Softmax):
