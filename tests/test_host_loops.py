@@ -303,6 +303,50 @@ def test_cross_entropys_gradient_equals_numpys_bits(monkeypatch, dtype, smoothin
     assert not host_loops.cross_entropy_grad(p, r[:1], np.array([0, 2]), None, r, None, r)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(6, 13), (3, 4, 40), (7, 1), (5,)])
+def test_minus_row_max_equals_numpys_bits(dtype, shape):
+    """x - max(x) over the last axis: NumPy's bits, with rows of NaN (the maximum is the
+    NaN), +-inf, -inf only, and +-0 ties (either zero; the results then differ only in the
+    sign of a zero, which exp makes 1)."""
+    rng = np.random.default_rng(9)
+    x = _values(rng, shape, dtype, special=np.prod(shape) > 11)
+    rows = x.reshape(-1, shape[-1])
+    if rows.shape[0] > 3 and rows.shape[1] > 2:
+        rows[1] = -np.inf
+        rows[2, 1] = np.nan
+        rows[3] = 0.0
+        rows[3, ::2] = -0.0
+    with np.errstate(all="ignore"):
+        got = host_loops.minus_row_max(x)
+        want = x - x.max(axis=-1, keepdims=True)
+        _same(np.exp(got), np.exp(want))
+    zeros = (x.max(axis=-1, keepdims=True) == 0) & np.ones(x.shape, bool)
+    _same(got[~zeros], want[~zeros])
+    assert host_loops.minus_row_max(x[..., ::2]) is None or shape[-1] == 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_equals_numpys_bits(monkeypatch, dtype, op):
+    import minigrad as mg
+    rng = np.random.default_rng(10)
+    x = _values(rng, (9, 33), dtype)
+    x[2] = -np.inf
+    x[3, :5] = np.inf
+    grad = _values(rng, x.shape, dtype, False)
+
+    def run():
+        t = mg.tensor(x, requires_grad=True)
+        out = getattr(t, op)(-1)
+        out.backward(mg.tensor(grad))
+        return out.numpy().copy(), t.grad.numpy().copy()
+    with np.errstate(all="ignore"):
+        fast, slow = _both(monkeypatch, run)
+    for a, b in zip(fast, slow):
+        _same(a, b)
+
+
 # --- erf of float32 arrays: SciPy's results, computed in vectorised double precision -------
 
 def _erf_inputs():

@@ -62,6 +62,7 @@ def load():
         normalised_weights(a.copy(), r, None, 2.0)
         normalised_weights(a.copy(), r, keep, 2.0)
         mask_future(s.copy(), 1)
+        minus_row_max(a)
         for w in (None, w):
             cross_entropy_grad(a.copy(), r[:, 0], np.zeros(2, np.int64), r[:, 0], r[:, 0], w,
                                r[:, 0])
@@ -378,11 +379,11 @@ _BITS = {  # float dtype: (its integers, -inf, the bits below the sign, inf's bi
 
 
 @_jit(inline="always")
-def _finite_max(s, bits, q, prev, use_prev, minus_inf, sign_free, inf_bits, zero):
-    """max(s[q]) (and ``prev`` where ``use_prev``), NumPy's, or 0 where that is not finite
-    or the row holds a NaN. Eight running maxima side by side (their comparisons do not
-    wait on one another); a NaN, which no comparison picks, is found in ``bits`` (the rows
-    as integers): its magnitude's bits exceed infinity's."""
+def _row_max(s, bits, q, minus_inf, sign_free, inf_bits):
+    """NumPy's max of row q of ``s``: its largest value, or its first NaN where it holds
+    one. Eight running maxima side by side (their comparisons do not wait on one another);
+    a NaN, which no comparison picks, is found in ``bits`` (the rows as integers, which
+    vectorise): its magnitude's bits exceed infinity's."""
     n = s.shape[1]
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = minus_inf
     whole = n - n % 8
@@ -397,7 +398,7 @@ def _finite_max(s, bits, q, prev, use_prev, minus_inf, sign_free, inf_bits, zero
         a5 = x5 if x5 > a5 else a5
         a6 = x6 if x6 > a6 else a6
         a7 = x7 if x7 > a7 else a7
-    top = prev if use_prev else minus_inf
+    top = minus_inf
     for a in (a0, a1, a2, a3, a4, a5, a6, a7):
         top = a if a > top else top
     for j in range(whole, n):
@@ -406,9 +407,43 @@ def _finite_max(s, bits, q, prev, use_prev, minus_inf, sign_free, inf_bits, zero
     for j in range(n):
         b = bits[q, j] & sign_free
         magnitude = b if b > magnitude else magnitude
-    if magnitude > inf_bits or (use_prev and prev != prev) or not np.isfinite(top):
-        return zero
+    if magnitude > inf_bits:
+        for j in range(n):
+            if s[q, j] != s[q, j]:
+                return s[q, j]
     return top
+
+
+@_jit(inline="always")
+def _finite_max(s, bits, q, prev, use_prev, minus_inf, sign_free, inf_bits, zero):
+    """max(s[q]) (and ``prev`` where ``use_prev``, as ``np.maximum``), or 0 where that is
+    not finite (NaN included)."""
+    top = _row_max(s, bits, q, minus_inf, sign_free, inf_bits)
+    if use_prev:
+        top = prev if (prev > top or prev != prev) else top
+    return top if np.isfinite(top) else zero
+
+
+@_jit
+def _minus_row_max(x, bits, minus_inf, sign_free, inf_bits, out):
+    for q in range(x.shape[0]):
+        top = _row_max(x, bits, q, minus_inf, sign_free, inf_bits)
+        for j in range(x.shape[1]):
+            out[q, j] = x[q, j] - top
+
+
+def minus_row_max(x):
+    """``x - x.max(axis=-1, keepdims=True)`` as a new array, each row in one pass (softmax's
+    shift): NumPy's bits (a maximum of +-0 may be either zero, which changes only the sign
+    of a zero that exp makes 1 either way). None where it does not apply."""
+    if not x.size or x.ndim < 1 or not _fits(x):
+        return None
+    out = np.empty_like(x)
+    bits, minus_inf, magnitude, inf_bits, _ = _BITS[x.dtype]
+    n = x.shape[-1]
+    _minus_row_max(x.reshape(-1, n), x.view(bits).reshape(-1, n), minus_inf, magnitude,
+                   inf_bits, out.reshape(-1, n))
+    return out
 
 
 @_jit

@@ -6,7 +6,7 @@ from .. import backend
 from ..autograd.function import Primitive
 from ..autograd.function import on_arrays
 from ..autograd.grad_mode import STATE
-from ..ops.reduce import softmax_array
+from ..ops.reduce import minus_max, softmax_array
 from .differentiate import tangent_by
 
 
@@ -56,7 +56,7 @@ class CrossEntropy(Primitive):
         w_t = v if weight is None else v * weight[safe]
         logp = backend.softmax(x, 1, log=True)  # one kernel on the GPU
         if logp is None:
-            logp = x - x.max(axis=1, keepdims=True)
+            logp = minus_max(xp, x, 1)
             logp -= xp.log(backend.row_sum(xp.exp(logp)))
         loss = -(1.0 - e) * w_t * logp[xp.arange(M), safe]
         if e:
