@@ -47,7 +47,7 @@ def load():
         relu_grad(a, a)
         dropout(a, keep, 2.0)
         times_kept(a.copy(), keep, 2.0)
-        times_kept(a, keep, 2.0, out=a.copy())
+        kept_times(a, keep, 2.0)
         adam(flat.copy(), flat.copy(), flat.copy(), flat.copy(), 0.1, 0.9, 1e-3, one, 1e-8,
              True)
         add_rows(a.copy(), np.zeros(2, np.int64), a)
@@ -65,7 +65,7 @@ def load():
         minus_row_max(a)
         for w in (None, w):
             cross_entropy_grad(a.copy(), r[:, 0], np.zeros(2, np.int64), r[:, 0], r[:, 0], w,
-                               r[:, 0])
+                               r)
         for mask in (None, s[:, :, :1]):
             shift_rows(s.copy(), mask, 1)
             shift_rows(s.copy(), mask, None, s[..., :1].copy(), 1)
@@ -294,17 +294,25 @@ def _is_mask_of(keep, x):
         and keep.shape == x.shape
 
 
-def times_kept(w, keep, scale, out=None):
-    """``w * (keep.astype(w.dtype) * scale)`` in one pass (attention's dropout of a tile),
-    into ``out`` (default: ``w`` itself, in place); False where it does not apply."""
-    in_place = out is None
-    out = w if in_place else out
-    if not _fits(w, out) or out.shape != w.shape or not _is_mask_of(keep, w) \
-            or type(scale) not in (int, float) or (not in_place and np.may_share_memory(w, out)):
+def times_kept(w, keep, scale):
+    """``w *= keep.astype(w.dtype) * scale`` in place, in one pass (attention's dropout of a
+    tile); False where it does not apply."""
+    if not _fits(w) or not _is_mask_of(keep, w) or type(scale) not in (int, float):
         return False
     d = w.dtype.type
-    _times_kept(w.reshape(-1), keep.reshape(-1), d(scale), d(0), out.reshape(-1), in_place)
+    _times_kept(w.reshape(-1), keep.reshape(-1), d(scale), d(0), w.reshape(-1), True)
     return True
+
+
+def kept_times(w, keep, scale):
+    """``w * (keep.astype(w.dtype) * scale)`` as a new array, in one pass; None where it does
+    not apply."""
+    if not _fits(w) or not _is_mask_of(keep, w) or type(scale) not in (int, float):
+        return None
+    out = np.empty_like(w)
+    d = w.dtype.type
+    _times_kept(w.reshape(-1), keep.reshape(-1), d(scale), d(0), out.reshape(-1), False)
+    return out
 
 
 @_jit
@@ -558,8 +566,11 @@ def cross_entropy_grad(p, a, target, base, pick, w, coef):
     in one pass, with const = 0 + base * w (``base`` per row, the smoothing's e / C * v;
     None without smoothing; ``w`` the class weights or None) plus ``pick`` at each row's
     ``target``: the bits of ``_target_terms``' (M, C) const and the NumPy formula, without
-    making const. ``a``, ``pick``, ``coef``: one per row. False where it does not apply."""
+    making const. ``a``, ``pick``: one per row; ``coef`` one per row (M, 1) or one for all
+    (0-d). False where it does not apply."""
     M = p.shape[0] if p.ndim == 2 else -1
+    if type(coef) is np.ndarray and coef.shape in ((), (M, 1)) and coef.dtype == p.dtype:
+        coef = np.ascontiguousarray(np.broadcast_to(coef.reshape(-1), (M,)))
     rows = [x for x in (a, base, pick, coef) if x is not None]
     if not p.size or not _fits(p, *rows, *([] if w is None else [w])) or \
             any(x.shape != (M,) for x in rows) or (w is not None and w.shape != p.shape[1:]) \

@@ -290,13 +290,10 @@ def _weights_grads(xp, qs, g, rowdot, w, k, vt, kept, keep):
     from lse (``_tile_grads``), or as forward kept them (one tile). ``vt``: the values
     transposed."""
     z = None
-    if kept is None:
-        wz = w
-    else:
-        wz = xp.empty_like(w)
-        if not backend.host_loops.times_kept(w, kept, keep.factor(), out=wz):
-            z = keep.scaled(kept)
-            wz = w * z
+    wz = w if kept is None else backend.host_loops.kept_times(w, kept, keep.factor())
+    if wz is None:  # (the same, pass by pass)
+        z = keep.scaled(kept)
+        wz = w * z
     dv = xp.matmul(xp.swapaxes(wz, -1, -2), g)
     ds = xp.matmul(g, vt)                          # dP
     if not backend.host_loops.score_grads(ds, kept, keep.factor(), rowdot, w):  # (one pass,

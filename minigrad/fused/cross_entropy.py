@@ -1,7 +1,5 @@
 """``cross_entropy`` of logits against class indices (label smoothing, class weights,
 ignored targets) as one op, beside the composite it equals."""
-import numpy as np
-
 from .. import backend
 from ..autograd.function import Primitive
 from ..autograd.function import on_arrays
@@ -141,11 +139,9 @@ def _cross_entropy_backward(xp, x, t, w, ignore, e, reduction, grad):
     p = softmax_array(xp, x, 1)
     a, const, total = _target_terms(xp, x.dtype, C, t, w, ignore, e, make_const=False)
     coef = _coef(grad, total, M, reduction)
-    if type(p) is np.ndarray:
-        coefs = np.broadcast_to(np.asarray(coef, dtype=x.dtype).reshape(-1), (M,))
-        if backend.host_loops.cross_entropy_grad(p, a[:, 0], const.target, const.smoothing,
-                                                 const.picked, w, np.ascontiguousarray(coefs)):
-            return p
+    if backend.host_loops.cross_entropy_grad(p, a[:, 0], const.target, const.smoothing,
+                                             const.picked, w, coef):
+        return p
     p *= a
     p -= const.made()
     p *= coef
