@@ -292,13 +292,22 @@ def test_cross_entropys_gradient_equals_numpys_bits(monkeypatch, dtype, smoothin
                                ignore_index=3, label_smoothing=smoothing, reduction=reduction)
         (dx,) = mg.autograd.grad(loss, [xt], mg.tensor(g), create_graph=create_graph)
         return dx.detach().numpy().copy()
+    ran = []
+    real = host_loops.cross_entropy_grad
+    monkeypatch.setattr(host_loops, "cross_entropy_grad", lambda *args: ran.append(real(*args))
+                        or ran[-1])
     with np.errstate(all="ignore"):
-        fast, slow = _both(monkeypatch, run)
+        fast = run()
+        assert ran == [True]  # (the op's backward took the compiled pass)
+        monkeypatch.setattr(host_loops, "numba", None)
+        slow = run()
+        monkeypatch.undo()
         _same(fast, slow)
         _same(fast, run(create_graph=True))
     p, r = np.full((2, 3), 0.5, dtype), np.ones(2, dtype)
     assert host_loops.cross_entropy_grad(p, r, np.array([0, 2]), None, r, None, r[:, None])
     assert host_loops.cross_entropy_grad(p, r, np.array([0, 2]), None, r, None, r[0, ...])
+    assert host_loops.cross_entropy_grad(p, r, np.array([0, 2]), None, r, None, r[0])
     assert not host_loops.cross_entropy_grad(p, r[:1], np.array([0, 2]), None, r, None, r[0])
 
 
@@ -344,6 +353,29 @@ def test_softmax_equals_numpys_bits(monkeypatch, dtype, op):
         fast, slow = _both(monkeypatch, run)
     for a, b in zip(fast, slow):
         _same(a, b)
+
+
+@pytest.mark.parametrize("block", [(7, 7), (3, 4)], ids=["one_tile", "tiled"])
+def test_attention_takes_the_compiled_passes(monkeypatch, block):
+    """Every tile of a masked attention with dropout, forward and backward, goes through
+    the compiled passes (a strided view of lse or rowdot is copied, not declined)."""
+    import minigrad as mg
+    from minigrad.fused.attention import Attention
+    results = []
+    for name in ("shift_rows", "normalised_weights", "kept_times", "times_kept",
+                 "score_grads"):
+        real = getattr(host_loops, name)
+        monkeypatch.setattr(host_loops, name, lambda *args, _real=real, _name=name: results
+                            .append((_name, _real(*args))) or results[-1][1])
+    rng = np.random.default_rng(12)
+    q, k, v = (mg.tensor(rng.standard_normal((2, 3, 7, 8)).astype(np.float32),
+                         requires_grad=True) for _ in range(3))
+    mask = mg.tensor(np.where(rng.random((2, 1, 1, 7)) < 0.3, -np.inf, 0).astype(np.float32))
+    for causal, p in ((None, 0.3), (0, 0.0)):
+        Attention.apply(q, k, v, mask, scale=0.3, causal=causal, dropout_p=p,
+                        block=block).sum().backward()
+    assert {name for name, _ in results} >= {"shift_rows", "score_grads", "kept_times"}
+    assert all(r is not None and r is not False for _, r in results), results
 
 
 # --- erf of float32 arrays: SciPy's results, computed in vectorised double precision -------

@@ -369,6 +369,8 @@ def score_grads(ds, keep, scale, rowdot, w):
     """Attention's dS = (dP * (keep * scale) - rowdot) * w in place in ``ds`` (``keep`` the
     tile's bool dropout mask or None, ``rowdot`` one per row); False where it does not
     apply."""
+    if type(rowdot) is np.ndarray:  # (a tile's rows of the whole rowdot: copied)
+        rowdot = np.ascontiguousarray(rowdot)
     if not ds.size or not _fits(ds, w, rowdot) or w.shape != ds.shape \
             or rowdot.shape != ds.shape[:-1] + (1,) or type(scale) not in (int, float) \
             or (keep is not None and not _is_mask_of(keep, ds)):
@@ -512,8 +514,12 @@ def shift_rows(s, mask=None, first=None, prev=None, mode=0):
             return None
         dims = (math.prod(outer), full[-3] if lead else 1, full[-2])
         mask = np.ascontiguousarray(mask).reshape(-1, full[-1])
-    if prev is not None and (not _fits(s, prev) or prev.shape != s.shape[:-1] + (1,)):
-        return None
+    if prev is not None:  # (a tile's rows of a whole lse may be a strided view: copied)
+        if type(prev) is not np.ndarray or prev.shape != s.shape[:-1] + (1,):
+            return None
+        prev = np.ascontiguousarray(prev)
+        if not _fits(s, prev):
+            return None
     m = prev if mode == 2 else np.empty(s.shape[:-1] + (1,), s.dtype)
     bits, minus_inf, magnitude, inf_bits, zero = _BITS[s.dtype]
     _shift_rows(s.reshape(-1, S), s.view(bits).reshape(-1, S), heads, T, mask, *dims,
@@ -569,6 +575,8 @@ def cross_entropy_grad(p, a, target, base, pick, w, coef):
     making const. ``a``, ``pick``: one per row; ``coef`` one per row (M, 1) or one for all
     (0-d). False where it does not apply."""
     M = p.shape[0] if p.ndim == 2 else -1
+    if isinstance(coef, np.generic):  # (a 0-d result of NumPy's arithmetic)
+        coef = np.asarray(coef)
     if type(coef) is np.ndarray and coef.shape in ((), (M, 1)) and coef.dtype == p.dtype:
         coef = np.ascontiguousarray(np.broadcast_to(coef.reshape(-1), (M,)))
     rows = [x for x in (a, base, pick, coef) if x is not None]
