@@ -115,3 +115,27 @@ def test_the_explorer_table_counts_what_the_explore_demo_draws():
                 rows["gpt", False]]
     stated = [tuple(int(v) for v in row[1:]) for row in table]
     assert stated == expected
+
+
+def test_the_bytes_a_replayed_step_allocates_with_and_without_reuse():
+    """The listing's last line for the benchmarks' three transformer steps, as the README
+    quotes it."""
+    import minigrad as mg
+    from benchmarks import workloads
+    m = re.search(r"transformer allocates ([\d.]+) MiB instead of ([\d.]+) MiB, the small "
+                  r"one ([\d.]+) instead of\s+([\d.]+) MiB, the medium one ([\d.]+) instead "
+                  r"of ([\d.]+) MiB\. The most alive at once is the\s+same either way, "
+                  r"([\d.]+) MiB for the tiny step, ([\d.]+) MiB for the small one and "
+                  r"([\d.]+) MiB\s+for the medium one", README)
+    assert m, "the README no longer states the bytes a replayed step allocates"
+    stated = iter(m.groups())
+    for name in ("tiny", "small", "medium"):
+        step = mg.compile(workloads.minigrad_step(workloads.SIZES[name]))
+        while step.replays == 0:
+            step()
+        line = next(t for t in step.listing().splitlines() if t.startswith("arrays made"))
+        made, without, alive, alive_without = re.findall(r"([\d.]+) MiB", line)
+        assert (made, without) == (next(stated), next(stated)), (name, line)
+        assert alive == alive_without, (name, line)
+        stated_alive = m.groups()[6 + ("tiny", "small", "medium").index(name)]
+        assert alive == stated_alive, (name, line)
