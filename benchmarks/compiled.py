@@ -5,6 +5,9 @@ same threads:
     python -m benchmarks.compiled [--only tiny,small,medium,chain] [--repeats 20]
                                   [--threads 1,2]
 
+(``--only`` also takes ``wide`` and ``deep``: a wider model, d_model 512, and a deeper one,
+six encoder and six decoder layers, both of ``benchmarks.workloads.SIZES``.)
+
 For each step: the median time (all timed in alternating blocks, so that the machine's drift
 reaches each alike) of eager minigrad, of the replayed step (fused: see
 minigrad/compile/fusion.py), of the replay unfused (``mg.compile(step, fuse=False)``), of
@@ -32,7 +35,8 @@ from benchmarks import bench_engine, workloads
 from benchmarks.run import matmul_floor
 from benchmarks.timing import blas_threads, interleaved_all, machine_line, set_threads, torch
 
-SECTIONS = ("tiny", "small", "medium", "chain")
+SECTIONS = ("tiny", "small", "medium", "wide", "deep", "chain")
+DEFAULT = ("tiny", "small", "medium", "chain")  # (wide and deep on request: --only wide,deep)
 
 
 def peak_traced(step):
@@ -141,7 +145,8 @@ def bench_chain(repeats):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compiled")
-    parser.add_argument("--only", default=",".join(SECTIONS))
+    parser.add_argument("--only", default=",".join(DEFAULT),
+                        help=f"sections, of {', '.join(SECTIONS)} (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--dropout", type=float, default=workloads.DROPOUT,
                         help="dropout of the training steps (default: %(default)s)")

@@ -24,10 +24,12 @@ from minigrad import nn
 import minigrad.nn.functional as F
 from minigrad.models.transformer import Transformer
 
-SIZES = {  # the training step at three model and batch sizes
+SIZES = {  # the training step at three model and batch sizes, and a wider and a deeper model
     "tiny": dict(d_model=64, nhead=4, layers=2, ff=256, vocab=32, batch=32, length=16),
     "small": dict(d_model=128, nhead=4, layers=2, ff=512, vocab=64, batch=32, length=32),
     "medium": dict(d_model=256, nhead=8, layers=3, ff=1024, vocab=1000, batch=32, length=64),
+    "wide": dict(d_model=512, nhead=8, layers=2, ff=2048, vocab=1000, batch=16, length=32),
+    "deep": dict(d_model=128, nhead=4, layers=6, ff=512, vocab=64, batch=32, length=32),
 }
 DROPOUT, LABEL_SMOOTHING, PAD = 0.1, 0.1, 0  # DROPOUT: where a config names none
 
