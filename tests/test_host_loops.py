@@ -378,6 +378,44 @@ def test_attention_takes_the_compiled_passes(monkeypatch, block):
     assert all(r is not None and r is not False for _, r in results), results
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("decay", [0.0, 0.01], ids=["adam", "adamw"])
+def test_adams_group_step_in_one_pass_a_parameter_equals_numpys_bits(monkeypatch, dtype,
+                                                                      decay):
+    """Adam and AdamW over a group of parameters, each updated as its update is made
+    (``host_loops.adam_into``): the bits of the flat update added afterwards, and of NumPy's
+    formulas."""
+    import minigrad as mg
+    rng = np.random.default_rng(13)
+    shapes = [(5, 7), (7,), (3, 2, 4), (1,)]
+    start = [_values(rng, s, dtype, special=False) for s in shapes]
+    grads = [_values(rng, s, dtype, special=False) for s in shapes]
+    grads[0].reshape(-1)[:len(_SPECIAL)] = np.array(_SPECIAL, dtype)
+
+    def run():
+        params = [mg.nn.Parameter(mg.tensor(a.copy())) for a in start]
+        opt = (mg.optim.AdamW if decay else mg.optim.Adam)(params, lr=1e-2, weight_decay=decay)
+        for step in range(3):
+            for p, g in zip(params, grads):
+                p.grad = mg.tensor(g * (step + 1))
+            opt.step()
+        return [p.numpy().copy() for p in params]
+    ran = []
+    real = host_loops.adam_into
+    monkeypatch.setattr(host_loops, "adam_into", lambda *args: ran.append(real(*args))
+                        or ran[-1])
+    with np.errstate(all="ignore"):
+        fast = run()
+        assert ran and all(ran)
+        monkeypatch.setattr(host_loops, "adam_into", lambda *args: False)  # (the flat update)
+        flat = run()
+        monkeypatch.setattr(host_loops, "numba", None)
+        slow = run()
+    for a, b, c in zip(fast, flat, slow):
+        _same(a, b)
+        _same(a, c)
+
+
 # --- erf of float32 arrays: SciPy's results, computed in vectorised double precision -------
 
 def _erf_inputs():

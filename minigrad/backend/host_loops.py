@@ -51,6 +51,8 @@ def load():
         adam(flat.copy(), flat.copy(), flat.copy(), flat.copy(), 0.1, 0.9, 1e-3, one, 1e-8,
              True)
         add_rows(a.copy(), np.zeros(2, np.int64), a)
+        adam_into([a.copy()], [a], flat.copy(), flat.copy(), [(0, a.size)], 0.1, 0.9, 1e-3,
+                  one, 1e-8)
         centre(a, r)
         normalise(a.copy(), r, w, w)
         normalise(a.copy(), r, None, None)
@@ -119,6 +121,44 @@ def adam(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
     d = g.dtype.type
     _adam(g, m, v, t, d(w1), abs(w1) < 0.5, d(1.0 - w1), d(beta2), d(1.0 - beta2),
           d(-step_size), d(bc2_sqrt), d(eps), bool(scratch))
+    return True
+
+
+@_jit
+def _adam_into(g, m, v, p, w1, lerp_small, one_minus_w1, beta2, one_minus_beta2,
+               minus_step_size, bc2_sqrt, eps):
+    for i in range(g.shape[0]):  # (_adam's operations, the update added to p as it is made)
+        gi = g[i]
+        d = gi - m[i]
+        if lerp_small:
+            mi = m[i] + d * w1
+        else:
+            mi = gi - d * one_minus_w1
+        vi = v[i] * beta2 + gi * one_minus_beta2 * gi
+        denom = np.sqrt(vi) / bc2_sqrt + eps
+        m[i] = mi
+        v[i] = vi
+        p[i] = p[i] + mi * minus_step_size / denom
+
+
+def adam_into(params, grads, m, v, bounds, w1, beta2, step_size, bc2_sqrt, eps):
+    """``adam`` of a param group whose moments ``m`` and ``v`` are flat (each parameter's at
+    its ``bounds``), each parameter's update added to it as it is made, one pass a
+    parameter: the bits of ``_adam`` followed by ``p += update``, without the flat copy of
+    the gradients or the update's array. False, doing nothing, where it does not apply (every
+    array a C-contiguous host array of one float dtype, each gradient of its parameter's
+    size)."""
+    if not _fits(m, v, *params, *grads) or m.ndim != 1 or not all(
+            p.size == g.size == b - a for p, g, (a, b) in zip(params, grads, bounds)) \
+            or not all(isinstance(c, (int, float)) or (type(c) is np.ndarray and c.shape == ()
+                                                        and c.dtype == np.float64)
+                       for c in (w1, beta2, step_size, bc2_sqrt, eps)):
+        return False
+    d = m.dtype.type
+    numbers = (d(w1), abs(w1) < 0.5, d(1.0 - w1), d(beta2), d(1.0 - beta2), d(-step_size),
+               d(bc2_sqrt), d(eps))
+    for p, g, (start, stop) in zip(params, grads, bounds):
+        _adam_into(g.reshape(-1), m[start:stop], v[start:stop], p.reshape(-1), *numbers)
     return True
 
 

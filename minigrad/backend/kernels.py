@@ -340,6 +340,15 @@ def adam(g, m, v, beta1, beta2, step_size, bc2_sqrt, eps, scratch=False):
     return update
 
 
+def adam_into(params, grads, m, v, bounds, beta1, beta2, step_size, bc2_sqrt, eps):
+    """``adam`` of a param group with flat moments (``bounds``: each parameter's stretch of
+    them), each parameter's update added to it in the same pass, where the group is on the
+    host and numba is installed (``host_loops.adam_into``: the same bits as ``adam`` and
+    ``p += update``). False, doing nothing, elsewhere."""
+    return host_loops.adam_into(params, grads, m, v, bounds, 1.0 - beta1, beta2, step_size,
+                                bc2_sqrt, eps)
+
+
 def _adam_host(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
     """``adam`` on host arrays, the update written into ``t`` (also every intermediate's
     scratch: the same values, fewer allocations); one pass where numba is installed. The

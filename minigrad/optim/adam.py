@@ -172,13 +172,16 @@ def _adam_flat(m, v, bounds, maximize, coupled, decoupled, beta1, beta2, eps, we
     np = backend.np
     n = len(arrays) // 2
     params, grads = arrays[:n], arrays[n:]
-    g = np.concatenate([a.reshape(-1) for a in grads])
-    if maximize:
-        np.negative(g, out=g)
     if decoupled:
         for p in params:
             p *= number_like(decay, p)
-    elif coupled:
+    if not (maximize or coupled) and backend.adam_into(params, grads, m, v, bounds, beta1,
+                                                        beta2, step_size, bc2_sqrt, eps):
+        return m  # (on the host: each parameter updated in one pass, the same bits)
+    g = np.concatenate([a.reshape(-1) for a in grads])
+    if maximize:
+        np.negative(g, out=g)
+    if coupled:
         wd = np.concatenate([p.reshape(-1) for p in params])
         wd *= number_like(weight_decay, wd)
         g += wd
