@@ -29,6 +29,17 @@ def _both(monkeypatch, fn):
     return fast, slow
 
 
+def _recording(monkeypatch, name):
+    """host_loops.<name> replaced by a wrapper that records what each call returns."""
+    results, real = [], getattr(host_loops, name)
+
+    def record(*args, **kwargs):
+        results.append(real(*args, **kwargs))
+        return results[-1]
+    monkeypatch.setattr(host_loops, name, record)
+    return results
+
+
 def _same(a, b):
     a, b = np.asarray(a), np.asarray(b)
     assert a.dtype == b.dtype and a.shape == b.shape
@@ -292,10 +303,7 @@ def test_cross_entropys_gradient_equals_numpys_bits(monkeypatch, dtype, smoothin
                                ignore_index=3, label_smoothing=smoothing, reduction=reduction)
         (dx,) = mg.autograd.grad(loss, [xt], mg.tensor(g), create_graph=create_graph)
         return dx.detach().numpy().copy()
-    ran = []
-    real = host_loops.cross_entropy_grad
-    monkeypatch.setattr(host_loops, "cross_entropy_grad", lambda *args: ran.append(real(*args))
-                        or ran[-1])
+    ran = _recording(monkeypatch, "cross_entropy_grad")
     with np.errstate(all="ignore"):
         fast = run()
         assert ran == [True]  # (the op's backward took the compiled pass)
@@ -361,12 +369,8 @@ def test_attention_takes_the_compiled_passes(monkeypatch, block):
     the compiled passes (a strided view of lse or rowdot is copied, not declined)."""
     import minigrad as mg
     from minigrad.fused.attention import Attention
-    results = []
-    for name in ("shift_rows", "normalised_weights", "kept_times", "times_kept",
-                 "score_grads"):
-        real = getattr(host_loops, name)
-        monkeypatch.setattr(host_loops, name, lambda *args, _real=real, _name=name: results
-                            .append((_name, _real(*args))) or results[-1][1])
+    names = ("shift_rows", "normalised_weights", "kept_times", "times_kept", "score_grads")
+    returned = {name: _recording(monkeypatch, name) for name in names}
     rng = np.random.default_rng(12)
     q, k, v = (mg.tensor(rng.standard_normal((2, 3, 7, 8)).astype(np.float32),
                          requires_grad=True) for _ in range(3))
@@ -374,8 +378,9 @@ def test_attention_takes_the_compiled_passes(monkeypatch, block):
     for causal, p in ((None, 0.3), (0, 0.0)):
         Attention.apply(q, k, v, mask, scale=0.3, causal=causal, dropout_p=p,
                         block=block).sum().backward()
-    assert {name for name, _ in results} >= {"shift_rows", "score_grads", "kept_times"}
-    assert all(r is not None and r is not False for _, r in results), results
+    assert all(returned[name] for name in ("shift_rows", "score_grads", "kept_times"))
+    assert all(r is not None and r is not False for rs in returned.values() for r in rs), \
+        returned
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -400,10 +405,7 @@ def test_adams_group_step_in_one_pass_a_parameter_equals_numpys_bits(monkeypatch
                 p.grad = mg.tensor(g * (step + 1))
             opt.step()
         return [p.numpy().copy() for p in params]
-    ran = []
-    real = host_loops.adam_into
-    monkeypatch.setattr(host_loops, "adam_into", lambda *args: ran.append(real(*args))
-                        or ran[-1])
+    ran = _recording(monkeypatch, "adam_into")
     with np.errstate(all="ignore"):
         fast = run()
         assert ran and all(ran)

@@ -90,18 +90,24 @@ def _jit(fn=None, **options):
         return numba.njit(fn, error_model="numpy", **options)
 
 
+@_jit(inline="always")
+def _moments(gi, m, v, w1, lerp_small, one_minus_w1, beta2, one_minus_beta2, bc2_sqrt, eps):
+    """One element's new moments and the denominator of its update."""
+    d = gi - m
+    if lerp_small:  # torch's lerp_, in its two forms
+        mi = m + d * w1
+    else:
+        mi = gi - d * one_minus_w1
+    vi = v * beta2 + gi * one_minus_beta2 * gi
+    return mi, vi, np.sqrt(vi) / bc2_sqrt + eps
+
+
 @_jit
 def _adam(g, m, v, t, w1, lerp_small, one_minus_w1, beta2, one_minus_beta2, minus_step_size,
           bc2_sqrt, eps, scratch):
     for i in range(g.shape[0]):
-        gi = g[i]
-        d = gi - m[i]
-        if lerp_small:  # torch's lerp_, in its two forms
-            mi = m[i] + d * w1
-        else:
-            mi = gi - d * one_minus_w1
-        vi = v[i] * beta2 + gi * one_minus_beta2 * gi
-        denom = np.sqrt(vi) / bc2_sqrt + eps
+        mi, vi, denom = _moments(g[i], m[i], v[i], w1, lerp_small, one_minus_w1, beta2,
+                                 one_minus_beta2, bc2_sqrt, eps)
         m[i] = mi
         v[i] = vi
         if scratch:
@@ -128,14 +134,8 @@ def adam(g, m, v, t, w1, beta2, step_size, bc2_sqrt, eps, scratch):
 def _adam_into(g, m, v, p, w1, lerp_small, one_minus_w1, beta2, one_minus_beta2,
                minus_step_size, bc2_sqrt, eps):
     for i in range(g.shape[0]):  # (_adam's operations, the update added to p as it is made)
-        gi = g[i]
-        d = gi - m[i]
-        if lerp_small:
-            mi = m[i] + d * w1
-        else:
-            mi = gi - d * one_minus_w1
-        vi = v[i] * beta2 + gi * one_minus_beta2 * gi
-        denom = np.sqrt(vi) / bc2_sqrt + eps
+        mi, vi, denom = _moments(g[i], m[i], v[i], w1, lerp_small, one_minus_w1, beta2,
+                                 one_minus_beta2, bc2_sqrt, eps)
         m[i] = mi
         v[i] = vi
         p[i] = p[i] + mi * minus_step_size / denom
