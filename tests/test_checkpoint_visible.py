@@ -1,9 +1,12 @@
 """Activation checkpointing made visible: the graph pictures draw a checkpointed region as
 a cluster of its own, the explorer page marks it, and the profiler tells the
 recomputation apart and reports the memory the checkpoint saved."""
+import importlib.util
 import re
+import shutil
 
 import numpy as np
+import pytest
 
 import minigrad as mg
 from minigrad import nn
@@ -12,6 +15,12 @@ from minigrad.utils.checkpoint import checkpoint
 from minigrad.viz.graph import held_bytes
 from tests.test_explore import (browser, element_of, item_index, js,  # noqa: F401
                                 open_page, page_data)
+
+# the pictures are written with the `graphviz` package (the optional `viz` extra), the
+# explorer page also drawn by Graphviz's `dot`
+needs_graphviz = pytest.mark.skipif(importlib.util.find_spec("graphviz") is None,
+                                    reason="the graphviz package is missing")
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is missing")
 
 
 class Net(nn.Module):
@@ -58,6 +67,7 @@ def _labels(dot):
             re.finditer(r"^\s*(n\d+) \[label=<<B>([^<]*)</B>", dot, flags=re.M)}
 
 
+@needs_graphviz
 def test_picture_draws_the_region_as_one_dashed_cluster():
     model, loss = _step(True)
     dot = mg.viz.to_dot(loss, model=model)
@@ -77,6 +87,7 @@ def test_picture_draws_the_region_as_one_dashed_cluster():
     assert "checkpoint" not in mg.viz.to_dot(_step(False)[1], model=Net(False))
 
 
+@needs_graphviz
 def test_backward_picture_shows_the_inputs_as_what_is_saved():
     model, loss = _step(True)
     dot = mg.viz.to_dot(loss, model=model, backward=True)
@@ -104,6 +115,7 @@ def _ops(loss):
             if not isinstance(n, AccumulateGrad)]
 
 
+@needs_graphviz
 def test_a_region_inside_a_module_is_a_cluster_inside_it():
     class Mixed(nn.Module):
         def __init__(self):
@@ -136,6 +148,7 @@ class Nested(nn.Module):
         return self.out(checkpoint(self.block, x, use_reentrant=False)).sum()
 
 
+@needs_graphviz
 def test_nested_regions_are_nested_clusters():
     """The inner region's cluster inside the outer's (each with its own ops), in the
     picture and in the explorer's groups; plain functions nest the same way."""
@@ -168,6 +181,8 @@ def test_nested_regions_are_nested_clusters():
     assert sorted(labels[n] for n in _node_ids(inner)) == ["mul", "sin"]
 
 
+@needs_graphviz
+@needs_dot
 def test_explorer_marks_the_region():
     model, loss = _step(True)
     data = page_data(mg.viz.explore(loss, model=model))
@@ -275,6 +290,7 @@ def test_browser_shows_the_region_and_its_ops_say_so(browser, tmp_path):
     assert errors == []
 
 
+@needs_graphviz
 def test_checkpointed_repeated_blocks_are_drawn_once_and_say_so():
     class Stack(nn.Module):
         def __init__(self):
