@@ -235,3 +235,44 @@ def test_one_tile_over_groups_of_heads_on_two_cores_is_bit_for_bit(
     for p in (0.0, 0.3):
         for what, a, b in zip(("out", "dq", "dk", "dv"), runs["at once", p], runs["split", p]):
             np.testing.assert_array_equal(a, b, err_msg=f"{what}, dropout {p}")
+
+
+def _heads_of_projections(rng, B, H, T, D, dtype):
+    """Leaves of (B, T, H, D), as a multi-head layer's projections, and their heads moved
+    to dim 1 by a transpose (views, not contiguous): q, k, v."""
+    leaves = [mg.tensor(rng.standard_normal((B, T, H, D)).astype(dtype), requires_grad=True)
+              for _ in range(3)]
+    return leaves, [t.transpose(1, 2) for t in leaves]
+
+
+@pytest.mark.parametrize("block", [(7, 7), (3, 4)], ids=["one_tile", "tiled"])
+@pytest.mark.parametrize("p", [0.0, 0.3], ids=["p0", "p0.3"])
+@pytest.mark.parametrize("split", [False, True], ids=["at_once", "split"])
+def test_output_and_gradients_are_laid_out_as_the_heads_came_in(
+        two_cores, monkeypatch, block, p, split):
+    """Heads split from (B, T, H, D) come back in that layout: the output and each gradient
+    takes its input's dim order, so that the transpose and reshape that put the heads
+    together again are views, not copies; the numbers are those of contiguous inputs, bit
+    for bit, on one core and split over two."""
+    monkeypatch.setattr(attention, "SPLIT_SCORES", 1 if split else 1 << 60)
+    rng = np.random.default_rng(0)
+    leaves, views = _heads_of_projections(rng, 2, 4, 7, 5, np.float32)
+    mask = _mask_of("keys", (2, 4), 7, 7, "cpu", np.float32)
+    run = _seeded(lambda q, k, v: fused(q, k, v, mask, None, 0.4, block, dropout_p=p))
+    arriving = []
+    for t in views:
+        t.register_hook(arriving.append)
+    out = run(*views)
+    assert out.transpose(1, 2).is_contiguous(), out.stride()
+    g = np.random.default_rng(3).standard_normal(out.shape).astype(np.float32)
+    out.backward(mg.tensor(g))
+    assert len(arriving) == 3
+    for grad in arriving:
+        assert grad.transpose(1, 2).is_contiguous(), grad.stride()
+    plain = [mg.tensor(np.ascontiguousarray(t.detach().numpy()), requires_grad=True)
+             for t in views]
+    expected = values_and_grads(run, plain, seed=3)
+    assert all(t.is_contiguous() for t in plain)
+    got = [out.numpy()] + [t.grad.numpy().transpose(0, 2, 1, 3) for t in leaves]
+    for what, a, b in zip(("out", "dq", "dk", "dv"), expected, got):
+        np.testing.assert_array_equal(a, b, err_msg=what)

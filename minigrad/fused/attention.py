@@ -75,14 +75,14 @@ class Attention(Primitive):
         qs = q * xp.asarray(scale, dtype=q.dtype)  # the queries, scaled once
         weights = kept = None  # the one tile's weights and dropout mask, kept for backward
         if _one_tile(block, T, S, causal):
-            def one_tile(qs, k, v, mask):
+            def one_tile(qs, k, v, mask, out):
                 tile = []
                 out, lse = _rows(xp, qs, _transposed(xp, k), v, mask, causal, 0, T, S, keep,
-                                 tile)
+                                 tile, out)
                 return out, lse, *tile
             shapes = ((T, v.shape[-1]), (T, 1), (T, S), None)  # no dropout mask if split
             out, lse, weights, kept = _by_heads(xp, one_tile, (qs, k, v, mask), shapes, T * S,
-                                                keep.p)
+                                                keep.p, like=(qs,))
         else:
             out, lse = _forward_tiles(xp, qs, k, v, mask, causal, block, lead, keep)
         ctx.save_for_backward(q, k, v, mask, out, lse, keep.state, weights, kept)
@@ -107,16 +107,18 @@ class Attention(Primitive):
         scale = xp.asarray(scale, dtype=qa.dtype)
         qs = qa * scale
         if weights is not None:  # one tile, whose weights forward kept
-            def one_tile(qs, g, o, w, k, v):
+            def one_tile(qs, g, o, w, k, v, dq, dk, dv):
                 return _weights_grads(xp, qs, g, _rowdot(g, o), w, k, _transposed(xp, v),
-                                      None if kept is None else kept.array, keep)
+                                      None if kept is None else kept.array, keep, (dq, dk, dv))
             shapes = (qa.shape[-2:], ka.shape[-2:], va.shape[-2:])
             dq, dk, dv = _by_heads(xp, one_tile, (qs, g, o, weights.array, ka, va), shapes,
-                                   T * S, keep.p)
+                                   T * S, keep.p, like=(qa, ka, va))
         elif _one_tile(block, T, S, causal):
+            lead = g.shape[:-2]
             dq, dk, dv = _tile_grads(xp, qs, g, _rowdot(g, o), lse.array, ka,
                                      _transposed(xp, ka), _transposed(xp, va), m, causal,
-                                     (0, T), (0, S), keep)
+                                     (0, T), (0, S), keep,
+                                     [_like(xp, a, lead + a.shape[-2:]) for a in (qa, ka, va)])
         else:
             dq, dk, dv = _backward_tiles(xp, qs, g, o, lse.array, ka, va, m, causal, block,
                                          keep)
@@ -206,26 +208,27 @@ def _one_tile(block, T, S, causal):
     return bq >= T > 0 and bk >= S > 0 and (causal is None or T + causal > 0)
 
 
-def _rows(xp, qs, kt, v, mask, causal, i0, i1, bk, keep, tile=None):
+def _rows(xp, qs, kt, v, mask, causal, i0, i1, bk, keep, tile=None, out=None):
     """(out, lse) of the query rows i0..i1 (``qs``: those rows, scaled) over the key blocks
     of ``bk`` keys that they can see (``kt``: the keys transposed, ``_transposed``); None
     where they see none. ``tile``, a list, when there is one key block: its weights and
-    dropout mask are appended to it."""
+    dropout mask are appended to it, and the output is written into ``out`` where given."""
     sums = ()  # (row max, row sum, weighted sum of the values) so far
     trim = tile is None and keep.p == 0
     for j0, j1 in _key_blocks(i0, i1, kt.shape[-1], bk, causal, trim):
         s, m_new = _scores(xp, qs, kt[..., j0:j1], mask, causal, i0, i1, j0, j1,
                            *((sums[0], MAX_SO_FAR) if sums else ()))
-        sums = _fold(xp, s, m_new, v[..., j0:j1, :], keep, *sums, tile=tile)
+        sums = _fold(xp, s, m_new, v[..., j0:j1, :], keep, *sums, tile=tile, out=out)
     return _normalised(xp, *sums) if sums else None
 
 
-def _fold(xp, s, m_new, v, keep, m=None, total=None, acc=None, tile=None):
+def _fold(xp, s, m_new, v, keep, m=None, total=None, acc=None, tile=None, out=None):
     """Fold a tile of scores ``s``, less their running row maximum ``m_new`` (``_scores``;
     its keys' values: ``v``), into the running row maximum m, row sum ``total`` and weighted
     sum of the values ``acc``, or start them with the first tile (m None: a plain softmax's
     numerator). ``s`` is used up. ``tile``, a list: the first tile's weights (its softmax, 0
-    in a row without keys) and dropout mask (None without dropout) are appended to it."""
+    in a row without keys) and dropout mask (None without dropout) are appended to it, and
+    its weighted sum is written into ``out`` where given."""
     p = xp.exp(s, out=s)
     if m is None:
         total = backend.row_sum(p)
@@ -237,7 +240,7 @@ def _fold(xp, s, m_new, v, keep, m=None, total=None, acc=None, tile=None):
                 if kept is not None:
                     p *= keep.scaled(kept)
             tile += [weights, kept]
-            return m_new, total, xp.matmul(p, v)
+            return m_new, total, xp.matmul(p, v, out=out)
         return m_new, total, xp.matmul(keep.apply(p), v)
     rescale = xp.exp(m - m_new)
     total *= rescale
@@ -252,7 +255,8 @@ def _normalised(xp, m, total, acc):
     every key is masked (total 0) gives zeros and lse +inf."""
     empty = total == 0
     total = xp.where(empty, 1, total)
-    acc /= total
+    order = _memory_order(acc)  # (NumPy walks the operands in the first one's order)
+    xp.divide(acc.transpose(order), total.transpose(order), out=acc.transpose(order))
     lse = xp.log(total, out=total)
     lse += m
     return acc, xp.where(empty, xp.inf, lse)
@@ -261,7 +265,7 @@ def _normalised(xp, m, total, acc):
 def _forward_tiles(xp, qs, k, v, mask, causal, block, lead, keep):
     """(out, lse) block of queries by block of queries, over groups of heads."""
     (bq, bk), T, S = block, qs.shape[-2], k.shape[-2]
-    out = xp.empty(lead + (T, v.shape[-1]), dtype=qs.dtype)
+    out = _like(xp, qs, lead + (T, v.shape[-1]))
     lse = xp.empty(_score_lead(qs, k, mask) + (T, 1), dtype=qs.dtype)
 
     def heads(h0, h1):  # the heads h0..h1 (the last lead dim) of every array
@@ -275,38 +279,43 @@ def _forward_tiles(xp, qs, k, v, mask, causal, block, lead, keep):
     return out, lse
 
 
-def _tile_grads(xp, qs, g, rowdot, lse, k, kt, vt, mask, causal, rows, cols, keep):
+def _tile_grads(xp, qs, g, rowdot, lse, k, kt, vt, mask, causal, rows, cols, keep,
+                outs=(None, None, None)):
     """One tile's shares in (dq / scale, dk, dv): queries ``rows`` = (i0, i1) (their
     scaled queries qs, gradients g, rowdot and lse), keys ``cols`` = (j0, j1) (k, and the
-    keys and values transposed: kt, vt)."""
+    keys and values transposed: kt, vt); written into ``outs`` where given."""
     s, _ = _scores(xp, qs, kt, mask, causal, *rows, *cols, lse, LESS_LSE)
     w = xp.exp(s, out=s)                           # the tile's weights P
-    return _weights_grads(xp, qs, g, rowdot, w, k, vt, keep.draw(w.shape), keep)
+    return _weights_grads(xp, qs, g, rowdot, w, k, vt, keep.draw(w.shape), keep, outs)
 
 
-def _weights_grads(xp, qs, g, rowdot, w, k, vt, kept, keep):
+def _weights_grads(xp, qs, g, rowdot, w, k, vt, kept, keep, outs=(None, None, None)):
     """(dq / scale, dk, dv) of a tile from its weights ``w`` and forward's dropout mask
     ``kept`` (bool, None without dropout; ``keep``: the _Dropout that drew it): made again
     from lse (``_tile_grads``), or as forward kept them (one tile). ``vt``: the values
-    transposed."""
+    transposed. Each is written into its array of ``outs`` where one is given."""
     z = None
     wz = w if kept is None else backend.host_loops.kept_times(w, kept, keep.factor())
     if wz is None:  # (the same, pass by pass)
         z = keep.scaled(kept)
         wz = w * z
-    dv = xp.matmul(xp.swapaxes(wz, -1, -2), g)
+    dq, dk, dv = outs
+    dv = xp.matmul(xp.swapaxes(wz, -1, -2), g, out=dv)
     ds = xp.matmul(g, vt)                          # dP
     if not backend.host_loops.score_grads(ds, kept, keep.factor(), rowdot, w):  # (one pass,
         if kept is not None:                                                     # same bits)
             ds *= keep.scaled(kept) if z is None else z
         ds -= rowdot
         ds *= w                                    # dS (dq, dk: the scale)
-    return xp.matmul(ds, k), xp.matmul(xp.swapaxes(ds, -1, -2), qs), dv
+    return xp.matmul(ds, k, out=dq), xp.matmul(xp.swapaxes(ds, -1, -2), qs, out=dk), dv
 
 
 def _rowdot(g, o):
-    """rowsum(dO * O) (..., T, 1), the term of dS that does not depend on the keys."""
-    return backend.row_sum(g * o)
+    """rowsum(dO * O) (..., T, 1), the term of dS that does not depend on the keys; taken
+    in the output's memory order (a view of the result in its own order)."""
+    order = _memory_order(o)
+    back = sorted(range(o.ndim), key=order.__getitem__)
+    return backend.row_sum(g.transpose(order) * o.transpose(order)).transpose(back)
 
 
 def _backward_tiles(xp, qs, g, o, lse, k, v, mask, causal, block, keep):
@@ -314,9 +323,7 @@ def _backward_tiles(xp, qs, g, o, lse, k, v, mask, causal, block, keep):
     ``_rowdot`` made in its own thread, whose products run on one core)."""
     (bq, bk), T, S = block, qs.shape[-2], k.shape[-2]
     lead = g.shape[:-2]
-    dq = xp.zeros(lead + qs.shape[-2:], dtype=qs.dtype)
-    dk = xp.zeros(lead + k.shape[-2:], dtype=qs.dtype)
-    dv = xp.zeros(lead + v.shape[-2:], dtype=qs.dtype)
+    dq, dk, dv = (_like(xp, a, lead + a.shape[-2:], zeros=True) for a in (qs, k, v))
 
     def heads(h0, h1):  # the heads h0..h1 (the last lead dim) of every array
         qh, kh, vh, mh, gh, oh, lh, dqh, dkh, dvh = (_heads(a, h0, h1) for a in (
@@ -370,6 +377,14 @@ def _transposed(xp, a):
     return xp.ascontiguousarray(t) if xp is backend.np else t
 
 
+def _like(xp, a, shape, zeros=False):
+    """An empty array (zeros) of ``shape`` and ``a``'s dtype whose dims lie in memory in the
+    order of ``a``'s (NumPy's order "K"): attention's output and gradients laid out as its
+    inputs. Heads split from a (B, T, H, D) projection come back in that layout, so that
+    putting them together again (transpose, reshape) is a view rather than a copy."""
+    return (xp.zeros_like if zeros else xp.empty_like)(a, shape=shape)
+
+
 def _heads(a, h0, h1):
     """a[..., h0:h1, :, :] where ``a`` has that dim (unbroadcast), else all of ``a``."""
     if a is None or a.ndim < 3 or a.shape[-3] == 1:
@@ -397,27 +412,30 @@ def _over_heads(fn, lead, block, T, S, dropout_p, xp):
         fn(0, H)
 
 
-def _by_heads(xp, fn, inputs, shapes, scores, dropout_p):
-    """fn(*inputs) -> arrays of the inputs' lead dims + ``shapes`` (None for a result that
-    is None), for the one tile of ``scores`` scores a head: at once, or over groups of heads
-    on the CPU's cores where ``_splits`` says so, each group's results written into arrays
-    made beforehand. At once where another input's lead dims do not broadcast to the
-    first's."""
+def _by_heads(xp, fn, inputs, shapes, scores, dropout_p, like):
+    """fn(*inputs, *outs) -> arrays of the inputs' lead dims + ``shapes`` (None for a
+    result that is None), for the one tile of ``scores`` scores a head: at once, or over
+    groups of heads on the CPU's cores where ``_splits`` says so, each group's results
+    written into arrays made beforehand. At once where another input's lead dims do not
+    broadcast to the first's. fn writes its first results into ``outs``, made laid out as
+    the arrays ``like`` (``_like``; their heads where split)."""
     lead = inputs[0].shape[:-2]
     H = lead[-1] if lead else 1
+    every = _broadcast_lead(*inputs)  # (the results')
+    made = [_like(xp, a, every + shape) for a, shape in zip(like, shapes)]
     if not _splits(lead, False, scores, dropout_p) or any(
             a is not None and not _broadcasts_to(a.shape[:-2], lead) for a in inputs[1:]):
-        return fn(*inputs)
-    outs = [None if shape is None else xp.empty(lead + shape, dtype=inputs[0].dtype)
-            for shape in shapes]
+        return fn(*inputs, *made)
+    outs = made + [None if shape is None else xp.empty(lead + shape, dtype=inputs[0].dtype)
+                   for shape in shapes[len(made):]]
     whole = []  # the results, when run_split runs every head at once (one core)
 
     def heads(h0, h1):
-        parts = fn(*(_heads(a, h0, h1) for a in inputs))
+        parts = fn(*(_heads(a, h0, h1) for a in inputs + tuple(made)))
         if h1 - h0 == H:
             whole.append(parts)
             return
-        for out, part in zip(outs, parts):
+        for out, part in zip(outs[len(made):], parts[len(made):]):
             if out is not None:
                 out[..., h0:h1, :, :] = part
     backend.run_split(heads, H, xp)
@@ -469,8 +487,22 @@ def _composite_grads(ctx, grad, q, k, v, mask, state):
 def _score_lead(q, k, mask):
     """The lead dims of the (..., T, S) scores (and of lse and the dropout masks): those of
     q, k and the mask broadcast (the value's may broadcast the output further)."""
-    shapes = (q.shape, k.shape) + (() if mask is None else (mask.shape,))
-    return backend.np.broadcast_shapes(*(s[:-2] for s in shapes))
+    return _broadcast_lead(q, k, mask)
+
+
+def _broadcast_lead(*arrays):
+    """The lead dims (all but the last two) of ``arrays`` (None: none) broadcast together
+    (``_check`` has seen that they do)."""
+    leads = [a.shape[:-2] for a in arrays if a is not None]
+    n = max(map(len, leads))
+    padded = [(1,) * (n - len(lead)) + lead for lead in leads]
+    return tuple(max(dims) if 0 not in dims else 0 for dims in zip(*padded))
+
+
+def _memory_order(a):
+    """The axes of ``a`` from the largest stride to the smallest: ``a.transpose`` of it is
+    C-contiguous where ``a`` is a permutation of a contiguous array."""
+    return sorted(range(a.ndim), key=lambda i: -a.strides[i])
 
 
 def _row_max(xp, s):
