@@ -524,3 +524,23 @@ def test_add_rows_in_order_equals_add_at_bits(dtype, shape):
     _same(target, before)
     with pytest.raises(IndexError):
         kernels.scatter_add(target, np.array([0, n]), values[0, :2])
+
+
+@pytest.mark.parametrize("top", [0, 7, 255])
+@pytest.mark.parametrize("n", [1, 8, 13, 64, 65, 1003])
+def test_the_bytes_of_a_dropout_mask_and_their_ties(top, n):
+    """keep_of_bytes: byte > top, and the positions of the bytes equal to top, in order:
+    ties in every lane of a word, in words marked eight at a time, in the last word's bytes
+    past n (not counted), or more of them than it makes room for (it declines)."""
+    rng = np.random.default_rng(n)
+    words = rng.integers(0, 2 ** 64, (n + 7) // 8, dtype=np.uint64)
+    first = words.view(np.uint8)
+    first[rng.random(first.size) < 0.05] = top  # (many more ties than one in 256)
+    first[-1] = top
+    keep, ties = host_loops.keep_of_bytes(words, n, top)
+    np.testing.assert_array_equal(keep, first[:n] > top)
+    np.testing.assert_array_equal(ties, np.flatnonzero(first[:n] == top))
+    first[:] = top  # every byte a tie: right, or declined where that is more than it
+    every = host_loops.keep_of_bytes(words, n, top)  # made room for (a thousand are)
+    assert (every is None) if n == 1003 else (
+        not every[0].any() and np.array_equal(every[1], np.arange(n)))

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import minigrad as mg
 from minigrad import backend
+from minigrad.backend import host_loops
 import minigrad.nn.functional as F
 from tests.test_ops_elementwise import (DTYPES, SEEDS, SETTINGS, assert_gradcheck,
                                         assert_parity, lib, make, params, run_error, sample)
@@ -399,12 +400,36 @@ def test_keep_mask_shapes_seeds_and_probability(shape):
     assert abs(mask.mean() - 0.7) < 0.004   # standard deviation 0.0007
 
 
-def test_keep_mask_is_the_generators_raw_bits_against_p():
+@pytest.mark.parametrize("n", [1, 5, 8, 9, 1000, 100_003])
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 0.9, 1.0])
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+def test_keep_mask_is_the_generators_raw_bits_against_p(monkeypatch, n, p, compiled):
+    """Element i's 32-bit number: byte i of the raw words (little-endian) on top, and where
+    that byte equals the threshold's, 24 bits from the next raw word (its low bits), for
+    those elements in order; kept where it is at least round(p 2^32). With the compiled
+    pass and without it."""
+    if not compiled:
+        monkeypatch.setattr(host_loops, "keep_of_bytes", lambda *args: None)
     mg.manual_seed(11)
-    mask = backend.keep_mask((5,), 0.5)
+    mask = backend.keep_mask((n,), p)
     mg.manual_seed(11)
-    bits = backend.generator().bit_generator.random_raw(3).view(np.uint32)[:5]
-    np.testing.assert_array_equal(mask, bits >= 2 ** 31)
+    bits = backend.generator().bit_generator
+    threshold = min(round(p * 2.0 ** 32), 2 ** 32 - 1)
+    words = bits.random_raw((n + 7) // 8)
+    first = [(int(words[i // 8]) >> (8 * (i % 8))) & 0xFF for i in range(n)]
+    ties = [i for i in range(n) if first[i] == threshold >> 24]
+    low = dict(zip(ties, (int(w) & 0xFFFFFF for w in bits.random_raw(len(ties)))))
+    expected = [(first[i] << 24 | low.get(i, 0)) >= threshold if i in low
+                else first[i] > threshold >> 24 for i in range(n)]
+    np.testing.assert_array_equal(mask, expected)
+    assert n < 100_000 or 0 < len(ties) < n / 128, len(ties)  # (the rare path is taken)
+    mg.manual_seed(11)  # the generator moves on exactly past those draws
+    backend.keep_mask((n,), p)
+    after = backend.generator().bit_generator.random_raw()
+    mg.manual_seed(11)
+    bits = backend.generator().bit_generator
+    bits.random_raw((n + 7) // 8 + len(ties))
+    assert bits.random_raw() == after
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 250, 1 << 14])

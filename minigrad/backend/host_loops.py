@@ -46,6 +46,7 @@ def load():
         flat, w, one = a.reshape(-1), a[0], a[0, 0]
         relu_grad(a, a)
         dropout(a, keep, 2.0)
+        keep_of_bytes(np.arange(2, dtype=np.uint64), 9, 0)
         times_kept(a.copy(), keep, 2.0)
         kept_times(a, keep, 2.0)
         adam(flat.copy(), flat.copy(), flat.copy(), flat.copy(), 0.1, 0.9, 1e-3, one, 1e-8,
@@ -228,6 +229,49 @@ def add_rows(target, rows, values):
 def _dropout(x, keep, scale, one, zero, out):
     for i in range(x.shape[0]):
         out[i] = (one if keep[i] else zero) * x[i] * scale
+
+
+_BYTE_ONES, _BYTE_HIGHS = np.uint64(0x0101010101010101), np.uint64(0x8080808080808080)
+
+
+@_jit
+def _keep_of_bytes(first, words, top, keep, marks, marks8, ties):
+    for i in range(first.shape[0]):
+        keep[i] = first[i] > top
+    # the ties: a word of eight bytes x ^ top... has a zero byte where one equals top (marked
+    # a word at a time, as a vector loop), then the marks read eight at a time
+    pattern = np.uint64(top) * _BYTE_ONES
+    for w in range(words.shape[0]):
+        x = words[w] ^ pattern
+        marks[w] = ((x - _BYTE_ONES) & ~x & _BYTE_HIGHS) != 0
+    n = 0
+    for m in range(marks8.shape[0]):
+        if marks8[m]:
+            for w in range(8 * m, min(8 * m + 8, words.shape[0])):
+                if marks[w]:
+                    for i in range(8 * w, min(8 * w + 8, first.shape[0])):
+                        if first[i] == top:
+                            if n == ties.shape[0]:
+                                return -1
+                            ties[n] = i
+                            n += 1
+    return n
+
+
+def keep_of_bytes(words, n, top):
+    """(keep, ties) of ``random.keep_mask``'s first pass over the first ``n`` bytes of the
+    64-bit ``words`` (little-endian): ``bytes > top`` (bool) and the positions of the bytes
+    equal to ``top``: vector loops, and a scan of the words that hold such bytes. None
+    without numba (or in the unlikely case of more ties than room was made for)."""
+    if numba is None:
+        return None
+    first = words.view(np.uint8)[:n]
+    keep = np.empty(n, np.bool_)
+    marks = np.zeros(-(-words.size // 8) * 8, np.uint8)
+    ties = np.empty(n // 64 + 64, np.intp)  # (one in 256 expected)
+    found = _keep_of_bytes(first, words, np.uint8(top), keep, marks, marks.view(np.uint64),
+                           ties)
+    return None if found < 0 else (keep, ties[:found])
 
 
 def dropout(x, keep, scale):

@@ -11,10 +11,18 @@ backend uses too) keyed by the same seed. Element i of the next mask is a pure f
 (seed, offset + i), so a mask is made in one kernel and backward can make it again from the
 offset alone. On the CPU the masks come from the host generator, as every other draw: a
 run is reproducible on each device, but a CUDA run's dropout masks differ from a CPU run's.
+
+Either way an element is kept where a uniform 32-bit number R is at least the threshold
+t = round(p 2^32), so P(kept) = 1 - p to 2^-33. On the CPU, R's top byte comes first, one
+byte of the generator's raw 64-bit words an element (an eighth of the bits of a uniform
+float each), and decides unless it equals t's top byte (one element in 256); R's other 24
+bits are drawn, a raw word each, for those elements only, in order.
 """
 import math
 
 import numpy as np
+
+from . import host_loops
 
 DEFAULT_SEED = 67280421310721  # PyTorch's default CPU seed: runs are reproducible unseeded
 
@@ -74,19 +82,35 @@ def keep_mask(shape, p, xp=np, src=None):
     """A bool array of ``shape`` on ``xp``'s device, each element True with probability
     1 - p: dropout's mask, drawn from ``src`` (default: the current source).
 
-    On the host, from the generator's raw 32-bit draws (one 64-bit draw makes two elements,
-    twice as fast as uniform floats). On the GPU, from the device stream in one kernel
-    (``kernels.philox_keep``). Either way P(True) is exact to 2^-33."""
+    On the host, from the generator's raw words a byte an element first (see the module's
+    docstring: eight elements a 64-bit draw). On the GPU, from the device stream in one
+    kernel (``kernels.philox_keep``). Either way P(True) is exact to 2^-33."""
     src = src or _source
     n = math.prod(shape)
     threshold = min(round(p * 2.0 ** 32), 2 ** 32 - 1)
     if xp is np:
-        bits = src.host.bit_generator.random_raw((n + 1) // 2)
-        return (bits.view(np.uint32)[:n] >= np.uint32(threshold)).reshape(shape)
+        return _host_keep(src.host.bit_generator, n, threshold).reshape(shape)
     from .kernels import philox_keep
     mask = philox_keep(xp, shape, threshold, src.seed, src.offset)
     src.offset += (n + 3) // 4
     return mask
+
+
+def _host_keep(bits, n, threshold):
+    """n elements, each True where its 32-bit number R >= ``threshold``: R's top byte from
+    the raw words of the bit generator ``bits``, eight an element (little-endian, on any
+    machine); where that byte equals the threshold's, R's low 24 bits from one more raw
+    word each (its low bits), in the order of the elements."""
+    top, rest = threshold >> 24, threshold & 0xFFFFFF
+    words = bits.random_raw((n + 7) // 8).astype("<u8", copy=False)
+    split = host_loops.keep_of_bytes(words, n, top)
+    if split is None:  # (the same, pass by pass)
+        first = words.view(np.uint8)[:n]
+        split = first > top, np.flatnonzero(first == top)
+    keep, ties = split
+    if ties.size:
+        keep[ties] = (bits.random_raw(ties.size) & np.uint64(0xFFFFFF)) >= rest
+    return keep
 
 
 def get_rng_state():
