@@ -364,16 +364,22 @@ def test_softmax_equals_numpys_bits(monkeypatch, dtype, op):
 
 
 @pytest.mark.parametrize("block", [(7, 7), (3, 4)], ids=["one_tile", "tiled"])
-def test_attention_takes_the_compiled_passes(monkeypatch, block):
+@pytest.mark.parametrize("heads_of_projections", [False, True], ids=["contiguous", "BTHD"])
+def test_attention_takes_the_compiled_passes(monkeypatch, block, heads_of_projections):
     """Every tile of a masked attention with dropout, forward and backward, goes through
-    the compiled passes (a strided view of lse or rowdot is copied, not declined)."""
+    the compiled passes (a strided view of lse or rowdot is copied, not declined), also for
+    heads split from (B, T, H, D) projections (output and gradients laid out so)."""
     import minigrad as mg
     from minigrad.fused.attention import Attention
     names = ("shift_rows", "normalised_weights", "kept_times", "times_kept", "score_grads")
     returned = {name: _recording(monkeypatch, name) for name in names}
     rng = np.random.default_rng(12)
-    q, k, v = (mg.tensor(rng.standard_normal((2, 3, 7, 8)).astype(np.float32),
-                         requires_grad=True) for _ in range(3))
+    if heads_of_projections:
+        q, k, v = (mg.tensor(rng.standard_normal((2, 7, 3, 8)).astype(np.float32),
+                             requires_grad=True).transpose(1, 2) for _ in range(3))
+    else:
+        q, k, v = (mg.tensor(rng.standard_normal((2, 3, 7, 8)).astype(np.float32),
+                             requires_grad=True) for _ in range(3))
     mask = mg.tensor(np.where(rng.random((2, 1, 1, 7)) < 0.3, -np.inf, 0).astype(np.float32))
     for causal, p in ((None, 0.3), (0, 0.0)):
         Attention.apply(q, k, v, mask, scale=0.3, causal=causal, dropout_p=p,

@@ -21,7 +21,10 @@ each, and each core walks its heads in groups whose tiles fit its own cache
 (``_in_groups``), multiplying by contiguous copies of k^T and v^T (``_transposed``); a
 causal tile stops at the last key its queries see (``_key_blocks``). These change only
 BLAS's rounding (the order in which it sums a product or a row), as a different number
-of cores does.
+of cores does. The output and each gradient are laid out in memory as their input
+(``_like``): heads split from a (B, T, H, D) projection, as a multi-head layer makes them,
+come back as (B, T, H, D), so that the transpose and reshape that merge them are views
+(as PyTorch's fused CPU kernel lays them out).
 Second derivatives (backward under ``create_graph``) come from differentiating
 ``composite``, the same attention written with Tensor ops, with the forward's dropout
 masks: exact to any order, at the composite's O(T S) memory.
