@@ -137,6 +137,26 @@ def test_a_chain_replays_into_dying_inputs_and_equals_eager_bit_for_bit(device):
     assert total < total_new and peak <= peak_new
 
 
+def test_a_linear_layers_output_and_input_gradient_are_written_into(device):
+    """A linear layer's output (made whole, not a reshaped product) takes the Relu after it,
+    and its input gradients from two layers are summed into one of them; replay equals
+    eager and the replay without reuse bit for bit."""
+    def make(device):
+        layers = [mg.nn.Linear(4, n).to(device) for n in (4, 6, 5)]
+
+        def step(x):
+            for layer in layers:
+                layer.zero_grad()
+            h = layers[0](x.reshape(3, 1, 4))
+            loss = layers[1](h).relu().sum() + layers[2](h).sum()
+            loss.backward()
+            return loss
+        return step, [p for layer in layers for p in layer.parameters()]
+    step = _compare_runs(make, device)
+    source = step.program.source
+    assert "# Relu, into v" in source and "# copy_add, into v" in source, source
+
+
 def test_no_reuse_of_what_others_see_returned_tensors_grads_parameters_and_live_views(device):
     def make(device):
         w = mg.randn(3, 4, requires_grad=True, device=device)

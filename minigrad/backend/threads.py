@@ -101,8 +101,8 @@ WIDE = 1 << 25  # multiply-adds from which one product runs on the cores BLAS ha
 _controllers = []  # NumPy's BLAS, as one_blas_thread found it
 
 
-def matmul(xp, a, b):
-    """``xp.matmul(a, b)``. A product of ``WIDE`` multiply-adds or more (a (1024, 128) by
+def matmul(xp, a, b, out=None):
+    """``xp.matmul(a, b, out=out)``. A product of ``WIDE`` multiply-adds or more (a (1024, 128) by
     (128, 512) one and larger) runs on the threads BLAS had before ``one_blas_thread``, where
     they pay for their hand-over even beside a busy process; smaller ones stay on one thread.
     Only where minigrad put BLAS on one thread, from the main thread, while no other thread
@@ -111,14 +111,14 @@ def matmul(xp, a, b):
     if cores is None or cores < 2 or not _controllers or a.ndim < 1 or b.ndim < 2 or \
             type(a) is not np.ndarray or a.shape[-1] == 0 or \
             a.size // a.shape[-1] * a.shape[-1] * b.shape[-1] < WIDE or not _alone():
-        return xp.matmul(a, b)
+        return xp.matmul(a, b, out=out)
     before = [lib.num_threads for lib in _controllers]
     if max(before) > 1:  # (a threadpoolctl block of the user's: theirs to set)
-        return xp.matmul(a, b)
+        return xp.matmul(a, b, out=out)
     for lib in _controllers:
         lib.set_num_threads(cores)
     try:
-        return xp.matmul(a, b)
+        return xp.matmul(a, b, out=out)
     finally:
         for lib, n in zip(_controllers, before):
             lib.set_num_threads(n)

@@ -38,11 +38,10 @@ class Linear(Primitive):
                              f"of shape {tuple(weight.shape)}")
         needs = ctx.needs_input_grad  # keep only what a gradient needs, as PyTorch
         ctx.save_for_backward(x if needs[1] else None, weight if needs[0] else None)
-        rows = math.prod(x.shape[:-1])  # (not reshape(-1, in): in may be 0)
-        out = backend.matmul(ctx.xp, x.reshape(rows, x.shape[-1]), weight.T)  # (rows, out)
+        out = _rows_product(ctx.xp, x, weight.T)  # (*, out)
         if bias is not None:
             out += bias
-        return out.reshape(x.shape[:-1] + weight.shape[:1])
+        return out
 
     @staticmethod
     def backward(ctx, grad):
@@ -83,14 +82,23 @@ def _data(t):
     return None if t is None else t.array
 
 
+def _rows_product(xp, x, w):
+    """x (*, in) times w (in, out) as one 2-D product of its rows: (*, out), an array that
+    owns its memory (written through a 2-D view of it), not a reshaped view of the product,
+    so that a replayed step may write a later elementwise result into it (``reuse``)."""
+    rows = math.prod(x.shape[:-1])  # (not reshape(-1, in): in may be 0)
+    out = xp.empty(x.shape[:-1] + w.shape[1:], dtype=x.dtype)
+    backend.matmul(xp, x.reshape(rows, x.shape[-1]), w, out=out.reshape(rows, w.shape[1]))
+    return out
+
+
 def _linear_backward(xp, grad, x, weight, needs):
     """``Linear.backward`` on raw arrays, the same array calls as its Tensor ops make (so
     the same bits): (dx, dW, db), None where ``needs`` says no gradient is wanted (and x
     or weight, which only the other's gradient reads, may be None then)."""
     n = math.prod(grad.shape[:-1])
     rows = grad.reshape(n, grad.shape[-1])
-    dx = backend.matmul(xp, rows, weight).reshape(grad.shape[:-1] + weight.shape[1:]) \
-        if needs[0] else None
+    dx = _rows_product(xp, grad, weight) if needs[0] else None
     dw = backend.matmul(xp, rows.T, x.reshape(n, x.shape[-1])) if needs[1] else None
     db = None
     if len(needs) > 2 and needs[2]:
