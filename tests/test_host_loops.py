@@ -537,7 +537,8 @@ def test_add_rows_in_order_equals_add_at_bits(dtype, shape):
 def test_the_bytes_of_a_dropout_mask_and_their_ties(top, n):
     """keep_of_bytes: byte > top, and the positions of the bytes equal to top, in order:
     ties in every lane of a word, in words marked eight at a time, in the last word's bytes
-    past n (not counted), or more of them than it makes room for (it declines)."""
+    past n (not counted), and more of them than it makes room for (declined, as words of
+    the other byte order are)."""
     rng = np.random.default_rng(n)
     words = rng.integers(0, 2 ** 64, (n + 7) // 8, dtype=np.uint64)
     first = words.view(np.uint8)
@@ -546,6 +547,7 @@ def test_the_bytes_of_a_dropout_mask_and_their_ties(top, n):
     keep, ties = host_loops.keep_of_bytes(words, n, top)
     np.testing.assert_array_equal(keep, first[:n] > top)
     np.testing.assert_array_equal(ties, np.flatnonzero(first[:n] == top))
+    assert host_loops.keep_of_bytes(words.astype(words.dtype.newbyteorder()), n, top) is None
     first[:] = top  # every byte a tie: right, or declined where that is more than it
     every = host_loops.keep_of_bytes(words, n, top)  # made room for (a thousand are)
     assert (every is None) if n == 1003 else (

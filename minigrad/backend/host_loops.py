@@ -262,8 +262,9 @@ def keep_of_bytes(words, n, top):
     """(keep, ties) of ``random.keep_mask``'s first pass over the first ``n`` bytes of the
     64-bit ``words`` (little-endian): ``bytes > top`` (bool) and the positions of the bytes
     equal to ``top``: vector loops, and a scan of the words that hold such bytes. None
-    without numba (or in the unlikely case of more ties than room was made for)."""
-    if numba is None:
+    without numba, for words not in the machine's byte order (a big-endian machine), or in
+    the unlikely case of more ties than room was made for."""
+    if numba is None or not words.dtype.isnative:
         return None
     first = words.view(np.uint8)[:n]
     keep = np.empty(n, np.bool_)
