@@ -117,11 +117,10 @@ class Attention(Primitive):
             dq, dk, dv = _by_heads(xp, one_tile, (qs, g, o, weights.array, ka, va), shapes,
                                    T * S, keep.p, like=(qa, ka, va))
         elif _one_tile(block, T, S, causal):
-            lead = g.shape[:-2]
             dq, dk, dv = _tile_grads(xp, qs, g, _rowdot(g, o), lse.array, ka,
                                      _transposed(xp, ka), _transposed(xp, va), m, causal,
                                      (0, T), (0, S), keep,
-                                     [_like(xp, a, lead + a.shape[-2:]) for a in (qa, ka, va)])
+                                     _grads_like(xp, g.shape[:-2], qa, ka, va))
         else:
             dq, dk, dv = _backward_tiles(xp, qs, g, o, lse.array, ka, va, m, causal, block,
                                          keep)
@@ -326,7 +325,7 @@ def _backward_tiles(xp, qs, g, o, lse, k, v, mask, causal, block, keep):
     ``_rowdot`` made in its own thread, whose products run on one core)."""
     (bq, bk), T, S = block, qs.shape[-2], k.shape[-2]
     lead = g.shape[:-2]
-    dq, dk, dv = (_like(xp, a, lead + a.shape[-2:], zeros=True) for a in (qs, k, v))
+    dq, dk, dv = _grads_like(xp, lead, qs, k, v, zeros=True)
 
     def heads(h0, h1):  # the heads h0..h1 (the last lead dim) of every array
         qh, kh, vh, mh, gh, oh, lh, dqh, dkh, dvh = (_heads(a, h0, h1) for a in (
@@ -386,6 +385,12 @@ def _like(xp, a, shape, zeros=False):
     inputs. Heads split from a (B, T, H, D) projection come back in that layout, so that
     putting them together again (transpose, reshape) is a view rather than a copy."""
     return (xp.zeros_like if zeros else xp.empty_like)(a, shape=shape)
+
+
+def _grads_like(xp, lead, *inputs, zeros=False):
+    """Arrays (empty, or zeros) for the gradients of ``inputs`` over the ``lead`` dims of the
+    output, each laid out as its input (``_like``)."""
+    return [_like(xp, a, lead + a.shape[-2:], zeros) for a in inputs]
 
 
 def _heads(a, h0, h1):
