@@ -253,6 +253,84 @@ def test_attentions_score_gradients_equal_numpys_bits(dtype, dropout):
     assert not host_loops.score_grads(ds, keep, 4 / 3, rowdot[:, :2], w)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, mask_shape", SHIFTS)
+@pytest.mark.parametrize("first", [None, 1, -2, 30])
+def test_attentions_keys_first_shifted_scores_equal_numpys_bits(dtype, shape, mask_shape,
+                                                                 first):
+    """The scores laid out keys first (S, ..., T): mask, causal mask, each row's finite
+    maximum subtracted, as attention's NumPy formulas do it (``_shift_keys_first``), with
+    rows that hold NaN, +-inf, +-0 and rows whose every key is masked."""
+    from minigrad.fused.attention import _shift_keys_first
+    rng = np.random.default_rng(len(shape) + (first or 0))
+    s = _values(rng, shape, dtype)
+    s.reshape(-1, shape[-1])[1] = -np.inf                 # (a row without keys)
+    s.reshape(-1, shape[-1])[2, ::2] = np.nan             # (NaN in a row: maximum 0)
+    s.reshape(-1, shape[-1])[3] = 0.0
+    s.reshape(-1, shape[-1])[3, 1::3] = -0.0
+    mask = None
+    if mask_shape is not None:
+        mask = np.where(rng.random(mask_shape) < 0.3, -np.inf, rng.standard_normal(mask_shape)
+                        ).astype(dtype)
+    lead, (T, S) = shape[:-2], shape[-2:]
+    st = np.ascontiguousarray(np.moveaxis(s, -1, 0))     # (S, ..., T)
+    first = S if first is None else first
+    with np.errstate(all="ignore"):
+        want_s = st.copy()
+        want_m = _shift_keys_first(np, want_s, mask, first, lead, T, S)
+        got_s = st.copy()
+        got_m = host_loops.shift_keys_first(got_s.reshape(S, -1), mask, lead, first)
+    assert got_m is not None
+    _same(got_m + dtype(0), want_m + dtype(0))  # (a maximum of +-0: either zero, as above)
+    with np.errstate(all="ignore"):
+        _same(np.exp(got_s), np.exp(want_s))
+    ties = np.broadcast_to(want_m.reshape(st.shape[1:]) == 0, st.shape)
+    _same(got_s[~ties], want_s[~ties])
+
+
+def test_keys_first_passes_decline_what_they_cannot_take():
+    st = np.zeros((5, 2, 3, 4), np.float32)
+    flat = st.reshape(5, -1)
+    assert host_loops.shift_keys_first(flat[:, ::2], None, (2, 3), 5) is None  # not contiguous
+    assert host_loops.shift_keys_first(flat, np.zeros((4, 5)), (2, 3), 5) is None  # dtype
+    assert host_loops.shift_keys_first(flat.astype(np.float16), None, (2, 3), 5) is None
+    assert host_loops.weights_keys_first(flat[:, ::2], None, 1.0) is None
+    assert host_loops.weights_keys_first(flat, np.ones((5, 3), bool), 1.0) is None  # mask shape
+    assert not host_loops.score_grads_keys_first(flat, None, 1.0, flat[:, :12], flat)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dropout", [False, True])
+def test_attentions_keys_first_weights_and_score_gradients_equal_numpys_bits(dtype, dropout):
+    """Keys first (S, R): the rows' sums key by key, the weights p / where(total == 0, 1,
+    total) and their dropped-out values, in forward; dS = (dP * keep * scale - rowdot) * w
+    with rowdot the keys' sum of wz * dP, in backward; a row of zeros (every key masked)
+    and a row summing to inf included."""
+    rng = np.random.default_rng(9)
+    p = np.abs(_values(rng, (6, 11), dtype))
+    p[:, 1] = 0
+    p[:, 2] = np.array([np.inf] + [1] * 5, dtype)
+    keep = rng.random(p.shape) > 0.4 if dropout else None
+    with np.errstate(all="ignore"):
+        total = p.sum(axis=0)
+        want_w = p / np.where(total == 0, 1, total)
+        want_p = want_w * (keep.astype(dtype) * dtype(1 / 0.6)) if dropout else p
+        got_p = p.copy()
+        got_total, got_w = host_loops.weights_keys_first(got_p, keep, 1 / 0.6)
+    _same(got_total, total)
+    _same(got_w, want_w)
+    _same(got_p, want_p)
+    ds, w = _values(rng, (6, 11), dtype), np.abs(_values(rng, (6, 11), dtype, False))
+    wz = w * (keep.astype(dtype) * dtype(1 / 0.6)) if dropout else w
+    with np.errstate(all="ignore"):
+        rowdot = (wz * ds).sum(axis=0)
+        want = ds * (keep.astype(dtype) * dtype(1 / 0.6)) if dropout else ds.copy()
+        want = (want - rowdot) * w
+        got = ds.copy()
+        assert host_loops.score_grads_keys_first(got, keep, 1 / 0.6, wz, w)
+    _same(got, want)
+
+
 @pytest.mark.parametrize("mask", [None, "padding", "full"])
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
 @pytest.mark.parametrize("block", [None, (3, 4)], ids=["one_tile", "tiled"])
@@ -363,15 +441,26 @@ def test_softmax_equals_numpys_bits(monkeypatch, dtype, op):
         _same(a, b)
 
 
-@pytest.mark.parametrize("block", [(7, 7), (3, 4)], ids=["one_tile", "tiled"])
+KEYS_FIRST_PASSES = ("shift_keys_first", "weights_keys_first", "kept_times",
+                     "score_grads_keys_first")
+ROWS_PASSES = ("shift_rows", "normalised_weights", "kept_times", "times_kept", "score_grads")
+
+
+@pytest.mark.parametrize("block, layout", [((7, 7), "keys_first"), ((7, 7), "rows"),
+                                           ((3, 4), "rows")],
+                         ids=["one_tile", "one_tile_by_rows", "tiled"])
 @pytest.mark.parametrize("heads_of_projections", [False, True], ids=["contiguous", "BTHD"])
-def test_attention_takes_the_compiled_passes(monkeypatch, block, heads_of_projections):
+def test_attention_takes_the_compiled_passes(monkeypatch, block, layout, heads_of_projections):
     """Every tile of a masked attention with dropout, forward and backward, goes through
     the compiled passes (a strided view of lse or rowdot is copied, not declined), also for
-    heads split from (B, T, H, D) projections (output and gradients laid out so)."""
+    heads split from (B, T, H, D) projections (output and gradients laid out so); the one
+    tile keys first, or by rows."""
     import minigrad as mg
+    from minigrad.fused import attention
     from minigrad.fused.attention import Attention
-    names = ("shift_rows", "normalised_weights", "kept_times", "times_kept", "score_grads")
+    if layout == "rows":
+        monkeypatch.setattr(attention, "KEYS_FIRST", 0)
+    names = KEYS_FIRST_PASSES if layout == "keys_first" else ROWS_PASSES
     returned = {name: _recording(monkeypatch, name) for name in names}
     rng = np.random.default_rng(12)
     if heads_of_projections:
@@ -384,7 +473,8 @@ def test_attention_takes_the_compiled_passes(monkeypatch, block, heads_of_projec
     for causal, p in ((None, 0.3), (0, 0.0)):
         Attention.apply(q, k, v, mask, scale=0.3, causal=causal, dropout_p=p,
                         block=block).sum().backward()
-    assert all(returned[name] for name in ("shift_rows", "score_grads", "kept_times"))
+    taken = names if layout == "keys_first" else ("shift_rows", "score_grads", "kept_times")
+    assert all(returned[name] for name in taken), returned
     assert all(r is not None and r is not False for rs in returned.values() for r in rs), \
         returned
 

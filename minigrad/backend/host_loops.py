@@ -541,6 +541,26 @@ def minus_row_max(x):
     return out
 
 
+def mask_rows(mask, shape, dtype):
+    """(rows, A, H, T): a float ``mask`` that broadcasts to scores of ``shape`` (..., H, T,
+    S) as a C-contiguous 2-D array of rows of keys, (batch, heads, rows) rows, each of the
+    three dims 1 or the scores' (A: the batch dims before the heads' together) and the last
+    1 or S; (an empty array, 0, 0, 0) for no mask. None where the mask is not a host array of
+    ``dtype`` or its batch dims do not map onto the scores'."""
+    if mask is None:
+        return np.empty((0, 0), dtype), 0, 0, 0
+    lead = shape[:-2]
+    if type(mask) is not np.ndarray or mask.dtype != dtype or mask.ndim > len(shape):
+        return None
+    full = (1,) * (len(shape) - mask.ndim) + mask.shape
+    outer = full[:-3]  # (the batch dims before the heads')
+    if any(n not in (1, m) for n, m in zip(full, shape)) or \
+            outer not in ((1,) * len(outer), lead[:-1]):
+        return None
+    return (np.ascontiguousarray(mask).reshape(-1, full[-1]), math.prod(outer),
+            full[-3] if lead else 1, full[-2])
+
+
 @_jit
 def _shift_rows(s, bits, heads, rows, mask, Am, Hm, Tm, first, prev, mode, minus_inf,
                 sign_free, inf_bits, zero, m):
@@ -587,18 +607,10 @@ def shift_rows(s, mask=None, first=None, prev=None, mode=0):
         return None
     lead, (T, S) = s.shape[:-2], s.shape[-2:]
     heads = lead[-1] if lead else 1
-    if mask is None:
-        dims, mask = (0, 0, 0), np.empty((0, 0), s.dtype)
-    else:  # as (batch, heads, rows) rows of keys, each dim 1 or s's (broadcast)
-        if type(mask) is not np.ndarray or mask.dtype != s.dtype or mask.ndim > s.ndim:
-            return None
-        full = (1,) * (s.ndim - mask.ndim) + mask.shape
-        outer = full[:-3]  # (the batch dims before the heads')
-        if any(n not in (1, m) for n, m in zip(full, s.shape)) or \
-                outer not in ((1,) * len(outer), lead[:-1]):
-            return None
-        dims = (math.prod(outer), full[-3] if lead else 1, full[-2])
-        mask = np.ascontiguousarray(mask).reshape(-1, full[-1])
+    rows = mask_rows(mask, s.shape, s.dtype)
+    if rows is None:
+        return None
+    mask, *dims = rows
     if prev is not None:  # (a tile's rows of a whole lse may be a strided view: copied)
         if type(prev) is not np.ndarray or prev.shape != s.shape[:-1] + (1,):
             return None
@@ -611,6 +623,141 @@ def shift_rows(s, mask=None, first=None, prev=None, mode=0):
                 S if first is None else min(first, S), (m if prev is None else prev).reshape(-1),
                 mode, minus_inf, magnitude, inf_bits, zero, m.reshape(-1))
     return m
+
+
+# --- attention's short rows, keys first -----------------------------------------------------
+#
+# A row of scores as long as a tiny model's sequence (16 or 32 keys) is too short for a
+# vector loop along it, and NumPy's per-row passes pay their overhead once per row. So the
+# one tile of short rows is laid out keys first: (S, R) for R rows of queries (every batch
+# and head), each key's scores of every row side by side. Then a row's maximum, sum or
+# rowdot is a vector of R, and each pass below is a vector loop over R, once per key.
+
+
+@_jit
+def _shift_keys_first(st, mask, heads, rows, Am, Hm, Tm, first, minus_inf, zero, m):
+    S, R = st.shape
+    Sm = mask.shape[1]
+    for r in range(R):
+        m[r] = minus_inf
+    for s in range(S):
+        x = st[s]
+        if Am:  # the mask: one number for the rows of every head (a padding mask), of a
+            j = s if Sm > 1 else 0  # head, or one a row
+            r0 = 0
+            for a in range(R // (heads * rows)):
+                if Hm == 1 and Tm == 1:
+                    c = mask[a if Am > 1 else 0, j]
+                    for r in range(r0, r0 + heads * rows):
+                        x[r] = x[r] + c
+                    r0 += heads * rows
+                    continue
+                for h in range(heads):
+                    mq = ((a if Am > 1 else 0) * Hm + (h if Hm > 1 else 0)) * Tm
+                    if Tm > 1:
+                        for t in range(rows):
+                            x[r0 + t] = x[r0 + t] + mask[mq + t, j]
+                    else:
+                        c = mask[mq, j]
+                        for t in range(rows):
+                            x[r0 + t] = x[r0 + t] + c
+                    r0 += rows
+        stop = min(rows, s - first + 1)  # causal: row t sees key s where s < first + t
+        if stop > 0:
+            for r0 in range(0, R, rows):
+                for t in range(stop):
+                    x[r0 + t] = x[r0 + t] + minus_inf
+        for r in range(R):
+            m[r] = x[r] if (x[r] > m[r] or x[r] != x[r]) else m[r]
+    for r in range(R):
+        m[r] = m[r] if (m[r] - m[r] == zero) else zero  # (not finite: 0)
+    for s in range(S):
+        x = st[s]
+        for r in range(R):
+            x[r] = x[r] - m[r]
+
+
+def shift_keys_first(st, mask, lead, first):
+    """``shift_rows`` for scores laid out keys first: ``st`` (S, R), R the rows of the
+    scores' dims ``lead`` + (T,); ``mask`` a float tile that broadcasts to ``lead`` + (T, S)
+    (None: none); -inf from key ``first + t`` on in row t (``first`` >= S: none); then each
+    row's maximum (a NaN where the row has one, as NumPy's), or 0 where that is not finite,
+    subtracted. Returns the maxima (R,), or None, doing nothing, where this does not apply.
+    The same bits as NumPy's ``st += mask`` and ``st += where(future, -inf, 0)`` (keys
+    first), ``st.max(axis=0)``, ``where(isfinite(m), m, 0)`` and ``st -= m``."""
+    if not st.size or st.ndim != 2 or not _fits(st):
+        return None
+    S, R = st.shape
+    T = R // math.prod(lead)
+    rows = mask_rows(mask, lead + (T, S), st.dtype)
+    if rows is None:
+        return None
+    mask, *dims = rows
+    m = np.empty(R, st.dtype)
+    _shift_keys_first(st, mask, lead[-1] if lead else 1, T, *dims, min(first, S),
+                      st.dtype.type(-np.inf), st.dtype.type(0), m)
+    return m
+
+
+@_jit
+def _weights_keys_first(p, keep, has_keep, scale, zero, one, total, weights):
+    S, R = p.shape
+    for r in range(R):
+        total[r] = p[0, r]
+    for s in range(1, S):
+        for r in range(R):
+            total[r] += p[s, r]
+    for s in range(S):
+        for r in range(R):
+            w = p[s, r] / (total[r] if total[r] != zero else one)
+            weights[s, r] = w
+            if has_keep:
+                p[s, r] = w * (scale if keep[s, r] else zero)
+
+
+def weights_keys_first(p, keep, scale):
+    """For exp'd scores ``p`` (S, R) laid out keys first: (total, weights), the rows' sums
+    (R,) (each key's added in turn, as NumPy's ``p.sum(axis=0)``) and a new array of the
+    weights ``w = p / where(total == 0, 1, total)``; with a dropout mask ``keep`` (bool,
+    (S, R); None: none), ``p = w * (keep * scale)`` in place. One pass after the sums,
+    NumPy's bits; None where this does not apply."""
+    if not p.size or not _fits(p) or p.ndim != 2 or (
+            keep is not None and not _is_mask_of(keep, p)) or type(scale) not in (int, float):
+        return None
+    total, weights = np.empty(p.shape[1], p.dtype), np.empty_like(p)
+    d = p.dtype.type
+    _weights_keys_first(p, NO_MASK if keep is None else keep, keep is not None, d(scale),
+                        d(0), d(1), total, weights)
+    return total, weights
+
+
+@_jit
+def _score_grads_keys_first(ds, keep, scale, zero, wz, w, has_keep, rowdot):
+    S, R = ds.shape
+    for r in range(R):
+        rowdot[r] = wz[0, r] * ds[0, r]
+    for s in range(1, S):
+        for r in range(R):
+            rowdot[r] += wz[s, r] * ds[s, r]
+    for s in range(S):
+        for r in range(R):
+            d = ds[s, r] * (scale if keep[s, r] else zero) if has_keep else ds[s, r]
+            ds[s, r] = (d - rowdot[r]) * w[s, r]
+
+
+def score_grads_keys_first(ds, keep, scale, wz, w):
+    """``score_grads`` laid out keys first, ``ds`` (dP) and the weights ``w`` (S, R),
+    ``keep`` bool (S, R) or None, with rowsum(dO * O) taken as (wz * dP).sum(axis=0) (the
+    same sum, O being wz V: ``wz`` the weights dropped out): dS = (dP * keep * scale -
+    rowdot) * w in place; NumPy's bits. False where it does not apply."""
+    if not ds.size or not _fits(ds, w, wz) or not ds.shape == w.shape == wz.shape or \
+            ds.ndim != 2 or type(scale) not in (int, float) or \
+            (keep is not None and not _is_mask_of(keep, ds)):
+        return False
+    d = ds.dtype.type
+    _score_grads_keys_first(ds, NO_MASK if keep is None else keep, d(scale), d(0), wz, w,
+                            keep is not None, np.empty(ds.shape[1], ds.dtype))
+    return True
 
 
 @_jit

@@ -15,7 +15,9 @@ Memory is O(T + S) per head beyond one tile, instead of O(T S). When every score
 one tile (short sequences: ``blocks`` gives (T, S)) there is no loop and nothing to fold:
 forward is that one tile's softmax, for every head at once, and it keeps the tile's
 weights P and dropout mask (at most TILE scores), so that backward starts from them
-instead of making them again. Both passes work on raw arrays, in place where they can. On
+instead of making them again; on the CPU, a tile of rows of a few keys is laid out keys
+first, every row's score for a key side by side (``_keys_first_tile``), so that its passes
+are vector loops over the rows. Both passes work on raw arrays, in place where they can. On
 the CPU, tiled work and a large one tile (without dropout) go to the cores a group of heads
 each, and each core walks its heads in groups whose tiles fit its own cache
 (``_in_groups``), multiplying by contiguous copies of k^T and v^T (``_transposed``); a
@@ -75,8 +77,12 @@ class Attention(Primitive):
                 ctx.save_for_backward(q, k, v, mask, out, lse, None, None, None)
                 return out
         keep = _Dropout(dropout_p, q.dtype, xp)
-        qs = q * xp.asarray(scale, dtype=q.dtype)  # the queries, scaled once
         weights = kept = None  # the one tile's weights and dropout mask, kept for backward
+        if _one_tile(block, T, S, causal) and _keys_first(xp, q, k, v, mask, keep.p):
+            out, lse, weights, kept = _keys_first_tile(xp, q, k, v, mask, scale, causal, keep)
+            ctx.save_for_backward(q, k, v, mask, out, lse, keep.state, weights, kept)
+            return out
+        qs = q * xp.asarray(scale, dtype=q.dtype)  # the queries, scaled once
         if _one_tile(block, T, S, causal):
             def one_tile(qs, k, v, mask, out):
                 tile = []
@@ -109,7 +115,10 @@ class Attention(Primitive):
         keep = _Dropout(params["dropout_p"], qa.dtype, xp, state)
         scale = xp.asarray(scale, dtype=qa.dtype)
         qs = qa * scale
-        if weights is not None:  # one tile, whose weights forward kept
+        if weights is not None and _keys_first(xp, qa, ka, va, m, keep.p):  # (as forward)
+            dq, dk, dv = _keys_first_grads(xp, qs, ka, va, g, weights.array,
+                                           None if kept is None else kept.array, keep)
+        elif weights is not None:  # one tile, whose weights forward kept
             def one_tile(qs, g, o, w, k, v, dq, dk, dv):
                 return _weights_grads(xp, qs, g, _rowdot(g, o), w, k, _transposed(xp, v),
                                       None if kept is None else kept.array, keep, (dq, dk, dv))
@@ -255,13 +264,118 @@ def _fold(xp, s, m_new, v, keep, m=None, total=None, acc=None, tile=None, out=No
 def _normalised(xp, m, total, acc):
     """(out, lse) = (acc / total, m + log(total)) per row, in place in ``acc``; a row whose
     every key is masked (total 0) gives zeros and lse +inf."""
-    empty = total == 0
-    total = xp.where(empty, 1, total)
     order = _memory_order(acc)  # (NumPy walks the operands in the first one's order)
-    xp.divide(acc.transpose(order), total.transpose(order), out=acc.transpose(order))
-    lse = xp.log(total, out=total)
+    norm = xp.where(total == 0, 1, total).transpose(order)
+    xp.divide(acc.transpose(order), norm, out=acc.transpose(order))
+    return acc, _lse(xp, m, total)
+
+
+def _lse(xp, m, total):
+    """m + log(total) per row: the log of a row's softmax normaliser; +inf where every key
+    is masked (total 0)."""
+    empty = total == 0
+    lse = xp.log(xp.where(empty, 1, total))
     lse += m
-    return acc, xp.where(empty, xp.inf, lse)
+    return xp.where(empty, xp.inf, lse)
+
+
+KEYS_FIRST = 16  # on the CPU, one tile of rows of up to this many keys is laid out keys first
+#                 (at 32 keys a row, the two layouts take the same time)
+
+
+def _keys_first(xp, q, k, v, mask, dropout_p):
+    """Whether the one tile of scores is made keys first (``_keys_first_tile``): on the CPU,
+    for rows of up to KEYS_FIRST keys, where q, k and v have the same lead dims (a mask
+    broadcasting to them) and the work stays on one core (``_splits``)."""
+    lead, S = q.shape[:-2], k.shape[-2]
+    return (xp is backend.np and S <= KEYS_FIRST and lead == k.shape[:-2] == v.shape[:-2]
+            and (mask is None or _broadcasts_to(mask.shape, lead + (q.shape[-2], S)))
+            and not _splits(lead, False, q.shape[-2] * S, dropout_p))
+
+
+def _keys_first_tile(xp, q, k, v, mask, scale, causal, keep):
+    """(out, lse, weights, dropout mask) of the one tile, its scores laid out keys first:
+    (S, ..., T), each key's scores of every query row side by side, made by the products
+    k q^T a head. A row of a short sequence's scores (a dozen keys) is too short for a
+    vector loop, and NumPy pays its per-row overhead once a row; keys first, each pass over
+    the scores (the mask, the row maxima, exp, the row sums, the weights) runs once a key
+    over every row (``host_loops.shift_keys_first``, ``weights_keys_first``; NumPy's
+    formulas, the same bits, without numba). A row is summed key by key, and the output is
+    the weights (dropped out) times v, as softmax, dropout and the product in turn give it.
+    The weights come back as the (..., T, S) view of their keys-first memory, which
+    backward reads (``_keys_first_grads``), and the dropout mask (drawn as F.dropout draws
+    it for the weights) keys first, (S, R)."""
+    lead, T, S, dtype = q.shape[:-2], q.shape[-2], k.shape[-2], q.dtype
+    qt = xp.multiply(xp.swapaxes(q, -1, -2), xp.asarray(scale, dtype=dtype),  # q^T, scaled
+                     out=xp.empty(lead + (q.shape[-1], T), dtype))
+    st = xp.empty((S,) + lead + (T,), dtype)
+    xp.matmul(k, qt, out=xp.moveaxis(st, 0, -2))
+    flat = st.reshape(S, -1)
+    first = S if causal is None else causal + 1  # (row t sees the keys before first + t)
+    m = backend.host_loops.shift_keys_first(flat, mask, lead, first)
+    if m is None:  # (the same, pass by pass)
+        m = _shift_keys_first(xp, st, mask, first, lead, T, S)
+    xp.exp(flat, out=flat)
+    kept = keep.draw(lead + (T, S))  # (one draw of the weights, as F.dropout's)
+    kept_flat = None if kept is None else xp.ascontiguousarray(
+        xp.moveaxis(kept, -1, 0)).reshape(S, -1)
+    sums = backend.host_loops.weights_keys_first(flat, kept_flat, keep.factor())
+    if sums is None:  # (the same, pass by pass)
+        total = flat.sum(axis=0)
+        sums = total, flat / xp.where(total == 0, 1, total)
+        if kept is not None:
+            xp.multiply(sums[1], keep.scaled(kept_flat), out=flat)
+    total, weights = sums
+    dropped = (weights if kept is None else flat).reshape(st.shape)
+    out = _like(xp, q, lead + (T, v.shape[-1]))
+    xp.matmul(xp.swapaxes(xp.moveaxis(dropped, 0, -2), -1, -2), v, out=out)
+    lse = _lse(xp, m, total).reshape(lead + (T, 1))
+    return out, lse, xp.moveaxis(weights.reshape(st.shape), 0, -1), kept_flat
+
+
+def _shift_keys_first(xp, st, mask, first, lead, T, S):
+    """``host_loops.shift_keys_first``'s formulas in NumPy: the mask and the causal mask
+    added to the keys-first scores ``st`` (S, ..., T), each row's maximum (0 where it is not
+    finite) subtracted; the maxima (R,)."""
+    if mask is not None:
+        full = mask.reshape((1,) * (len(lead) + 2 - mask.ndim) + mask.shape)
+        st += xp.moveaxis(full, -1, 0)
+    if first < S:
+        future = xp.arange(S)[:, None] >= xp.arange(T) + first  # (S, T)
+        st += xp.where(future, -xp.inf, 0).astype(st.dtype).reshape(
+            (S,) + (1,) * len(lead) + (T,))
+    m = st.max(axis=0)
+    m = xp.where(xp.isfinite(m), m, 0)
+    st -= m
+    return m.reshape(-1)
+
+
+def _keys_first_grads(xp, qs, k, v, g, weights, kept, keep):
+    """(dq / scale, dk, dv) of the one tile from the weights ``_keys_first_tile`` made (and
+    its dropout mask ``kept``, keys first (S, R)), every product into or from keys-first
+    memory: dV = (P z)^T dO, dP^T = V dO^T, dS (``host_loops.score_grads_keys_first``:
+    its rowsum(dO * O) is the sum over the keys of P z dP, forward's output being P z V),
+    dQ = dS K, dK = dS^T Q. ``qs``: the queries, scaled."""
+    lead, T, S = qs.shape[:-2], qs.shape[-2], k.shape[-2]
+    keys_first = (S,) + lead + (T,)
+    w = xp.moveaxis(weights, -1, 0).reshape(S, -1)
+    kept_t = None if kept is None else kept.reshape(S, -1)
+    wz = w if kept_t is None else backend.host_loops.kept_times(w, kept_t, keep.factor())
+    if wz is None:  # (the same, pass by pass)
+        wz = w * keep.scaled(kept_t)
+    dq, dk, dv = _grads_like(xp, lead, qs, k, v)
+    xp.matmul(xp.moveaxis(wz.reshape(keys_first), 0, -2), g, out=dv)
+    ds = xp.empty(keys_first, qs.dtype)
+    xp.matmul(v, xp.ascontiguousarray(xp.swapaxes(g, -1, -2)), out=xp.moveaxis(ds, 0, -2))
+    flat = ds.reshape(S, -1)
+    if not backend.host_loops.score_grads_keys_first(flat, kept_t, keep.factor(), wz, w):
+        rowdot = (wz * flat).sum(axis=0)  # (the same, pass by pass)
+        if kept_t is not None:
+            flat *= keep.scaled(kept_t)
+        flat -= rowdot
+        flat *= w
+    ds = xp.moveaxis(ds, 0, -2)                    # (..., S, T): dS^T a head
+    return xp.matmul(xp.swapaxes(ds, -1, -2), k, out=dq), xp.matmul(ds, qs, out=dk), dv
 
 
 def _forward_tiles(xp, qs, k, v, mask, causal, block, lead, keep):
