@@ -164,6 +164,21 @@ def _shifted_by_numpy(s, mask, first, prev, mode):
     return s, m
 
 
+def _scores_and_mask(rng, shape, mask_shape, dtype):
+    """Scores of ``shape`` with a row without keys, a row holding NaN (maximum 0) and a row
+    of +-0, and a mask of ``mask_shape`` (None: none) of -inf and numbers."""
+    s = _values(rng, shape, dtype)
+    s.reshape(-1, shape[-1])[1] = -np.inf                 # (a row without keys)
+    s.reshape(-1, shape[-1])[2, ::2] = np.nan             # (NaN in a row: maximum 0)
+    s.reshape(-1, shape[-1])[3] = 0.0
+    s.reshape(-1, shape[-1])[3, 1::3] = -0.0
+    mask = None
+    if mask_shape is not None:
+        mask = np.where(rng.random(mask_shape) < 0.3, -np.inf, rng.standard_normal(mask_shape)
+                        ).astype(dtype)
+    return s, mask
+
+
 # (scores' shape, mask's shape or None): masks over every dim, over keys only (padding), over
 # (queries, keys), a column, per batch and head, batch only
 SHIFTS = [((2, 3, 5, 11), None), ((2, 3, 5, 11), (2, 1, 1, 11)), ((2, 3, 5, 11), (5, 11)),
@@ -179,15 +194,7 @@ def test_attentions_shifted_scores_equal_numpys_bits(dtype, shape, mask_shape, f
     """Mask and causal mask added, the rows' finite maximum (or lse) subtracted: NumPy's
     bits, with rows that hold NaN, +-inf, +-0 and rows whose every key is masked."""
     rng = np.random.default_rng(len(shape) + (first or 0) + 7 * mode)
-    s = _values(rng, shape, dtype)
-    s.reshape(-1, shape[-1])[1] = -np.inf                 # (a row without keys)
-    s.reshape(-1, shape[-1])[2, ::2] = np.nan             # (NaN in a row: maximum 0)
-    s.reshape(-1, shape[-1])[3] = 0.0
-    s.reshape(-1, shape[-1])[3, 1::3] = -0.0
-    mask = None
-    if mask_shape is not None:
-        mask = np.where(rng.random(mask_shape) < 0.3, -np.inf, rng.standard_normal(mask_shape)
-                        ).astype(dtype)
+    s, mask = _scores_and_mask(rng, shape, mask_shape, dtype)
     rows = shape[:-1] + (1,)
     prev = None if mode == 0 else _values(rng, rows, dtype, mode == 2 and np.prod(rows) > 11)
     with np.errstate(all="ignore"):
@@ -262,16 +269,8 @@ def test_attentions_keys_first_shifted_scores_equal_numpys_bits(dtype, shape, ma
     maximum subtracted, as attention's NumPy formulas do it (``_shift_keys_first``), with
     rows that hold NaN, +-inf, +-0 and rows whose every key is masked."""
     from minigrad.fused.attention import _shift_keys_first
-    rng = np.random.default_rng(len(shape) + (first or 0))
-    s = _values(rng, shape, dtype)
-    s.reshape(-1, shape[-1])[1] = -np.inf                 # (a row without keys)
-    s.reshape(-1, shape[-1])[2, ::2] = np.nan             # (NaN in a row: maximum 0)
-    s.reshape(-1, shape[-1])[3] = 0.0
-    s.reshape(-1, shape[-1])[3, 1::3] = -0.0
-    mask = None
-    if mask_shape is not None:
-        mask = np.where(rng.random(mask_shape) < 0.3, -np.inf, rng.standard_normal(mask_shape)
-                        ).astype(dtype)
+    s, mask = _scores_and_mask(np.random.default_rng(len(shape) + (first or 0)), shape,
+                               mask_shape, dtype)
     lead, (T, S) = shape[:-2], shape[-2:]
     st = np.ascontiguousarray(np.moveaxis(s, -1, 0))     # (S, ..., T)
     first = S if first is None else first
