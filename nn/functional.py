@@ -975,7 +975,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal)
     if enable_gqa:
         key, value = _repeat_kv_heads(query, key, value)
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scale = default_scale(query.shape[-1]) if scale is None else scale
     mask = None
     if attn_mask is not None:
         mask = _additive(~attn_mask if attn_mask.dtype == mg.bool else attn_mask, query)
@@ -1020,6 +1020,12 @@ def _repeat_kv_heads(query, key, value):
 SDPA_BACKEND = ["auto"]
 
 
+def default_scale(head_dim):
+    """Attention's default scale, 1 / sqrt(head_dim); inf for heads of size 0, as PyTorch's
+    (their scores, sums of no products, are 0: every key weighs the same)."""
+    return 1.0 / math.sqrt(head_dim) if head_dim else math.inf
+
+
 def attend(q, k, v, mask=None, causal=None, dropout_p=0.0, scale=None, need_weights=False):
     """Attention with an additive float ``mask`` (broadcastable to (..., T, S)) and an
     optional causal offset c (query i sees keys j <= i + c); what scaled_dot_product_attention
@@ -1029,7 +1035,7 @@ def attend(q, k, v, mask=None, causal=None, dropout_p=0.0, scale=None, need_weig
     MultiheadAttention computes them with a plain softmax).
     """
     check_mask_dtype("attend", "mask", mask, allow_bool=False)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = default_scale(q.shape[-1]) if scale is None else scale
     if not need_weights and q.dtype == mg.float16 and q.device.type == "cpu":
         # PyTorch's CPU kernel keeps float16 scores and softmax in float32 (no overflow past
         # 65504) and rounds the output once; its weights, where wanted, are float16 ops

@@ -144,6 +144,36 @@ def test_broadcast_batch_dims_sum_their_gradients(device):
             np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("backend", ["fused", "math"])
+def test_heads_of_size_zero_weigh_every_key_the_same(device, backend):
+    """Head size 0 with the default scale (1 / sqrt(0): inf, as PyTorch's): every score is
+    a sum of no products, 0, so each query's output is the mean of the values, and the
+    gradients of q and k are empty."""
+    rng = np.random.default_rng(3)
+    q = mg.tensor(np.zeros((2, 3, 4, 0)), device=device, requires_grad=True)
+    k = mg.tensor(np.zeros((2, 3, 6, 0)), device=device, requires_grad=True)
+    v = mg.tensor(rng.standard_normal((2, 3, 6, 5)), device=device, requires_grad=True)
+    kind = nn.attention.SDPBackend.MATH if backend == "math" else \
+        nn.attention.SDPBackend.FLASH_ATTENTION
+    with nn.attention.sdpa_kernel(kind):
+        out = F.scaled_dot_product_attention(q, k, v)
+    expected = np.broadcast_to(v.numpy().mean(axis=-2, keepdims=True), out.shape)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-12, atol=1e-15)
+    out.sum().backward()
+    assert q.grad.shape == q.shape and k.grad.shape == k.shape
+    np.testing.assert_allclose(v.grad.numpy(), np.full(v.shape, 4 / 6), rtol=1e-12)
+
+
+@needs_torch
+def test_heads_of_size_zero_match_torch():
+    q, k = np.zeros((1, 2, 3, 0), np.float32), np.zeros((1, 2, 5, 0), np.float32)
+    v = np.random.default_rng(4).standard_normal((1, 2, 5, 3)).astype(np.float32)
+    ours = F.scaled_dot_product_attention(mg.tensor(q), mg.tensor(k), mg.tensor(v)).numpy()
+    theirs = torch.nn.functional.scaled_dot_product_attention(
+        torch.tensor(q), torch.tensor(k), torch.tensor(v)).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
+
+
 def test_float32_stays_float32(device):
     q, k, v = qkv((1, 2, 6, 4), 6, device=device, dtype=np.float32)
     out = fused(q, k, v, None, 0, 0.5, (2, 2))
