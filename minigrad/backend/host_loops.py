@@ -627,7 +627,7 @@ def shift_rows(s, mask=None, first=None, prev=None, mode=0):
 
 # --- attention's short rows, keys first -----------------------------------------------------
 #
-# A row of scores as long as a tiny model's sequence (16 or 32 keys) is too short for a
+# A row of scores as long as a tiny model's sequence (16 keys) is too short for a
 # vector loop along it, and NumPy's per-row passes pay their overhead once per row. So the
 # one tile of short rows is laid out keys first: (S, R) for R rows of queries (every batch
 # and head), each key's scores of every row side by side. Then a row's maximum, sum or
@@ -684,7 +684,8 @@ def shift_keys_first(st, mask, lead, first):
     row's maximum (a NaN where the row has one, as NumPy's), or 0 where that is not finite,
     subtracted. Returns the maxima (R,), or None, doing nothing, where this does not apply.
     The same bits as NumPy's ``st += mask`` and ``st += where(future, -inf, 0)`` (keys
-    first), ``st.max(axis=0)``, ``where(isfinite(m), m, 0)`` and ``st -= m``."""
+    first), ``st.max(axis=0)``, ``where(isfinite(m), m, 0)`` and ``st -= m``, but for a
+    score of -0 past no causal limit, which NumPy's added 0 makes +0 (see ``mask_future``)."""
     if not st.size or st.ndim != 2 or not _fits(st):
         return None
     S, R = st.shape
