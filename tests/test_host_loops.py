@@ -641,3 +641,27 @@ def test_the_bytes_of_a_dropout_mask_and_their_ties(top, n):
     every = host_loops.keep_of_bytes(words, n, top)  # made room for (a thousand are)
     assert (every is None) if n == 1003 else (
         not every[0].any() and np.array_equal(every[1], np.arange(n)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5,), (7, 3), (2, 4, 64), (512, 33)])
+def test_a_bias_added_in_one_pass_equals_numpys_bits(monkeypatch, dtype, shape):
+    """``kernels.add_bias`` (a linear layer's ``out += bias``): NumPy's bits, special values
+    included, and declined (NumPy's add runs) where the arrays do not fit."""
+    rng = np.random.default_rng(shape[-1])
+    out = _values(rng, shape, dtype, np.prod(shape) >= len(_SPECIAL))
+    bias = _values(rng, shape[-1:], dtype, shape[-1] >= len(_SPECIAL))
+
+    def run():
+        with np.errstate(all="ignore"):
+            return kernels.add_bias(out.copy(), bias)
+    fast, slow = _both(monkeypatch, run)
+    _same(fast, slow)
+    with np.errstate(all="ignore"):
+        _same(fast, out + bias)
+    assert host_loops.add_bias(out.copy(), bias)
+    assert not host_loops.add_bias(out.copy(), bias.astype(np.float16))   # another dtype
+    assert not host_loops.add_bias(out.copy(), np.ones((1,) + shape[-1:], dtype))  # 2-D bias
+    if out.ndim > 1:
+        assert not host_loops.add_bias(out[..., ::2].copy(), bias)         # another width
+        assert not host_loops.add_bias(np.swapaxes(out, 0, -1), bias[:1].repeat(out.shape[0]))

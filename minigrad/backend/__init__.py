@@ -38,10 +38,10 @@ import numpy as np  # noqa: F401  (ops compare array modules against backend.np)
 from .devices import (CPU, Device, DeviceError, _NULL_CONTEXT, _XP_BY_TYPE,  # noqa: F401
                       array_module, check_same_device, cuda_is_available, cupy,
                       device_context, device_of, to_device, to_host, xp_of)
-from .kernels import (adam, adam_into, add_scaled, attention, attention_backward,  # noqa: F401
-                      check_index_bounds, dropout, embedding_backward, erf, gelu,
-                      gelu_backward, layer_norm, layer_norm_backward, lead_sum, row_mean,
-                      row_sum, run_split, scatter_add, softmax, softmax_backward)
+from .kernels import (adam, adam_into, add_bias, add_scaled, attention,  # noqa: F401
+                      attention_backward, check_index_bounds, dropout, embedding_backward,
+                      erf, gelu, gelu_backward, layer_norm, layer_norm_backward, lead_sum,
+                      row_mean, row_sum, run_split, scatter_add, softmax, softmax_backward)
 from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa: F401
                      manual_seed, set_rng_state, source)
 from . import random as _random

@@ -52,6 +52,7 @@ def load():
         adam(flat.copy(), flat.copy(), flat.copy(), flat.copy(), 0.1, 0.9, 1e-3, one, 1e-8,
              True)
         add_rows(a.copy(), np.zeros(2, np.int64), a)
+        add_bias(a.copy(), w)
         adam_into([a.copy()], [a], flat.copy(), flat.copy(), [(0, a.size)], 0.1, 0.9, 1e-3,
                   one, 1e-8)
         centre(a, r)
@@ -197,6 +198,22 @@ def add_scaled(out, x, y, alpha):
         return False
     _add_scaled(out.reshape(-1), x.reshape(-1), y.reshape(-1), float(np.float32(alpha)),
                 np.empty(512), np.empty(512))
+    return True
+
+
+@_jit
+def _add_bias(out, bias):
+    for r in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[r, j] = out[r, j] + bias[j]
+
+
+def add_bias(out, bias):
+    """``out += bias`` with ``bias`` over out's last dim, in one pass; False, doing nothing,
+    where the arrays do not fit (not C-contiguous float32/64 of one dtype, another shape)."""
+    if not out.size or out.ndim < 1 or not _fits(out, bias) or bias.shape != out.shape[-1:]:
+        return False
+    _add_bias(out.reshape(-1, out.shape[-1]), bias)
     return True
 
 

@@ -275,6 +275,15 @@ def dropout(x, keep, scale):
     return out
 
 
+def add_bias(out, bias):
+    """``out += bias`` for a bias over the last dim (a linear layer's): on the host one
+    compiled pass over the rows (NumPy's broadcasting add runs its loop once a row, slow
+    for the short rows of a small layer), the same bits."""
+    if not host_loops.add_bias(out, bias):
+        out += bias
+    return out
+
+
 def add_scaled(out, x, y, alpha):
     """``x + alpha * y`` written into ``out``, as PyTorch's ``add(x, y, alpha=alpha)``:
     ``x``, ``y`` (arrays or numbers) and ``alpha`` rounded to out's dtype first, then, for

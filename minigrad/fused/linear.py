@@ -40,7 +40,7 @@ class Linear(Primitive):
         ctx.save_for_backward(x if needs[1] else None, weight if needs[0] else None)
         out = _rows_product(ctx.xp, x, weight.T)  # (*, out)
         if bias is not None:
-            out += bias
+            backend.add_bias(out, bias)
         return out
 
     @staticmethod
