@@ -975,7 +975,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal)
     if enable_gqa:
         key, value = _repeat_kv_heads(query, key, value)
-    scale = default_scale(query.shape[-1]) if scale is None else scale
     mask = None
     if attn_mask is not None:
         mask = _additive(~attn_mask if attn_mask.dtype == mg.bool else attn_mask, query)

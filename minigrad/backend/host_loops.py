@@ -558,6 +558,12 @@ def minus_row_max(x):
     return out
 
 
+@_jit(inline="always")
+def _mask_row(a, h, t, Am, Hm, Tm):
+    """The row of ``mask_rows``' 2-D mask for batch a, head h, query t."""
+    return ((a if Am > 1 else 0) * Hm + (h if Hm > 1 else 0)) * Tm + (t if Tm > 1 else 0)
+
+
 def mask_rows(mask, shape, dtype):
     """(rows, A, H, T): a float ``mask`` that broadcasts to scores of ``shape`` (..., H, T,
     S) as a C-contiguous 2-D array of rows of keys, (batch, heads, rows) rows, each of the
@@ -587,8 +593,7 @@ def _shift_rows(s, bits, heads, rows, mask, Am, Hm, Tm, first, prev, mode, minus
         for h in range(heads):
             for r in range(rows):
                 if Am:
-                    mq = ((a if Am > 1 else 0) * Hm + (h if Hm > 1 else 0)) * Tm + \
-                        (r if Tm > 1 else 0)
+                    mq = _mask_row(a, h, r, Am, Hm, Tm)
                     if Sm > 1:
                         for j in range(S):
                             s[q, j] = s[q, j] + mask[mq, j]
@@ -664,13 +669,13 @@ def _shift_keys_first(st, mask, heads, rows, Am, Hm, Tm, first, minus_inf, zero,
             r0 = 0
             for a in range(R // (heads * rows)):
                 if Hm == 1 and Tm == 1:
-                    c = mask[a if Am > 1 else 0, j]
+                    c = mask[_mask_row(a, 0, 0, Am, Hm, Tm), j]
                     for r in range(r0, r0 + heads * rows):
                         x[r] = x[r] + c
                     r0 += heads * rows
                     continue
                 for h in range(heads):
-                    mq = ((a if Am > 1 else 0) * Hm + (h if Hm > 1 else 0)) * Tm
+                    mq = _mask_row(a, h, 0, Am, Hm, Tm)
                     if Tm > 1:
                         for t in range(rows):
                             x[r0 + t] = x[r0 + t] + mask[mq + t, j]

@@ -78,12 +78,13 @@ class Attention(Primitive):
                 return out
         keep = _Dropout(dropout_p, q.dtype, xp)
         weights = kept = None  # the one tile's weights and dropout mask, kept for backward
-        if _one_tile(block, T, S, causal) and _keys_first(xp, q, k, v, mask, keep.p):
+        in_one_tile = _one_tile(block, T, S, causal)
+        if in_one_tile and _keys_first(xp, q, k, v, mask, keep.p):
             out, lse, weights, kept = _keys_first_tile(xp, q, k, v, mask, scale, causal, keep)
             ctx.save_for_backward(q, k, v, mask, out, lse, keep.state, weights, kept)
             return out
         qs = q * xp.asarray(scale, dtype=q.dtype)  # the queries, scaled once
-        if _one_tile(block, T, S, causal):
+        if in_one_tile:
             def one_tile(qs, k, v, mask, out):
                 tile = []
                 out, lse = _rows(xp, qs, _transposed(xp, k), v, mask, causal, 0, T, S, keep,
@@ -320,12 +321,13 @@ def _keys_first_tile(xp, q, k, v, mask, scale, causal, keep):
     kept_flat = None if kept is None else xp.ascontiguousarray(
         xp.moveaxis(kept, -1, 0)).reshape(S, -1)
     sums = backend.host_loops.weights_keys_first(flat, kept_flat, keep.factor())
-    if sums is None:  # (the same, pass by pass)
+    if sums is not None:
+        total, weights = sums
+    else:  # (the same, pass by pass)
         total = flat.sum(axis=0)
-        sums = total, flat / xp.where(total == 0, 1, total)
+        weights = flat / xp.where(total == 0, 1, total)
         if kept is not None:
-            xp.multiply(sums[1], keep.scaled(kept_flat), out=flat)
-    total, weights = sums
+            xp.multiply(weights, keep.scaled(kept_flat), out=flat)
     dropped = (weights if kept is None else flat).reshape(st.shape)
     out = _like(xp, q, lead + (T, v.shape[-1]))
     xp.matmul(xp.swapaxes(xp.moveaxis(dropped, 0, -2), -1, -2), v, out=out)
