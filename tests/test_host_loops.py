@@ -420,6 +420,36 @@ def test_minus_row_max_equals_numpys_bits(dtype, shape):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("length", [0, 1, 2, 15, 16, 17, 31, 64, 65, 600])
+def test_row_maximum_of_any_bits_is_numpys(dtype, length):
+    """A row's maximum (taken over the numbers' bits as integer keys) of numbers drawn as
+    raw bits: every sign, exponent and NaN payload, subnormals and +-inf. A NaN for a row
+    that holds one (NumPy's payload is its own: the first NaN's, or a default NaN), else
+    NumPy's maximum bit for bit (a tie of +0 and -0 aside, where it is either zero); -inf
+    for an empty row."""
+    rng = np.random.default_rng(length)
+    ints = np.dtype(f"i{np.dtype(dtype).itemsize}")
+    x = rng.integers(np.iinfo(ints).min, np.iinfo(ints).max, (48, length), dtype=ints,
+                     endpoint=True).view(dtype)
+    if length:
+        x[:24] = np.where(np.isnan(x[:24]), dtype(1.5), x[:24])   # (half the rows: no NaN)
+        x[2], x[3], x[4], x[5] = np.inf, -np.inf, 0.0, -0.0        # (rows of one value)
+        x[6, ::2] = 0.0                                            # (+-0 ties, negatives)
+        x[6, 1::2] = -np.abs(x[6, 1::2])
+        x[7], x[8, 0] = -np.abs(x[7]), -np.finfo(dtype).max
+        x[9] = np.finfo(dtype).smallest_subnormal * rng.integers(-3, 4, length)
+        x[24:, 0] = np.where(np.arange(24) % 2, np.nan, x[24:, 0])  # (NaN first, or later)
+    bits, minus_inf, sign_free, inf_bits, _ = host_loops._BITS[np.dtype(dtype)]
+    got = np.array([host_loops._row_max(x, x.view(bits), q, minus_inf, sign_free, inf_bits)
+                    for q in range(len(x))], dtype)
+    expected = x.max(axis=-1) if length else np.full(len(x), -np.inf, dtype)
+    nan, zero = np.isnan(expected), expected == 0
+    assert np.array_equal(np.isnan(got), nan)
+    _same(got[~nan & ~zero], expected[~nan & ~zero])
+    assert np.all(got[zero] == 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 def test_softmax_equals_numpys_bits(monkeypatch, dtype, op):
     import minigrad as mg

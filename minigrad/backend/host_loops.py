@@ -493,37 +493,59 @@ _BITS = {  # float dtype: (its integers, -inf, the bits below the sign, inf's bi
 @_jit(inline="always")
 def _row_max(s, bits, q, minus_inf, sign_free, inf_bits):
     """NumPy's max of row q of ``s``: its largest value, or its first NaN where it holds
-    one. Eight running maxima side by side (their comparisons do not wait on one another);
-    a NaN, which no comparison picks, is found in ``bits`` (the rows as integers, which
-    vectorise): its magnitude's bits exceed infinity's."""
-    n = s.shape[1]
-    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = minus_inf
-    whole = n - n % 8
-    for j in range(0, whole, 8):
-        x0, x1, x2, x3 = s[q, j], s[q, j + 1], s[q, j + 2], s[q, j + 3]
-        x4, x5, x6, x7 = s[q, j + 4], s[q, j + 5], s[q, j + 6], s[q, j + 7]
-        a0 = x0 if x0 > a0 else a0
-        a1 = x1 if x1 > a1 else a1
-        a2 = x2 if x2 > a2 else a2
-        a3 = x3 if x3 > a3 else a3
-        a4 = x4 if x4 > a4 else a4
-        a5 = x5 if x5 > a5 else a5
-        a6 = x6 if x6 > a6 else a6
-        a7 = x7 if x7 > a7 else a7
-    top = minus_inf
-    for a in (a0, a1, a2, a3, a4, a5, a6, a7):
-        top = a if a > top else top
-    for j in range(whole, n):
-        top = s[q, j] if s[q, j] > top else top
-    magnitude = 0
-    for j in range(n):
-        b = bits[q, j] & sign_free
-        magnitude = b if b > magnitude else magnitude
-    if magnitude > inf_bits:
-        for j in range(n):
-            if s[q, j] != s[q, j]:
-                return s[q, j]
-    return top
+    one; -inf for an empty row. A comparison of floats that must treat NaN as NumPy does
+    does not vectorise, so the maximum is taken over ``bits`` (the row as integers, which
+    do): each number's bits as an integer key that orders as the numbers do (below the
+    sign, the bits of a negative number flipped: -0 just below +0), the largest key turned
+    back into its number; a NaN, which has no place in that order, is found from the
+    largest magnitude, whose bits then exceed infinity's."""
+    if bits.itemsize == 4:
+        top32, magnitude32 = _largest_key32(bits, q, sign_free)
+        if magnitude32 > inf_bits:
+            return s[q, _first_nan(s, q)]
+        return np.int32(top32).view(np.float32) if s.shape[1] else minus_inf
+    top64, magnitude64 = _largest_key64(bits, q, sign_free)
+    if magnitude64 > inf_bits:
+        return s[q, _first_nan(s, q)]
+    return np.int64(top64).view(np.float64) if s.shape[1] else minus_inf
+
+
+@_jit(inline="always")
+def _largest_key32(bits, q, sign_free):
+    """(the bits of the largest key of row q of int32 ``bits``, its largest magnitude);
+    numba's integers widen to 64 bits unless each step says int32 (16 lanes, not 8)."""
+    top = np.int32(~sign_free)  # the smallest key
+    magnitude = np.int32(0)
+    for j in range(bits.shape[1]):
+        b = np.int32(bits[q, j])
+        key = np.int32(b ^ np.int32(np.int32(b >> np.int32(31)) & sign_free))
+        top = key if key > top else top
+        m = np.int32(b & sign_free)
+        magnitude = m if m > magnitude else magnitude
+    return np.int32(top ^ np.int32(np.int32(top >> np.int32(31)) & sign_free)), magnitude
+
+
+@_jit(inline="always")
+def _largest_key64(bits, q, sign_free):
+    """``_largest_key32`` for int64 ``bits``."""
+    top = ~sign_free
+    magnitude = sign_free & 0
+    for j in range(bits.shape[1]):
+        b = bits[q, j]
+        key = b ^ ((b >> 63) & sign_free)
+        top = key if key > top else top
+        m = b & sign_free
+        magnitude = m if m > magnitude else magnitude
+    return top ^ ((top >> 63) & sign_free), magnitude
+
+
+@_jit(inline="always")
+def _first_nan(s, q):
+    """The index of the first NaN in row q of ``s`` (-1: none)."""
+    for j in range(s.shape[1]):
+        if s[q, j] != s[q, j]:
+            return j
+    return -1
 
 
 @_jit(inline="always")
