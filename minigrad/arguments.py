@@ -24,8 +24,7 @@ def _dim(t, d, ndim=None):
 
 def _dims(t, dim, axis):
     """``dim`` (or its alias ``axis``) as a sorted tuple of non-negative axes; None = all."""
-    if dim is None:
-        dim = axis
+    dim = _alias(dim, axis)
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(t.ndim))  # PyTorch reduces over every dim for dim=() too
     if isinstance(dim, (tuple, list)):
@@ -52,6 +51,9 @@ def _kd(keepdim, keepdims):
 
 
 def _alias(dim, axis):
+    """``dim``, or its NumPy alias ``axis``: one of them, as in PyTorch."""
+    if dim is not None and axis is not None:
+        raise TypeError(f"got both dim={dim!r} and its alias axis={axis!r}; pass one")
     return axis if dim is None else dim
 
 
@@ -320,11 +322,13 @@ def _spread(t, op, dim, unbiased, keepdim, correction, axis, keepdims):
                            f"{t.dtype} (shape {t.shape})")
     if t.array.dtype == np.float16:
         return _spread(t.float(), op, dim, unbiased, keepdim, correction, axis, keepdims).half()
+    if isinstance(dim, (builtins.bool, np.bool_)) and unbiased is None:
+        dim, unbiased = None, dim  # var(False): PyTorch's overload var(unbiased)
     if correction is None:
         correction = 1 if unbiased is None else builtins.int(unbiased)
     dims = _dims(t, dim, axis)
     return op.apply(t, dims=dims, keepdim=_kd(keepdim, keepdims), correction=correction,
-                    count=_count(t, dims))
+                    count=_count(t, dims), whole=(dim is None and axis is None) or t.ndim == 0)
 
 
 def _arg_reduce(t, dim, keepdim, op):

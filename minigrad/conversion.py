@@ -32,6 +32,9 @@ def as_array(data, dtype=None, device=None):
             arr = np.asarray(data, dtype=dtype)
         except OverflowError:  # a number beyond an integer dtype: PyTorch's checked cast
             arr = _checked_integers(np.asarray(data), dtype)
+        except ValueError:
+            _check_ragged(data)
+            raise
         if dtype is None and arr.dtype == np.float64 and not isinstance(data, (np.ndarray,
                                                                                np.generic)):
             arr = arr.astype(dtypes.get_default_dtype())  # Python floats -> float32
@@ -49,6 +52,26 @@ def as_array(data, dtype=None, device=None):
     if device is not None:
         arr = backend.to_device(arr, device)
     return arr
+
+
+def _check_ragged(data, dim=0):
+    """Raise PyTorch's error where the nested lists ``data`` are ragged: a sequence at
+    ``dim`` (or deeper) whose length differs from its first sibling's (ValueError), or
+    numbers beside sequences (TypeError)."""
+    if not isinstance(data, (list, tuple)) or not data:
+        return
+    first = data[0]
+    length = len(first) if isinstance(first, (list, tuple)) else None
+    for item in data[1:]:
+        found = len(item) if isinstance(item, (list, tuple)) else None
+        if (found is None) != (length is None):
+            raise TypeError(f"tensor: the nested lists mix numbers and sequences at dim "
+                            f"{dim + 1}")
+        if found != length:
+            raise ValueError(f"tensor: expected sequence of length {length} at dim {dim + 1} "
+                             f"(got {found})")
+    for item in data:
+        _check_ragged(item, dim + 1)
 
 
 def _checked_integers(wide, dtype):

@@ -292,8 +292,16 @@ class Tensor(TensorBase):
         return builtins.int(self.array.item())
 
     def __format__(self, spec):
+        """A 0-d tensor formats as its number (``f"{loss:.4f}"``); any other prints as
+        ``str`` with an empty spec and refuses one, as in PyTorch."""
         read_on_host("Tensor.__format__()")
-        return format(self.item(), spec) if self.array.ndim == 0 else repr(self)
+        if self.array.ndim == 0:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__ "
+                            f"(a tensor of shape {tuple(self.shape)}; format t.item() of a "
+                            "0-d tensor)")
+        return repr(self)
 
     def __repr__(self):
         read_on_host("Tensor.__repr__()")
@@ -782,8 +790,8 @@ class Tensor(TensorBase):
 
     # --- comparisons and logic (no gradient) -------------------------------------------------
     def _cmp(self, other, fn):
-        if other is None:
-            return NotImplemented
+        if other is None or isinstance(other, str):  # (== then is False and < a TypeError,
+            return NotImplemented                     # as in PyTorch)
         return NonDiff.apply(*_operands(self, other), fn=fn)
 
     __lt__ = lambda self, o: self._cmp(o, "less")  # noqa: E731
@@ -821,6 +829,9 @@ class Tensor(TensorBase):
     lt, le, gt, ge, eq, ne = __lt__, __le__, __gt__, __ge__, __eq__, __ne__
 
     def __invert__(self):
+        if self.array.dtype.kind not in "biu":
+            raise TypeError(f"~ (operator.invert) is only implemented on integer and bool "
+                            f"tensors, got {_described(self)}")
         return NonDiff.apply(self, fn="logical_not" if self.dtype == dtypes.bool else "invert")
 
     def logical_not(self): return NonDiff.apply(self, fn="logical_not")
@@ -1010,6 +1021,9 @@ class Tensor(TensorBase):
         dim = _alias(dim, axis)
         if dim is not None and not _is_int(dim):
             raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+        if dim is None and (keepdim or keepdims):
+            raise TypeError("prod(): keepdim needs a dim (the product of every element is "
+                            "0-d)")
         if dtype is None and self.array.dtype.kind in "biu":
             dtype = dtypes.int64
         x = self if dtype is None else self.to(dtype)
@@ -1128,7 +1142,10 @@ class Tensor(TensorBase):
     def view(self, *shape):
         """The same memory seen with another shape. Unlike reshape, never a copy: where the
         layout (a transpose, a slice, an expand) cannot be seen with that shape, a
-        RuntimeError, as in PyTorch (use reshape or contiguous() there)."""
+        RuntimeError, as in PyTorch (use reshape or contiguous() there). ``view(dtype)``:
+        the same bytes read as another dtype (``_view_as_dtype``)."""
+        if len(shape) == 1 and isinstance(shape[0], (np.dtype, type)):
+            return self._view_as_dtype(shape[0])
         shape = _new_shape("view", self, shape)
         if not (self.array.flags.c_contiguous or _viewable(self.array, shape)):
             raise RuntimeError(f"view: the size {list(shape)} is not compatible with the "
@@ -1136,6 +1153,29 @@ class Tensor(TensorBase):
                                "dimension spans across two contiguous subspaces); use "
                                ".reshape(...) instead")
         return Reshape.apply(self, shape=shape)
+
+    def _view_as_dtype(self, dtype):
+        """The same memory read as ``dtype``, as ``torch.Tensor.view(dtype)``: no gradient;
+        where the element size differs, the last dim (of stride 1) holds proportionally more
+        or fewer elements."""
+        dtype = dtypes.as_dtype(dtype)
+        data, size = self.array, self.array.dtype.itemsize
+        if dtype.itemsize != size:
+            if data.ndim == 0:
+                raise RuntimeError(f"view: a 0-d tensor cannot be viewed as {dtype} from "
+                                   f"{self.dtype} (different element sizes)")
+            if data.strides[-1] != size and data.shape[-1] != 1:
+                raise RuntimeError(f"view: the last dim must have stride 1 to view {self.dtype} "
+                                   f"as {dtype} (different element sizes; shape "
+                                   f"{tuple(self.shape)}, strides in elements "
+                                   f"{tuple(n // size for n in data.strides)})")
+            if (data.shape[-1] * size) % dtype.itemsize:
+                raise RuntimeError(f"view: the last dim's size {data.shape[-1]} must be "
+                                   f"divisible by {dtype.itemsize // size} to view "
+                                   f"{self.dtype} as {dtype}")
+            if data.strides[-1] != size:  # (a last dim of 1 element: any stride will do)
+                data = data.reshape(data.shape)
+        return Tensor._make(data.view(dtype))
 
     def view_as(self, other):
         return self.view(other.shape)
@@ -1269,6 +1309,8 @@ class Tensor(TensorBase):
         if s > e:
             raise RuntimeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
                                f"(shape {tuple(self.shape)})")
+        if s == e:  # no dims to flatten together: the tensor itself, as in PyTorch
+            return self
         return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) +
                             self.shape[e + 1:])  # (not -1: a size 0 leaves -1 undecided)
 

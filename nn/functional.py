@@ -201,8 +201,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) dims,
     with the biased variance and eps inside the square root (PyTorch's formula); one fused
     op (see minigrad.fused.LayerNorm)."""
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
+    if not isinstance(normalized_shape, (tuple, list)):  # (nn.LayerNorm takes an int)
+        raise TypeError(f"layer_norm: normalized_shape must be a tuple of ints (as "
+                        f"({normalized_shape!r},)), not {type(normalized_shape).__name__}")
     n = len(normalized_shape)
     normalized_shape = tuple(normalized_shape)
     if n == 0:

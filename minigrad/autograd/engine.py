@@ -73,7 +73,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, targ
     if targets is not None:  # mg.grad: (node, output) -> positions in targets
         for i, t in enumerate(targets):
             pass_.wanted.setdefault(edge_to(t), []).append(i)
-        order = _prune(order, {node for node, _ in pass_.wanted})
+        order, pass_.stops = _prune(order, {node for node, _ in pass_.wanted})
     for watcher in PROCESS.watchers:  # a profiler times each node (checked once per call)
         if hasattr(watcher, "walk_backward"):
             order = watcher.walk_backward(order, pass_.grads_of)
@@ -132,6 +132,7 @@ class _Pass:
         self.fresh = {}      # id(array) -> array: gradient sums only the engine holds
         self.wanted = {}     # mg.grad: (node, output index) -> positions in its inputs
         self.captured = {}   # position -> gradient
+        self.stops = ()      # mg.grad: nodes whose gradients are read but which do not run
 
     def receive(self, node, index, g):
         """Add gradient ``g`` to what output ``index`` of ``node`` has received."""
@@ -174,6 +175,8 @@ class _Pass:
             received = grads
             if len(grads) > 1 or node._pre_hooks or node._retained or wanted:
                 received = self.prepare(node, grads)  # (a new tuple)
+            if node in self.stops:
+                continue
             if node.released:
                 raise RuntimeError(FREED_MESSAGE.format(op=node.name()))
             if capture is None:
@@ -186,7 +189,8 @@ class _Pass:
             if len(in_grads) != len(edges):
                 in_grads = _one_per_input(node, in_grads, len(edges))
             if not node._raw:  # a user's backward may return tensors it keeps, or arrays
-                in_grads = tuple(_rewrap(g, e, grads[0]) for g, e in zip(in_grads, edges))
+                in_grads = tuple(_rewrap(g, e, grads[0], node, i)
+                                 for i, (g, e) in enumerate(zip(in_grads, edges)))
             if received is not grads and node._node_hooks:
                 in_grads = self.post_hooks(node, in_grads, received)
             if anomalous:
@@ -393,25 +397,30 @@ def _run_hooks(hooks, grad):
 
 
 def _prune(order, target_nodes):
-    """Keep the nodes from which a target can be reached (mg.grad needs no others)."""
-    needed = set()
+    """(the nodes from which a target can be reached, in ``order``: mg.grad needs no
+    others; the targets' nodes among them from which no other target can be reached).
+    Those last give their gradient to mg.grad and are neither run nor released, as in
+    PyTorch: a graph behind a non-leaf input stays whole for a later backward."""
+    needed, runs = set(), set()
     for node in reversed(order):  # producers first
-        if node in target_nodes:
+        if any(edge and edge[0] in needed for edge in node.edges):
             needed.add(node)
-            continue
-        for edge in node.edges:
-            if edge and edge[0] in needed:
-                needed.add(node)
-                break
-    return [n for n in order if n in needed]
+            runs.add(node)
+        elif node in target_nodes:
+            needed.add(node)
+    return [n for n in order if n in needed], needed - runs
 
 
-def _rewrap(g, edge, proto):
-    """A user backward's gradient as a Tensor of the input's dtype (it may return arrays)."""
+def _rewrap(g, edge, proto, node, i):
+    """A user backward's gradient ``g`` for input ``i`` as a Tensor of the input's dtype
+    (it may return arrays or numbers)."""
     if g is None or not edge:
         return None
     if hasattr(g, "grad_fn"):
         return g
+    if not (isinstance(g, (int, float, complex)) or hasattr(g, "__array__")):
+        raise RuntimeError(f"{node.name()}: backward returned a {type(g).__name__} as the "
+                           f"gradient of input {i}; expected a Tensor or None")
     node, index = edge
     dtype = node.output_meta[index][1]
     return proto._make(backend.xp_of(proto.array).asarray(g, dtype=dtype))

@@ -95,11 +95,13 @@ class Function(Node):
 
     @staticmethod
     def forward(ctx, *args, **params):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(ctx).op.__name__}: a Function subclass must "
+                                  "implement forward (a static method)")
 
     @staticmethod
     def backward(ctx, *grads):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(ctx).op.__name__}: a Function subclass must "
+                                  "implement backward (or vjp) to be differentiated")
 
     @staticmethod
     def jvp(ctx, *tangents):
@@ -138,6 +140,13 @@ class Function(Node):
 
     # --- called from forward ---------------------------------------------------------------
     def save_for_backward(self, *tensors):
+        if not self._raw:  # (a user's Function: tensors or None, as in PyTorch)
+            for i, t in enumerate(tensors):
+                if t is not None and not isinstance(t, TensorBase):
+                    raise TypeError(f"{self.op.__name__}: save_for_backward can only save "
+                                    f"tensors (or None), but argument {i} is a "
+                                    f"{type(t).__name__}; keep other values as attributes "
+                                    "of ctx")
         self._to_save = tensors
 
     def save_for_forward(self, *tensors):

@@ -108,9 +108,11 @@ class Var(Primitive):
     The mean and the sum of squares are ``Mean``'s and ``Sum``'s own, of float32 in float64
     and rounded once, as PyTorch accumulates them; ``count`` is how many elements each
     output reduces; no degrees of freedom left (count <= correction) gives inf or NaN, as
-    PyTorch."""
+    PyTorch. ``whole``: taken over the whole tensor with no dim given, where PyTorch's
+    gradient without degrees of freedom is inf (NaN where x is its mean) rather than
+    2 (x - mean) / (count - correction)."""
     @staticmethod
-    def forward(ctx, x, dims, keepdim, correction, count):
+    def forward(ctx, x, dims, keepdim, correction, count, whole=False):
         ctx.save_for_backward(x)
         return _wide_var(ctx, x, dims, keepdim, correction, count).astype(x.dtype, copy=False)
 
@@ -132,7 +134,7 @@ class Std(Var):
     """out = sqrt(var(x, dims));  dx = var's dx with grad / (2 out), 0 where out = 0 (a zero
     spread gets a zero gradient rather than NaN, as in PyTorch)"""
     @staticmethod
-    def forward(ctx, x, dims, keepdim, correction, count):
+    def forward(ctx, x, dims, keepdim, correction, count, whole=False):
         wide = _wide_var(ctx, x, dims, keepdim, correction, count)
         out = ctx.xp.sqrt(wide).astype(x.dtype, copy=False)
         ctx.save_for_backward(x, out)
@@ -161,10 +163,14 @@ _SINGLE, _DOUBLE = backend.np.dtype("float32"), backend.np.dtype("float64")
 
 
 def _var_grad(x, grad, params):
-    """var's dx from the gradient of its output: grad * 2 (x - mean(x)) / (count -
-    correction), as Tensor ops (to be differentiated again)."""
+    """var's dx from the gradient of its output: 2 / (count - correction) * grad * (x -
+    mean(x)), as Tensor ops (to be differentiated again)."""
+    grad = _keep(grad, x.shape, params["dims"], params["keepdim"])
+    if params.get("whole") and params["count"] <= params["correction"]:
+        return grad * x.new_full(x.shape, float("inf")).masked_fill(x == x.mean(),
+                                                                     float("nan"))
     diff = x - x.mean(params["dims"], keepdim=True)
-    return _keep(grad, x.shape, params["dims"], params["keepdim"]) * (_dof_scale(params) * diff)
+    return (_dof_scale(params) * grad) * diff  # (PyTorch's order of the products)
 
 
 def _dof_scale(params):
