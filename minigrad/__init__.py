@@ -50,11 +50,12 @@ __version__ = "0.1.0"
 warnings.filterwarnings("ignore", r"(overflow|divide by zero|invalid value|underflow) "
                         r"encountered", RuntimeWarning, r"minigrad\.")
 
-# mg.exp(x), mg.sum(x, dim), ... are the Tensor methods of the same name.
+# mg.exp(x), mg.sum(x, dim), ... are the Tensor methods of the same name (the tensor may be
+# given as input=, as in PyTorch).
 _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid relu gelu sin cos
     erf sign square rsqrt reciprocal clamp clip maximum minimum sum mean max min amax amin var std
     logsumexp softmax log_softmax argmax argmin reshape transpose permute unsqueeze squeeze
-    flatten expand split chunk masked_fill isnan isinf isfinite logical_and logical_or
+    flatten expand chunk masked_fill isnan isinf isfinite logical_and logical_or
     logical_not clone detach all any norm tril triu mm bmm gather index_select unbind isclose
     allclose equal flip roll cumsum sort argsort topk multinomial nonzero prod cumprod
     masked_select tile repeat_interleave scatter scatter_add index_add index_fill logical_xor
@@ -63,8 +64,9 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     divide subtract true_divide addcmul addcdiv lerp select diagonal trace count_nonzero
     take_along_dim diag nan_to_num aminmax std_mean var_mean diff bernoulli is_nonzero remainder
     floor_divide log1p expm1 floor ceil trunc fix round frac sinh cosh""".split()
+from .combine import _function_of, split  # noqa: E402,F401
 for _name in _FUNCTIONS:
-    globals()[_name] = getattr(Tensor, _name)
+    globals()[_name] = _function_of(_name)
 del _name
 # ... except those that take a number first, as in PyTorch: mg.add(2, x) is 2 + x, and
 # mg.add(2, 3) a tensor (so is mg.pow(2, x), but mg.pow(2, 3) is a TypeError)

@@ -68,6 +68,16 @@ def _count(t, dims):
     return math.prod(t.shape[d] for d in dims)
 
 
+def _sizes_or_keyword(op, sizes, keyword, name):
+    """The sizes of ``op(*sizes)``, or of its keyword form ``op(name=sizes)`` (PyTorch's
+    name), one of the two."""
+    if keyword is None:
+        return sizes
+    if sizes:
+        raise TypeError(f"{op}() got the sizes {sizes} and {name}={keyword!r}; pass one")
+    return (keyword,)
+
+
 def _shape_arg(shape):
     """Accept ``f(2, 3)`` and ``f((2, 3))`` alike."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):

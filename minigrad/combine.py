@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 from . import dtypes
-from .arguments import _broadcast_shape, _dim
+from .arguments import _alias, _broadcast_shape, _dim
 from .autograd.function import ShapeError, read_on_host
 from .conversion import as_array
 from .operands import (_PY_SCALARS, _alpha_sum, _concatenated, _float_operands, _no_keywords,
@@ -20,15 +20,20 @@ from .tensor import Tensor
 _MISSING = object()  # an argument not given (where(condition) alone)
 
 
-def cat(tensors, dim=0):
+def cat(tensors, dim=None, *, axis=None):
     """Concatenate along an existing dim (dtypes promoted as PyTorch does). As in PyTorch,
     a 1-D empty tensor (shape (0,), such as ``tensor([])``) joins tensors of any shape: it
-    adds nothing, but is still an input of the node and gets an empty gradient."""
-    return _concatenated(_holding_a_tensor(_sequence(tensors, "cat")), dim)
+    adds nothing, but is still an input of the node and gets an empty gradient. ``axis``:
+    NumPy's name of ``dim`` (0 by default)."""
+    dim = _alias(dim, axis)
+    return _concatenated(_holding_a_tensor(_sequence(tensors, "cat")), 0 if dim is None else dim)
 
 
-def stack(tensors, dim=0):
-    """Join equal-shaped tensors along a new dim."""
+def stack(tensors, dim=None, *, axis=None):
+    """Join equal-shaped tensors along a new dim (``axis``: NumPy's name of ``dim``, 0 by
+    default)."""
+    dim = _alias(dim, axis)
+    dim = 0 if dim is None else dim
     tensors = _promote_all(_holding_a_tensor(_sequence(tensors, "stack")), "stack")
     for i, t in enumerate(tensors[1:], 1):
         if t.shape != tensors[0].shape:
@@ -148,13 +153,43 @@ def where(condition, input=_MISSING, other=_MISSING):
     return _where(condition, input, other)
 
 
+def _function_of(name):
+    """``mg.<name>``: the Tensor method of that name as a function, whose tensor may also be
+    given as ``input=`` (PyTorch's name), as in ``mg.sum(input=x, dim=1)``."""
+    method = getattr(Tensor, name)
+
+    def function(*args, **kwargs):
+        if "input" in kwargs:
+            if args:
+                raise TypeError(f"{name}() got multiple values for argument 'input'")
+            args = (kwargs.pop("input"),)
+        return method(*args, **kwargs)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = method.__doc__
+    return function
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """``tensor.split(split_size_or_sections, dim)``, under PyTorch's names for the function."""
+    return Tensor.split(tensor, split_size_or_sections, dim)
+
+
 def _number_first(name):
     """``mg.<name>`` (add, sub, mul, div, pow): the Tensor method, which also takes a number
     as its first argument, as PyTorch's functions do (a number and a tensor: the tensor's
-    reflected op; two numbers: the first as a tensor, except for pow)."""
+    reflected op; two numbers: the first as a tensor, except for pow, whose second argument
+    PyTorch calls ``exponent``)."""
     method = getattr(Tensor, name)
 
-    def function(input, other, **kwargs):
+    def function(input, other=None, **kwargs):
+        if name == "pow" and "exponent" in kwargs:
+            if other is not None:
+                raise TypeError("pow() got multiple values for argument 'exponent'")
+            other = kwargs.pop("exponent")
+        if other is None:
+            raise TypeError(f"{name}() missing its second argument "
+                            f"'{'exponent' if name == 'pow' else 'other'}'")
         if isinstance(input, Tensor):
             return method(input, other, **kwargs)
         if type(input) not in _PY_SCALARS and not isinstance(input, np.generic) or \

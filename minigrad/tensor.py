@@ -28,7 +28,7 @@ from .arguments import (_alias, _arg_reduce, _broadcast_shape, _check_not_0d, _c
                         _in_range, _index, _index_add_args, _index_tensor, _int_tuple, _is_array,
                         _is_int, _kd, _logical_dims, _matrices, _normalisable, _one_dim, _reducible,
                         _repeat_counts, _repeat_index_on_device, _required_dim, _scatter_args,
-                        _shape_arg, _split_index, _spread)
+                        _shape_arg, _sizes_or_keyword, _split_index, _spread)
 from .conversion import (_legacy_type_name, _tensor_args, as_array, filled, legacy_alias,
                          legacy_array, tensor_data)
 from .operands import (_PY_SCALARS, _alpha_sum, _clamp_operands, _concatenated, _described,
@@ -1127,10 +1127,10 @@ class Tensor(TensorBase):
         return Cumprod.apply(x, dim=d)
 
     # --- shape ------------------------------------------------------------------------------
-    def reshape(self, *shape):
+    def reshape(self, *sizes, shape=None):
         """A tensor of the given shape with these values: a view when the memory allows
         it (always a new tensor, as in PyTorch, even for the same shape)."""
-        shape = _new_shape("reshape", self, shape)
+        shape = _new_shape("reshape", self, _sizes_or_keyword("reshape", sizes, shape, "shape"))
         data = self.array
         if data.flags.c_contiguous:
             return Reshape.apply(self, shape=shape)
@@ -1139,14 +1139,18 @@ class Tensor(TensorBase):
             return ReshapeAlias.apply(self, shape=shape)
         return UnsafeView.apply(Clone.apply(self, dtype=self.dtype, order="C"), shape=shape)
 
-    def view(self, *shape):
+    def view(self, *sizes, size=None, dtype=None):
         """The same memory seen with another shape. Unlike reshape, never a copy: where the
         layout (a transpose, a slice, an expand) cannot be seen with that shape, a
         RuntimeError, as in PyTorch (use reshape or contiguous() there). ``view(dtype)``:
         the same bytes read as another dtype (``_view_as_dtype``)."""
-        if len(shape) == 1 and isinstance(shape[0], (np.dtype, type)):
-            return self._view_as_dtype(shape[0])
-        shape = _new_shape("view", self, shape)
+        if len(sizes) == 1 and isinstance(sizes[0], (np.dtype, type)):
+            sizes, dtype = (), sizes[0]
+        if dtype is not None:
+            if sizes or size is not None:
+                raise TypeError("view: takes a shape or a dtype, not both")
+            return self._view_as_dtype(dtype)
+        shape = _new_shape("view", self, _sizes_or_keyword("view", sizes, size, "size"))
         if not (self.array.flags.c_contiguous or _viewable(self.array, shape)):
             raise RuntimeError(f"view: the size {list(shape)} is not compatible with the "
                                f"input's size {list(self.shape)} and strides (at least one "
@@ -1206,8 +1210,9 @@ class Tensor(TensorBase):
         steps = tuple(s // self.array.itemsize for s in self.array.strides)
         return steps if dim is None else steps[_dim(self, dim)]
 
-    def permute(self, *dims):
-        dims = tuple(_dim(self, d) for d in _shape_arg(dims))
+    def permute(self, *order, dims=None):
+        dims = tuple(_dim(self, d) for d in _shape_arg(
+            _sizes_or_keyword("permute", order, dims, "dims")))
         if sorted(dims) != list(range(self.ndim)):
             raise ShapeError(f"permute: dims {dims} are not a permutation of the {self.ndim} "
                              f"dims of a tensor of shape {self.shape}")
@@ -1286,11 +1291,12 @@ class Tensor(TensorBase):
         sizes = tuple(n // known if s_ == -1 else s_ for s_ in sizes)
         return self.view(self.shape[:d] + sizes + self.shape[d + 1:])
 
-    def unsqueeze(self, dim):
-        d = _dim(self, dim, self.ndim + 1)
+    def unsqueeze(self, dim=None, *, axis=None):
+        d = _dim(self, _required_dim("unsqueeze", dim, axis), self.ndim + 1)
         return Unsqueeze.apply(self, shape=self.shape[:d] + (1,) + self.shape[d:])
 
-    def squeeze(self, dim=None):
+    def squeeze(self, dim=None, *, axis=None):
+        dim = _alias(dim, axis)
         dims = range(self.ndim) if dim is None else () if dim in ((), []) else \
             _dims(self, dim, None)  # (no dims: nothing squeezed, unlike a reduction's)
         shape = tuple(n for i, n in enumerate(self.shape) if not (i in dims and n == 1))
@@ -1314,8 +1320,8 @@ class Tensor(TensorBase):
         return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) +
                             self.shape[e + 1:])  # (not -1: a size 0 leaves -1 undecided)
 
-    def expand(self, *sizes):
-        sizes = _shape_arg(sizes)
+    def expand(self, *sizes, size=None):
+        sizes = _shape_arg(_sizes_or_keyword("expand", sizes, size, "size"))
         lead = len(sizes) - self.ndim
         if lead < 0:
             raise ShapeError(f"expand: the target shape {sizes} has fewer dims than the "
@@ -1339,19 +1345,21 @@ class Tensor(TensorBase):
         minigrad's own rules, where a node that changes nothing is only a cost."""
         return self if tuple(shape) == self.shape else self.expand(shape)
 
-    def split(self, split_size_or_sections, dim=0):
+    def split(self, split_size, dim=0):
+        """Pieces of ``split_size`` along ``dim`` (the last one shorter), or of the sizes in
+        a list (``mg.split(tensor, split_size_or_sections, dim)``, PyTorch's names)."""
         _check_not_0d(self, "split")
         d = _dim(self, dim)
         n = self.shape[d]
-        if isinstance(split_size_or_sections, _PY_SCALARS):
-            step = builtins.int(split_size_or_sections)
+        if isinstance(split_size, _PY_SCALARS):
+            step = builtins.int(split_size)
             if step < 0 or step == 0 and n != 0:
                 raise RuntimeError(f"split: split_size must be positive (or 0 for a dim of "
                                    f"size 0), got {step} for dim {d} of size {n}")
             step = step or 1
             sizes = [step] * (n // step) + ([n % step] if n % step else [])
             return Split.apply(self, sizes=tuple(sizes or [0]), dim=d)
-        sizes = tuple(split_size_or_sections)  # (PyTorch's split_with_sizes)
+        sizes = tuple(split_size)  # (PyTorch's split_with_sizes)
         return SplitWithSizes.apply(self, sizes=sizes or (0,), dim=d)
 
     def chunk(self, chunks, dim=0):
@@ -1504,10 +1512,10 @@ class Tensor(TensorBase):
         _check_not_0d(self, "unbind")
         return Unbind.apply(self, dim=_dim(self, dim))
 
-    def repeat(self, *sizes):
+    def repeat(self, *sizes, repeats=None):
         """The tensor tiled ``sizes[k]`` times along dim k (new leading dims where ``sizes``
         is longer); its gradient sums the copies."""
-        sizes = _shape_arg(sizes)
+        sizes = _shape_arg(_sizes_or_keyword("repeat", sizes, repeats, "repeats"))
         if len(sizes) < self.ndim or builtins.any(r < 0 for r in sizes):
             raise RuntimeError(f"repeat: sizes {tuple(sizes)} must be non-negative and at least "
                                f"as many as the dims of the tensor's shape {tuple(self.shape)}")

@@ -20,7 +20,7 @@ READS = {  # the method named in the reason -> a read of a 1-element tensor thro
     "Tensor.numpy()": lambda t: t.numpy(),
     "Tensor.__array__()": lambda t: np.asarray(t),
     "Tensor.__repr__()": lambda t: repr(t),
-    "Tensor.__format__()": lambda t: f"{t:.3f}",
+    "Tensor.__format__()": lambda t: f"{t.reshape(()):.3f}",
 }
 
 

@@ -272,3 +272,54 @@ def test_function_may_save_none_and_tensors(device):
     x = mg.tensor([1.0, 2.0], requires_grad=True, device=device)
     _function(mg, forward, backward).apply(x).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+
+
+# --- PyTorch's keyword names ---------------------------------------------------------------
+
+KEYWORD_FORMS = {
+    "split(split_size=)": lambda M, x: x.split(split_size=2, dim=1),
+    "M.split(split_size_or_sections=)": lambda M, x: M.split(x, split_size_or_sections=[1, 2],
+                                                             dim=1),
+    "M.split(tensor=)": lambda M, x: M.split(tensor=x, split_size_or_sections=2),
+    "permute(dims=)": lambda M, x: x.permute(dims=(1, 0)),
+    "reshape(shape=)": lambda M, x: x.reshape(shape=(3, 2)),
+    "view(size=)": lambda M, x: x.view(size=(3, 2)),
+    "view(dtype=)": lambda M, x: x.view(dtype=M.int32),
+    "expand(size=)": lambda M, x: x[None].expand(size=(2, 2, 3)),
+    "repeat(repeats=)": lambda M, x: x.repeat(repeats=(1, 2)),
+    "squeeze(axis=)": lambda M, x: x[None].squeeze(axis=0),
+    "unsqueeze(axis=)": lambda M, x: x.unsqueeze(axis=0),
+    "M.cat(axis=)": lambda M, x: M.cat([x, x], axis=1),
+    "M.stack(axis=)": lambda M, x: M.stack([x, x], axis=1),
+    "M.cat(tensors=, dim=)": lambda M, x: M.cat(tensors=[x, x], dim=1),
+    "M.exp(input=)": lambda M, x: M.exp(input=x),
+    "M.sum(input=, dim=)": lambda M, x: M.sum(input=x, dim=1),
+    "M.max(input=, dim=)": lambda M, x: M.max(input=x, dim=1)[0],
+    "M.matmul(input=, other=)": lambda M, x: M.matmul(input=x, other=x.t()),
+    "M.reshape(input=, shape=)": lambda M, x: M.reshape(input=x, shape=(3, 2)),
+    "M.permute(input=, dims=)": lambda M, x: M.permute(input=x, dims=(1, 0)),
+    "M.softmax(input=, dim=)": lambda M, x: M.softmax(input=x, dim=1),
+    "M.clamp(input=, min=)": lambda M, x: M.clamp(input=x, min=1.0),
+    "M.gather(input=, dim=, index=)": lambda M, x: M.gather(input=x, dim=1,
+                                                           index=M.tensor([[0], [1]])),
+    "M.pow(input=, exponent=)": lambda M, x: M.pow(input=x, exponent=2),
+    "M.pow(2, x)": lambda M, x: M.pow(2, x),
+    "M.add(input=, other=, alpha=)": lambda M, x: M.add(input=x, other=x, alpha=2),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(KEYWORD_FORMS))
+def test_keyword_forms_as_torch(device, name):
+    """The same results (exp and softmax come from another libm: to the last bit or so)."""
+    assert_as_torch(lambda M: KEYWORD_FORMS[name](M, M.arange(6.0).reshape(2, 3)), device,
+                    exact=False)
+
+
+@needs_torch
+@pytest.mark.parametrize("program", [
+    lambda M: M.exp(M.ones(2), input=M.ones(2)), lambda M: M.ones(2, 3).reshape(3, shape=(3, 2)),
+    lambda M: M.ones(2).unsqueeze(), lambda M: M.add(M.ones(2))],
+    ids=["input twice", "shape twice", "no dim", "no other"])
+def test_keyword_forms_refuse_as_torch(device, program):
+    raises_as_torch(program, TypeError, device)
