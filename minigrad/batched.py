@@ -540,9 +540,9 @@ def _name(func):
 
 
 def flatten(tree):
-    """(leaves, rebuild) of a pytree, tuples, lists and dicts of tensors (a leaf is anything
-    else): the leaves in order, and a function that puts a list of as many values back into
-    the same structure."""
+    """(leaves, rebuild) of a pytree, tuples (named ones too), lists and dicts of tensors (a
+    leaf is anything else): the leaves in order, and a function that puts a list of as many
+    values back into the same structure."""
     if isinstance(tree, (tuple, list)):
         parts = [flatten(t) for t in tree]
         kind = type(tree)
@@ -561,8 +561,23 @@ def flatten(tree):
             start += n
         if isinstance(tree, dict):
             return dict(zip(keys, out))
-        return out if kind is list else tuple(out)
-    return leaves, rebuild
+        if kind is list:
+            return out
+        return kind(*out) if hasattr(kind, "_fields") else tuple(out)  # (a named tuple's
+    return leaves, rebuild                                             # type kept: max(dim))
+
+
+def structure(tree):
+    """The shape of a pytree as text, each leaf a ``*``: ``(*,)``, ``[*, {'a': *}]``, ``*``
+    (two trees of the same structure give the same text)."""
+    if isinstance(tree, (tuple, list)):
+        inner = ", ".join(structure(t) for t in tree)
+        if isinstance(tree, list):
+            return f"[{inner}]"
+        return f"({inner},)" if len(tree) == 1 else f"({inner})"
+    if isinstance(tree, dict):
+        return "{" + ", ".join(f"{k!r}: {structure(v)}" for k, v in tree.items()) + "}"
+    return "*"
 
 
 def _dims_for(dims, tree, where):

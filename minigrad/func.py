@@ -29,7 +29,8 @@ from .autograd import forward_ad
 from .autograd.batching import LEVELS
 from .autograd.grad_mode import STATE, enable_grad
 from .autograd.graph import AccumulateGrad
-from .batched import flatten as _flatten, from_values, lift, physical, rewrap, values_at, vmap
+from .batched import (flatten as _flatten, from_values, lift, physical, rewrap, structure,
+                      values_at, vmap)
 from .combine import stack
 from .creation import eye
 from .tensor import Tensor
@@ -189,10 +190,10 @@ def _vjp(func, primals, has_aux, who, integer_outputs=False, on_values=False):
 
     def vjp_fn(cotangents):
         cot_leaves, _ = _flatten(cotangents)
-        if len(cot_leaves) != len(out_leaves):
+        if structure(cotangents) != structure(out):
             raise RuntimeError(f"vjp_fn: Expected pytree structure of cotangents to be the same "
-                               f"as pytree structure of outputs to the function: "
-                               f"{len(cot_leaves)} cotangents for {len(out_leaves)} outputs")
+                               f"as pytree structure of outputs to the function: cotangents: "
+                               f"{structure(cotangents)}, primal output: {structure(out)}")
         for o, u in zip(out_leaves, cot_leaves):
             if u.shape != o.shape:
                 raise RuntimeError(f"vjp_fn: Mismatch in shape: cotangent of shape "

@@ -276,7 +276,8 @@ def _alpha_sum(op, x, other, alpha, reflected=False):
                                                       else dtype).max:
         raise RuntimeError(f"{op}: value alpha={alpha} cannot be converted to {dtype} without "
                            f"overflow")
-    scaled = second * alpha if isinstance(second, TensorBase) else _wrapped(second * alpha, dtype)
+    scaled = _times(alpha, second) if isinstance(second, TensorBase) else \
+        _wrapped(second * alpha, dtype)
     out = first + scaled if op == "add" else first - scaled
     if isinstance(out, TensorBase) and dtype.kind == "f" and dtype.itemsize <= 4:
         raw = [v.array if isinstance(v, TensorBase) else v for v in (first, second)]

@@ -323,3 +323,103 @@ def test_keyword_forms_as_torch(device, name):
     ids=["input twice", "shape twice", "no dim", "no other"])
 def test_keyword_forms_refuse_as_torch(device, program):
     raises_as_torch(program, TypeError, device)
+
+
+# --- transforms and graph nodes --------------------------------------------------------------
+
+@needs_torch
+@pytest.mark.parametrize("cotangent", [
+    lambda M: (M.ones(2),), lambda M: [M.ones(2)], lambda M: {"a": M.ones(2)}],
+    ids=["tuple", "list", "dict"])
+def test_vjp_refuses_cotangents_of_another_structure(device, cotangent):
+    def program(M):
+        _, vjp_fn = M.func.vjp(lambda x: x ** 2, M.tensor([1.0, 2.0]))
+        return vjp_fn(cotangent(M))
+    message = raises_as_torch(program, RuntimeError, device)
+    assert "primal output: *" in message
+
+
+@needs_torch
+def test_vjp_of_nested_outputs_as_torch(device):
+    def program(M):
+        _, vjp_fn = M.func.vjp(lambda x: (x ** 2, {"a": x * 3}), M.tensor([1.0, 2.0]))
+        return vjp_fn((M.ones(2), {"a": M.ones(2)}))
+    assert_as_torch(program, device)
+    raises_as_torch(lambda M: M.func.vjp(lambda x: (x ** 2, {"a": x}), M.ones(2))[1](
+        (M.ones(2), {"b": M.ones(2)})), RuntimeError, device)
+
+
+@needs_torch
+def test_vmap_keeps_a_named_tuple(device):
+    for M in (torch, On(mg, device)):
+        result = M.func.vmap(lambda x: x.max(0))(M.arange(24.0).reshape(2, 3, 4))
+        assert result.values.shape == result.indices.shape == (2, 4)
+        assert result.values.tolist() == result[0].tolist()
+
+
+@needs_torch
+def test_gradcheck_refuses_a_bool_output_and_skips_integers(device):
+    for M in (torch, On(mg, device)):
+        x = M.tensor([1.0, -2.0], dtype=M.float64, requires_grad=True)
+        with pytest.raises(RuntimeError):
+            M.autograd.gradcheck(lambda a: a > 0, (x,))
+        with pytest.raises(RuntimeError):
+            M.autograd.gradcheck(lambda a: (a * 2, a > 0), (x,))
+        assert M.autograd.gradcheck(lambda a: (a * 2).long(), (x,))
+
+
+@needs_torch
+def test_grad_with_batched_grad_outputs_as_torch(device):
+    def program(M):
+        x = M.tensor([1.0, 2.0], dtype=M.float64, requires_grad=True)
+        y = M.tensor([1.0, 2.0, 3.0], dtype=M.float64, requires_grad=True)
+        out = (x[:, None] * y[None, :] ** 2).sum(1)
+        jx, jy = M.autograd.grad(out, (x, y), M.eye(2, dtype=M.float64), is_grads_batched=True)
+        cube, = M.autograd.grad(x ** 3, x, M.eye(2, dtype=M.float64), is_grads_batched=True,
+                                create_graph=True)
+        second, = M.autograd.grad(cube.sum(), x)
+        return jx, jy, cube.detach(), second
+    assert_as_torch(program, device)
+
+
+@needs_torch
+@pytest.mark.parametrize("make", [
+    lambda M, x: x * 3, lambda M, x: x * x, lambda M, x: x.exp(), lambda M, x: 1 - x,
+    lambda M, x: x.sum(), lambda M, x: x[1:], lambda M, x: M.where(x > 1, x, 0.0)],
+    ids=["x * 3", "x * x", "exp", "1 - x", "sum", "slice", "where"])
+def test_calling_a_grad_fn_runs_its_backward_as_torch(device, make):
+    def program(M):
+        x = M.tensor([1.0, 2.0], dtype=M.float64, requires_grad=True)
+        y = make(M, x)
+        grads = y.grad_fn(M.ones(y.shape, dtype=M.float64))
+        y.sum().backward()  # (its saved tensors are still there)
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        return tuple(g.detach() for g in grads if g is not None) + (x.grad,)
+    assert_as_torch(program, device)
+
+
+@needs_torch
+def test_next_functions_of_number_minus_tensor_as_torch(device):
+    for M in (torch, On(mg, device)):
+        x = M.tensor([1.0, 2.0], requires_grad=True)
+        (node, index), = (1 - x).grad_fn.next_functions
+        assert type(node).__name__ == "AccumulateGrad" and index == 0
+        y = M.add(1, x)  # (alpha 1: no product node)
+        assert all(n is None or type(n).__name__ == "AccumulateGrad"
+                   for n, _ in y.grad_fn.next_functions)
+
+
+@needs_torch
+def test_grad_added_into_a_grad_with_a_graph_keeps_it(device):
+    """A backward after one with create_graph adds into ``.grad`` in place: the graph that
+    create_graph made stays, as in PyTorch."""
+    def program(M):
+        x = M.tensor([1.0, 2.0], dtype=M.float64, requires_grad=True)
+        (x ** 3).sum().backward(create_graph=True)
+        (x * 5).sum().backward()
+        assert x.grad.requires_grad
+        second, = M.autograd.grad(x.grad.sum(), x)
+        return x.grad.detach(), second
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # (torch: a reference cycle)
+        assert_as_torch(program, device)

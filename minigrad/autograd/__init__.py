@@ -16,14 +16,20 @@ from .reading import reading_order  # noqa: F401
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=None, materialize_grads=False):
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """The gradients of ``outputs`` with respect to ``inputs``, as a tuple.
 
     Nothing is written to any ``.grad``. With ``create_graph=True`` the returned gradients
     are part of a graph themselves, so they can be differentiated again. An input the
     outputs do not depend on is an error, or gets None with ``allow_unused=True``, or zeros
-    with ``materialize_grads=True`` (which implies allow_unused, as in PyTorch).
+    with ``materialize_grads=True`` (which implies allow_unused, as in PyTorch). With
+    ``is_grads_batched=True`` the first dim of each of ``grad_outputs`` is a batch of
+    vectors: each gradient has that dim too, one backward pass per vector (a row of a
+    Jacobian each, with the rows of the identity).
     """
+    if is_grads_batched:
+        return _batched_grads(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                              allow_unused, materialize_grads)
     if materialize_grads and allow_unused is False:
         raise ValueError("mg.grad: expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False")
@@ -56,6 +62,28 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         result = tuple(t.new_zeros(t.shape).requires_grad_(create_graph) if g is None else g
                        for t, g in zip(inputs, result))
     return result
+
+
+def _batched_grads(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                   materialize_grads):
+    """``grad(..., is_grads_batched=True)``: one pass per vector of the batch in
+    ``grad_outputs`` (the graph kept for all but the last, as ``retain_graph`` says for that
+    one), the gradients stacked along a new first dim (None for an unused input)."""
+    batched = [grad_outputs] if isinstance(grad_outputs, TensorBase) else list(grad_outputs)
+    sizes = {g.shape[0] if g.ndim else None for g in batched}
+    if len(sizes) != 1 or None in sizes:
+        raise RuntimeError(f"mg.grad: with is_grads_batched=True every grad_output needs the "
+                           f"same batch size as its first dim, got shapes "
+                           f"{[tuple(g.shape) for g in batched]}")
+    (n,) = sizes
+    if retain_graph is None:
+        retain_graph = create_graph
+    rows = [grad(outputs, inputs, [g[b] for g in batched],
+                 retain_graph=retain_graph or b < n - 1, create_graph=create_graph,
+                 allow_unused=allow_unused, materialize_grads=materialize_grads)
+            for b in range(n)]
+    from ..combine import stack  # (the tensor layer, above the engine)
+    return tuple(None if column[0] is None else stack(column) for column in zip(*rows))
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):

@@ -429,7 +429,8 @@ def _rewrap(g, edge, proto, node, i):
 def write_grad(t, g, create_graph, owned=False):
     """Add ``g`` into leaf ``t``'s ``.grad`` as PyTorch does: the first gradient is taken as
     it is if nobody else holds it (``owned``) and copied otherwise; later ones are added in
-    place (under create_graph, out of place, so the sum stays differentiable)."""
+    place (under create_graph, out of place, so the sum stays differentiable; into a
+    ``.grad`` that create_graph made, in place too: it keeps its graph, as in PyTorch)."""
     if capture is not None and not create_graph:
         capture.write_grad(t, g.array, owned)
         return
@@ -438,9 +439,10 @@ def write_grad(t, g, create_graph, owned=False):
         t._grad = g if old is None else old + g
     elif old is None:
         t._grad = g._make(g.array if owned else g.array.copy())
-    elif old.grad_fn is None and old.array.shape == g.array.shape and \
-            old.array.dtype == g.array.dtype:
+    elif old.array.shape == g.array.shape and old.array.dtype == g.array.dtype:
         old.array += g.array
+        if old.grad_fn is not None:  # (a change in place to a tensor a graph may hold)
+            old._shared_counter()[0] += 1
     else:
         t._grad = old.detach() + g
 

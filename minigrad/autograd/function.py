@@ -26,7 +26,7 @@ import functools
 from .. import backend
 from . import anomaly, batching
 from .grad_mode import PROCESS, STATE, no_grad
-from .graph import _PLAIN, SEQUENCE, Node, Packed, TensorBase, accumulator_of
+from .graph import FREED_MESSAGE, _PLAIN, SEQUENCE, Node, Packed, TensorBase, accumulator_of
 
 _new = object.__new__
 _NOTHING_SAVED = (None, None, None, None, 0, None, None)  # (SavedTensor's fields)
@@ -335,6 +335,24 @@ class Function(Node):
                             "seq", "output_meta", "scope", "trace", "checkpoint", "xp", "_saved", "released",
                             "_pre_hooks", "_retained", "_node_hooks",
                             "_metadata", "_materialize_grads"))
+
+    def __call__(self, *grads):
+        """This node's backward run on ``grads`` (one per output), as calling PyTorch's
+        ``grad_fn`` does: the gradient of each input that ``next_functions`` lists (None
+        where none goes; one input's alone, not in a tuple); what forward saved stays, for
+        backward to run again."""
+        if len(grads) != len(self.output_meta):
+            raise TypeError(f"{self.name()}: expected {len(self.output_meta)} gradient(s), one "
+                            f"per output, got {len(grads)}")
+        if self.released:
+            raise RuntimeError(FREED_MESSAGE.format(op=self.name()))
+        in_grads = type(self).backward(self, *grads)
+        if type(in_grads) is not tuple:
+            in_grads = (in_grads,)
+        in_grads = [g if g is None or isinstance(g, TensorBase) else grads[0]._make(
+            self.xp.asarray(g)) for g in in_grads]
+        out = tuple(g if e else None for g, e in zip(in_grads, self.edges) if e is not False)
+        return out[0] if len(out) == 1 else out
 
     def release(self):
         """Free the saved tensors and, for a user Function, any array or tensor its forward

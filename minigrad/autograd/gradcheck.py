@@ -16,8 +16,14 @@ def _as_tuple(x):
 
 
 def _outputs(fn, inputs):
-    """The differentiable (floating point) outputs of ``fn``."""
-    return [o for o in _as_tuple(fn(*inputs)) if hasattr(o, "data") and o.dtype.kind == "f"]
+    """The differentiable (floating point) outputs of ``fn``; integer ones are left out,
+    and a bool one is an error (as PyTorch's differences of bools are)."""
+    outs = [o for o in _as_tuple(fn(*inputs)) if hasattr(o, "data")]
+    for k, o in enumerate(outs):
+        if o.dtype.kind == "b":
+            raise RuntimeError(f"gradcheck: output {k} (shape {tuple(o.shape)}) is a bool "
+                               "tensor, which has no finite differences")
+    return [o for o in outs if o.dtype.kind == "f"]
 
 
 def _numeric(fn, inputs, i, eps):

@@ -79,8 +79,9 @@ class Sub(Primitive):
 class Rsub(Sub):
     """out = x - y;  dx = grad,  dy = -grad
 
-    ``number - tensor`` (PyTorch's RsubBackward1)."""
+    ``number - tensor`` (PyTorch's RsubBackward1, whose one input is the tensor)."""
     node_name = "RsubBackward1"
+    number_edge = False
 
 
 class Mul(Primitive):
