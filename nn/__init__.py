@@ -5,13 +5,13 @@ from .activation import (GELU, CosineSimilarity, Dropout, LeakyReLU, LogSigmoid,
 from .attention import KVCache, MultiheadAttention  # noqa: F401
 from .ffn import FeedForward  # noqa: F401
 from .hyper import HyperConnection  # noqa: F401
-from .linear import Embedding, Flatten, Identity, LazyLinear, Linear  # noqa: F401
+from .linear import Embedding, Flatten, Identity, LazyLinear, Linear, Unflatten  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # noqa: F401
                    KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
 from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential)
 from .module import IncompatibleKeys, Module, RemovableHandle  # noqa: F401
-from .parameter import Parameter  # noqa: F401
+from .parameter import Buffer, Parameter  # noqa: F401
 from .norm import LayerNorm  # noqa: F401
 from .recurrent import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,  # noqa: F401
                         RNNCellBase)

@@ -193,3 +193,27 @@ class Flatten(Module):
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Splits dim ``dim`` into the dims ``unflattened_size`` (one of them may be -1):
+    (N, 12) -> (N, 3, 4) with ``Unflatten(1, (3, 4))``; the inverse of ``Flatten``.
+
+    Args:
+        dim: the dim to split (negative counts from the end).
+        unflattened_size: the sizes it becomes, a tuple (or list) of ints.
+    """
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        if not isinstance(unflattened_size, (tuple, list)) or \
+                not all(isinstance(n, int) for n in unflattened_size):
+            raise TypeError(f"Unflatten: unflattened_size must be a tuple of ints, got "
+                            f"{unflattened_size!r}")
+        self.dim, self.unflattened_size = dim, unflattened_size
+
+    def forward(self, x):
+        return x.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -21,7 +21,7 @@ from minigrad.autograd import function as _function
 from minigrad.autograd.grad_mode import STATE
 from minigrad.arguments import _is_array
 
-from .parameter import Parameter
+from .parameter import Buffer, Parameter
 
 
 class IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -175,9 +175,10 @@ class Module:
 
     # --- registration -----------------------------------------------------------------------
     def __setattr__(self, name, value):
-        """As PyTorch's: a Parameter or Module value registers (replacing a buffer, submodule
-        or plain attribute of that name), a Tensor or None assigned to a registered name
-        replaces it there, anything else is a plain attribute (also before ``__init__``)."""
+        """As PyTorch's: a Parameter, Module or ``nn.Buffer`` value registers (replacing a
+        parameter, buffer, submodule or plain attribute of that name), a Tensor or None
+        assigned to a registered name replaces it there, anything else is a plain attribute
+        (also before ``__init__``)."""
         d = self.__dict__
         params = d.get("_parameters")
         if isinstance(value, Parameter):
@@ -203,6 +204,11 @@ class Module:
                     raise TypeError(f"cannot assign '{_typename(value)}' as child module "
                                     f"'{name}' (nn.Module or None expected)")
                 modules[name] = value
+            elif isinstance(value, Buffer):
+                if d.get("_buffers") is None:
+                    raise AttributeError("cannot assign buffer before Module.__init__() call")
+                self._remove_from(name, d, self._parameters, self._modules)
+                self.register_buffer(name, value, persistent=value.persistent)
             elif name in d.get("_buffers", ()):
                 if value is not None and not isinstance(value, mg.Tensor):
                     raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
@@ -521,19 +527,22 @@ class Module:
         unexpected = [k for k in state_dict if k not in own]
         values = {key: _array_of(state_dict[key]) for key in own if key in state_dict}
         errors = []
+        if strict and missing:
+            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing)
+                          + ".")
+        if strict and unexpected:
+            errors.append("Unexpected key(s) in state_dict: "
+                          + ", ".join(f'"{k}"' for k in unexpected) + ".")
         for key, value in values.items():
             shape, target = tuple(value.shape), own[key]
-            if shape != target.shape:
-                errors.append(f"size mismatch for {key}: copying a tensor of shape {shape} "
-                              f"from the checkpoint, the shape in the model is {target.shape}")
-        if strict and (missing or unexpected):
-            if missing:
-                errors.append("missing keys: " + ", ".join(repr(k) for k in missing))
-            if unexpected:
-                errors.append("unexpected keys: " + ", ".join(repr(k) for k in unexpected))
-        if errors:
-            raise RuntimeError(f"load_state_dict: error(s) loading the state_dict of "
-                               f"{type(self).__name__}: " + "; ".join(errors))
+            if shape == (1,) and target.shape == ():  # (as PyTorch: a number saved as (1,))
+                values[key] = value = value.reshape(())
+            elif shape != target.shape:
+                errors.append(f"size mismatch for {key}: copying a param with shape {shape} "
+                              f"from checkpoint, the shape in current model is {target.shape}.")
+        if errors:  # (PyTorch's phrases, on one line)
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}: "
+                               + " ".join(errors))
         if assign:
             self._assign_from(state_dict, values)
         else:
@@ -604,7 +613,12 @@ class Module:
 
     def to(self, *args, **kwargs):
         """Move (or cast) every parameter and buffer in place: the Parameter objects stay the
-        same, so an optimiser built before keeps working. Only floating tensors are cast."""
+        same, so an optimiser built before keeps working. Only floating tensors are cast, to
+        a floating dtype (another is a TypeError, as PyTorch's)."""
+        for dtype in [a for a in args if _is_dtype(a)] + [kwargs.get("dtype")]:
+            if dtype is not None and mg.dtypes.as_dtype(dtype).kind not in "fc":
+                raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, "
+                                f"but got desired dtype={mg.dtypes.as_dtype(dtype)}")
         for t in list(self.parameters()) + list(self.buffers()):
             moved = mg.Tensor.to(t, *args, **kwargs) if t.is_floating_point() else \
                 mg.Tensor.to(t, *[a for a in args if not _is_dtype(a)],
