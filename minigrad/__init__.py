@@ -30,9 +30,10 @@ from .creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTe
                        HalfTensor, IntTensor, LongTensor, ShortTensor, tril_indices,
                        triu_indices)
 from .random import Generator, initial_seed, seed  # noqa: F401
-from .dtypes import (bool, double, float, float16, float32, float64, get_default_dtype,  # noqa
-                     half, int, int8, int16, int32, int64, long, set_default_dtype, short,
-                     uint8)
+from .dtypes import (bool, cdouble, cfloat, complex64, complex128, double, float,  # noqa
+                     float16, float32, float64, get_default_dtype, half, int, int8, int16,
+                     int32, int64, long, set_default_dtype, short, uint8, uint16, uint32,
+                     uint64)
 from .dtypes import can_cast, finfo, iinfo, is_complex, promote_types  # noqa: F401
 from .tensor import Tensor, ValuesIndices  # noqa: F401
 from .printing import set_printoptions  # noqa: F401

@@ -35,9 +35,9 @@ def as_array(data, dtype=None, device=None):
         except ValueError:
             _check_ragged(data)
             raise
-        if dtype is None and arr.dtype == np.float64 and not isinstance(data, (np.ndarray,
-                                                                               np.generic)):
-            arr = arr.astype(dtypes.get_default_dtype())  # Python floats -> float32
+        if dtype is None and arr.dtype.kind in "fc" and arr.dtype.itemsize >= 8 and \
+                not isinstance(data, (np.ndarray, np.generic)):  # Python floats -> float32,
+            arr = arr.astype(_python_number_dtype(arr.dtype))    # complex -> complex64
     if arr.dtype.kind in "OUSV" or arr.dtype.itemsize > 8 and arr.dtype.kind == "f" or \
             arr.dtype.itemsize > 16:  # (longdouble: no PyTorch dtype)
         raise TypeError(f"cannot make a tensor from {type(data).__name__} of dtype {arr.dtype}")
@@ -52,6 +52,15 @@ def as_array(data, dtype=None, device=None):
     if device is not None:
         arr = backend.to_device(arr, device)
     return arr
+
+
+def _python_number_dtype(read):
+    """The dtype of Python floats (``read`` float64) or complex numbers (complex128), as
+    PyTorch gives them: the default dtype, or the complex dtype of its size."""
+    default = dtypes.get_default_dtype()
+    if read.kind == "f":
+        return default
+    return np.dtype(np.complex128 if default == np.float64 else np.complex64)
 
 
 def _check_ragged(data, dim=0):

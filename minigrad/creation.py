@@ -140,22 +140,58 @@ def _float_range(xp, start, step, n):
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
-    """``steps`` values evenly spaced from start to end (both included), computed in float64
-    as NumPy's linspace (start + i * step, the last value exactly end) and then cast."""
+    """``steps`` values evenly spaced from start to end (both included), by PyTorch's
+    formula: step = (end - start) / (steps - 1), the first half start + i * step and the
+    second end - (steps - 1 - i) * step, each one multiply-add rounded once (as the fused
+    multiply-add of PyTorch's CPU kernel), in the dtype (for integer dtypes: from the
+    endpoints truncated to integers, in float64, and truncated)."""
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     if steps < 0:
         raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}")
-    out = _module(device).arange(steps, dtype=np.float64)
-    delta = float(end) - float(start)
-    step = delta / (steps - 1) if steps > 1 else 0.0
-    if step == 0.0 and steps > 1:  # (a step that underflows: scale after dividing, as NumPy)
-        out /= steps - 1
-    out *= step if step != 0.0 else delta
-    out += start
-    if steps > 1:
-        out[-1] = end
-    arr = out.astype(dtypes.as_dtype(dtype) or dtypes.get_default_dtype())
-    return Tensor(arr, device=device, requires_grad=requires_grad)
+    dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
+    xp = _module(device)
+    i = xp.arange(steps, dtype=np.float64)
+    if dtype.kind in "iu" or dtype.kind == "b":
+        start, end = float(builtins.int(start)), float(builtins.int(end))
+    if steps == 1:
+        values = xp.full(1, start, dtype=np.float64)
+    elif dtype == np.float64 or dtype.kind in "iub":
+        step = (float(end) - float(start)) / (steps - 1)
+        values = xp.where(i < steps // 2, _fused_multiply_add(step, i, float(start)),
+                          _fused_multiply_add(-step, steps - 1 - i, float(end)))
+    elif dtype == np.float16:  # each operation rounded to float16, as PyTorch's Half
+        half = np.float16
+        first, last = half(start), half(end)
+        step = (last - first) / half(steps - 1)
+        values = xp.where(i < steps // 2, first + step * i.astype(half),
+                          last - step * (steps - 1 - i).astype(half))
+    else:  # float32: the step in float32, each product exact in float64
+        first, last = np.float32(start), np.float32(end)
+        step = float((last - first) / np.float32(steps - 1))
+        values = xp.where(i < steps // 2, float(first) + step * i,
+                          float(last) - step * (steps - 1 - i))
+    return Tensor(values.astype(dtype), device=device, requires_grad=requires_grad)
+
+
+def _fused_multiply_add(a, b, c):
+    """a * b + c (float64: a a number, b and c arrays or numbers) rounded once, or as good as
+    always: the product's rounding error (Dekker's exact product, from halves of 26 bits)
+    and the sum's (Knuth's two-sum) added back before the one last rounding."""
+    p = a * b
+    a_hi, a_lo = _halves(a)
+    b_hi, b_lo = _halves(b)
+    product_error = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    total = p + c
+    z = total - p
+    sum_error = (p - (total - z)) + (c - z)
+    return total + (sum_error + product_error)
+
+
+def _halves(a):
+    """(hi, lo) with hi + lo = a, each of at most 26 significant bits (Veltkamp's split)."""
+    scaled = a * 134217729.0  # 2^27 + 1
+    hi = scaled - (scaled - a)
+    return hi, a - hi
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):

@@ -12,6 +12,9 @@ int16 = short = np.dtype(np.int16)
 int32 = int = np.dtype(np.int32)
 int64 = long = np.dtype(np.int64)
 bool = np.dtype(np.bool_)  # noqa: A001  (PyTorch's name, as mg.bool)
+uint16, uint32, uint64 = np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64)
+complex64 = cfloat = np.dtype(np.complex64)
+complex128 = cdouble = np.dtype(np.complex128)
 
 _default_float = float32
 

@@ -68,14 +68,33 @@ def test_arange_gives_numpys_values_on_the_device(device, start, end, step, dtyp
     np.testing.assert_array_equal(x.numpy(), ref)
 
 
-@pytest.mark.parametrize("start, end, steps", [(0, 1, 7), (-2, 3, 11), (0.1, 0.7, 13),
-                                               (2, 5, 1), (3, 3, 4), (0, 1, 0), (-1e3, 7, 97)])
-@pytest.mark.parametrize("dtype", [None, mg.float64, mg.int64])
-def test_linspace_gives_numpys_values_on_the_device(device, start, end, steps, dtype):
-    x = mg.linspace(start, end, steps, dtype=dtype, device=device)
-    ref = np.linspace(start, end, steps).astype(dtype or np.float32)
+LINSPACES = [(0, 1, 7), (-2, 3, 11), (0.1, 0.7, 13), (2, 5, 1), (3, 3, 4), (0, 1, 0),
+             (-1e3, 7, 97), (0.5, 2.5, 5), (-1.7, 2.9, 9), (0, 10, 1000), (1e-3, 1e3, 33)]
+
+
+@needs_torch
+@pytest.mark.parametrize("start, end, steps", LINSPACES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int64", "int32"])
+def test_linspace_gives_torchs_values_on_the_device(device, start, end, steps, dtype):
+    """PyTorch's values bit for bit: its halves from each end, each multiply-add rounded
+    once, and for integers the endpoints truncated first."""
+    x = mg.linspace(start, end, steps, dtype=getattr(mg, dtype), device=device)
+    ref = torch.linspace(start, end, steps, dtype=getattr(torch, dtype)).numpy()
     assert on(x, device) and x.dtype == ref.dtype
     np.testing.assert_array_equal(x.numpy(), ref)
+
+
+def test_linspace_of_random_endpoints_is_torchs(device):
+    if torch is None:
+        pytest.skip("PyTorch is not installed")
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        start, end = (float(v) for v in rng.normal(size=2) * 10.0 ** rng.integers(-3, 4, 2))
+        steps = int(rng.integers(2, 2000))
+        for dtype in ("float32", "float64"):
+            x = mg.linspace(start, end, steps, dtype=getattr(mg, dtype), device=device)
+            ref = torch.linspace(start, end, steps, dtype=getattr(torch, dtype)).numpy()
+            np.testing.assert_array_equal(x.numpy(), ref)
 
 
 @needs_torch

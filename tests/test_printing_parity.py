@@ -208,8 +208,10 @@ COMPLEX = [[1 + 2j, -3.5 - 1j], [0j, 1e-5 + 100j]]
 @pytest.mark.parametrize("data", [COMPLEX, [1 + 2j, 3 - 1j], 2 - 0.5j, [[1 + 1j] * 20] * 2],
                          ids=["2d", "whole", "scalar", "wrapped"])
 def test_complex_as_torch(data):
-    """minigrad makes complex128 from Python complex numbers; torch, made so, prints alike."""
-    assert repr(mg.tensor(data)) == expected_repr(torch.tensor(data, dtype=torch.complex128))
+    """Python complex numbers make complex64 (the default dtype's), complex128 named."""
+    assert repr(mg.tensor(data)) == expected_repr(torch.tensor(data))
+    assert repr(mg.tensor(data, dtype=mg.complex128)) == expected_repr(
+        torch.tensor(data, dtype=torch.complex128))
 
 
 OPTIONS = [

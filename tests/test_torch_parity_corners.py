@@ -423,3 +423,45 @@ def test_grad_added_into_a_grad_with_a_graph_keeps_it(device):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # (torch: a reference cycle)
         assert_as_torch(program, device)
+
+
+# --- creation and layouts ----------------------------------------------------------------------
+
+@needs_torch
+@pytest.mark.parametrize("data", [[1 + 2j], [1.0, 2j], 3j, [[1, 2.5j], [0, 1]]],
+                         ids=["list", "mixed", "number", "nested"])
+def test_python_complex_numbers_make_complex64_as_torch(device, data):
+    for default in ("float32", "float64"):
+        mg.set_default_dtype(getattr(mg, default))
+        torch.set_default_dtype(getattr(torch, default))
+        try:
+            assert str(mg.tensor(data, device=device).dtype) == \
+                str(torch.tensor(data).dtype).replace("torch.", "")
+        finally:
+            mg.set_default_dtype(mg.float32)
+            torch.set_default_dtype(torch.float32)
+
+
+LAYOUT_OPS = {
+    "cat": lambda M, x: M.cat([x, x], 1), "stack": lambda M, x: M.stack([x, x]),
+    "softmax": lambda M, x: x.softmax(-1), "softmax(0)": lambda M, x: x.softmax(0),
+    "log_softmax": lambda M, x: x.log_softmax(-1),
+    "masked_fill": lambda M, x: x.masked_fill(x > 2, 0.0),
+    "layer_norm": lambda M, x: M.nn.functional.layer_norm(x, (3,)),
+    "cumsum": lambda M, x: x.cumsum(1), "roll": lambda M, x: x.roll(1, 0),
+    "index_select": lambda M, x: x.index_select(1, M.tensor([0, 1]))}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", sorted(LAYOUT_OPS))
+def test_results_of_a_transposed_input_are_row_major_as_torch(device, name):
+    """These ops give a row-major result whatever their input's layout, as PyTorch's, so
+    that ``.view`` works on it; the values and gradients are the same."""
+    def program(M):
+        x = (M.arange(12.0, dtype=M.float64).reshape(3, 4) ** 1.5).T.requires_grad_()
+        y = LAYOUT_OPS[name](M, x)
+        assert y.is_contiguous()
+        (y * M.arange(float(y.numel()), dtype=M.float64).view(y.shape)).sum().backward()
+        return y.detach().view(-1).numpy(), x.grad.numpy()
+    for ours, theirs in zip(program(On(mg, device)), program(torch)):  # (sums in another
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-20)  # order: an ulp)

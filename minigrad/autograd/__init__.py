@@ -82,8 +82,16 @@ def _batched_grads(outputs, inputs, grad_outputs, retain_graph, create_graph, al
                  retain_graph=retain_graph or b < n - 1, create_graph=create_graph,
                  allow_unused=allow_unused, materialize_grads=materialize_grads)
             for b in range(n)]
-    from ..combine import stack  # (the tensor layer, above the engine)
-    return tuple(None if column[0] is None else stack(column) for column in zip(*rows))
+    return tuple(None if column[0] is None else _stacked(column) for column in zip(*rows))
+
+
+def _stacked(tensors):
+    """The tensors (of one shape) along a new first dim, written row by row into zeros:
+    differentiable (each row's write is recorded) with the tensors' own methods."""
+    out = tensors[0].new_zeros((len(tensors),) + tuple(tensors[0].shape))
+    for i, t in enumerate(tensors):
+        out[i] = t
+    return out
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):

@@ -556,6 +556,13 @@ def _contiguous(xp, *arrays):
     return [None if a is None else xp.ascontiguousarray(a) for a in arrays]
 
 
+def row_major(a):
+    """``a``, or a row-major (C-contiguous) copy where its layout is another: the result of
+    an op that PyTorch makes contiguous whatever its input's layout (cat, softmax,
+    masked_fill, ...), so that ``.view`` works on it as in PyTorch."""
+    return a if a.flags.c_contiguous else xp_of(a).ascontiguousarray(a)
+
+
 def layer_norm(x, weight, bias, n, eps):
     """(y, mean, rstd): y = (x - mean) * rstd * weight + bias over the last ``n`` dims, with
     rstd = 1 / sqrt(var + eps) (biased variance); ``weight`` and ``bias`` (of those dims'

@@ -34,7 +34,7 @@ class LayerNorm(Primitive):
     def forward(ctx, x, weight, bias, n, eps):
         y, mean, rstd = backend.layer_norm(x, weight, bias, n, eps)
         ctx.save_for_backward(x, weight, mean, rstd)
-        return y
+        return backend.row_major(y)  # (whatever x's layout, as PyTorch's)
 
     @staticmethod
     def backward(ctx, grad):

@@ -913,9 +913,14 @@ class Where(Primitive):
 class MaskedFill(Where):
     """out = cond ? x : y;  dx = grad where cond, else 0;  dy = grad where not cond, else 0
 
-    ``y.masked_fill(cond, x)`` (PyTorch's MaskedFillBackward0: a number ``x`` is no input)."""
+    ``y.masked_fill(cond, x)`` (PyTorch's MaskedFillBackward0: a number ``x`` is no input;
+    row-major, as PyTorch's, whatever y's layout)."""
     node_name = "MaskedFillBackward0"
     number_edge = False
+
+    @staticmethod
+    def forward(ctx, cond, x, y):
+        return backend.row_major(Where.forward(ctx, cond, x, y))
 
 
 class Cast(Primitive):

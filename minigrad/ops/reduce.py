@@ -195,7 +195,7 @@ class Cumsum(Primitive):
         x = x.astype(dtype, copy=False)
         out = ctx.xp.cumsum(x.reshape(1) if x.ndim == 0 else x, axis=dim,
                             dtype=_RUNNING_TOTAL.get(dtype, dtype))
-        return out.reshape(x.shape).astype(dtype, copy=False)
+        return backend.row_major(out.reshape(x.shape).astype(dtype, copy=False))
 
     @staticmethod
     def backward(ctx, grad):
@@ -555,7 +555,7 @@ def softmax_array(xp, x, dim):
         e = xp.exp(e, out=e)
         e /= _total(xp, e, dim)
         out = e
-    return out
+    return backend.row_major(out)  # (whatever x's layout, as PyTorch's)
 
 
 def minus_max(xp, x, dim):
@@ -594,6 +594,7 @@ class LogSoftmax(Primitive):
             xp = ctx.xp
             out = minus_max(xp, x, dim)
             out -= xp.log(_total(xp, xp.exp(out), dim))
+        out = backend.row_major(out)  # (whatever x's layout, as PyTorch's)
         ctx.save_for_backward(out)
         return out
 

@@ -255,8 +255,12 @@ class IndexSelect(GetItem):
     """out = x at index, the entries of a vector of ints along one dim;  dx = zeros of x's
     shape with grad added at index (repeats accumulate)
 
-    ``index_select`` (PyTorch's IndexSelectBackward0)."""
+    ``index_select`` (PyTorch's IndexSelectBackward0; row-major, as PyTorch's)."""
     node_name = "IndexSelectBackward0"
+
+    @staticmethod
+    def forward(ctx, x, index):
+        return backend.row_major(GetItem.forward(ctx, x, index))
 
 
 class Sort(GetItem):
@@ -503,7 +507,7 @@ class Cat(Primitive):
             ctx.sizes = tuple(x.shape[dim] for x in xs)
         else:
             ctx.sizes = tuple(None if x.shape == (0,) else x.shape[dim] for x in xs)
-        return ctx.xp.concatenate(parts, axis=dim)
+        return backend.row_major(ctx.xp.concatenate(parts, axis=dim))  # (as PyTorch's)
 
     @staticmethod
     def backward(ctx, grad):
@@ -530,7 +534,7 @@ class Stack(Cat):
     """out = stack(xs, dim), along a new dim;  dxs = grad unbound along dim"""
     @staticmethod
     def forward(ctx, *xs, dim):
-        return ctx.xp.stack(xs, axis=dim)
+        return backend.row_major(ctx.xp.stack(xs, axis=dim))
 
     @staticmethod
     def backward(ctx, grad):
@@ -698,7 +702,7 @@ class Roll(Primitive):
     def forward(ctx, x, shifts, dims):
         if dims is None:
             return ctx.xp.roll(x.reshape(-1), shifts, axis=0).reshape(x.shape)
-        return ctx.xp.roll(x, shifts, axis=dims)
+        return backend.row_major(ctx.xp.roll(x, shifts, axis=dims))
 
     @staticmethod
     def backward(ctx, grad):
