@@ -19,22 +19,25 @@ from .autograd import (detect_anomaly, enable_grad, grad, inference_mode,  # noq
                        is_anomaly_check_nan_enabled, is_anomaly_enabled, is_grad_enabled,
                        is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .backend import (Device, DeviceError, cuda_is_available, get_num_threads,  # noqa: F401
-                      get_rng_state, manual_seed, set_num_threads, set_rng_state)
+                      get_rng_state, set_num_threads, set_rng_state)
 
 device = Device  # torch.device("cuda" if torch.cuda.is_available() else "cpu")
 from .autograd.function import ShapeError  # noqa: F401
-from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full,  # noqa
-                       full_like, linspace, normal, ones, ones_like, rand, rand_like, randint,
-                       randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
+from .creation import (arange, as_tensor, asarray, empty, empty_like, eye, from_numpy,  # noqa
+                       full, full_like, linspace, logspace, normal, ones, ones_like, rand,
+                       rand_like, randint, randint_like, randn, randn_like, randperm,
+                       scalar_tensor, tensor, zeros, zeros_like)
 from .creation import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa
                        HalfTensor, IntTensor, LongTensor, ShortTensor, tril_indices,
                        triu_indices)
-from .random import Generator, initial_seed, seed  # noqa: F401
+from .random import Generator, default_generator, initial_seed, manual_seed, seed  # noqa: F401
 from .dtypes import (bool, cdouble, cfloat, complex64, complex128, double, float,  # noqa
                      float16, float32, float64, get_default_dtype, half, int, int8, int16,
                      int32, int64, long, set_default_dtype, short, uint8, uint16, uint32,
                      uint64)
-from .dtypes import can_cast, finfo, iinfo, is_complex, promote_types  # noqa: F401
+from .dtypes import can_cast, finfo, iinfo, is_complex, promote_types, result_type  # noqa
+from .dtypes import (Size, channels_last, channels_last_3d, contiguous_format,  # noqa: F401
+                     memory_format, preserve_format)
 from .tensor import Tensor, ValuesIndices  # noqa: F401
 from .printing import set_printoptions  # noqa: F401
 from .combine import (atleast_1d, atleast_2d, atleast_3d, cat, column_stack, concat,  # noqa

@@ -173,6 +173,34 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     return Tensor(values.astype(dtype), device=device, requires_grad=requires_grad)
 
 
+def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
+    """``steps`` values from base^start to base^end, their exponents evenly spaced: base to
+    the power of ``linspace``'s values (in float64), then cast."""
+    exponents = linspace(start, end, steps, dtype=dtypes.float64, device=device).array
+    dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
+    return Tensor((float(base) ** exponents).astype(dtype), device=device,
+                  requires_grad=requires_grad)
+
+
+def scalar_tensor(s, dtype=None, device=None, requires_grad=False):
+    """A 0-d tensor of the number ``s``, of the default dtype unless ``dtype`` says."""
+    dtype = dtypes.as_dtype(dtype) or dtypes.get_default_dtype()
+    return tensor(s, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """``obj`` as a tensor, sharing its memory where it can (``as_tensor``), always a copy
+    with ``copy=True``; ``copy=False`` refuses where a copy is needed."""
+    out = as_tensor(obj, dtype=dtype, device=device)
+    shares = out is obj or (isinstance(obj, np.ndarray) and out.array.base is not None
+                            and np.shares_memory(out.array, obj))
+    if copy and (shares or out is obj):
+        out = out.clone()
+    elif copy is False and not shares and not isinstance(obj, Tensor):
+        raise ValueError(f"asarray: a copy is needed for a {type(obj).__name__} (copy=False)")
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
 def _fused_multiply_add(a, b, c):
     """a * b + c (float64: a a number, b and c arrays or numbers) rounded once, or as good as
     always: the product's rounding error (Dekker's exact product, from halves of 26 bits)

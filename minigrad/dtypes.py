@@ -19,6 +19,38 @@ complex128 = cdouble = np.dtype(np.complex128)
 _default_float = float32
 
 
+class Size(tuple):
+    """A shape, as ``torch.Size``: a tuple of ints with ``numel()``. (A tensor's ``.shape``
+    is a plain tuple, equal to it.)"""
+
+    def numel(self):
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+    def __repr__(self):
+        return f"minigrad.Size({list(self)})"
+
+
+class memory_format:
+    """PyTorch's memory formats (``mg.contiguous_format``, ``mg.preserve_format``,
+    ``mg.channels_last``), accepted where PyTorch takes one: minigrad lays tensors out
+    row-major or as their input (``clone`` keeps the layout)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"minigrad.{self.name}"
+
+
+contiguous_format, preserve_format = memory_format("contiguous_format"), \
+    memory_format("preserve_format")
+channels_last, channels_last_3d = memory_format("channels_last"), \
+    memory_format("channels_last_3d")
+
+
 def get_default_dtype():
     return _default_float
 
@@ -76,6 +108,31 @@ _TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int
 def torch_name(dtype):
     """PyTorch's name of a dtype in its messages: Float, Long, ..."""
     return _TORCH_NAMES.get(np.dtype(dtype).name, str(dtype))
+
+
+def result_type(a, b):
+    """The dtype of an elementwise op on ``a`` and ``b`` (tensors or numbers), by PyTorch's
+    rules: a dimensioned tensor over a 0-d one over a number, within each category."""
+    first, second = _kept_dims(a), _kept_dims(b)
+    return (first + second).dtype if hasattr(first, "shape") or hasattr(second, "shape") \
+        else _number_dtype(a if _CATEGORY_OF_NUMBER[type(b)] <= _CATEGORY_OF_NUMBER[type(a)]
+                           else b)
+
+
+_CATEGORY_OF_NUMBER = {builtins.bool: 0, builtins.int: 1, builtins.float: 2, builtins.complex: 3}
+
+
+def _number_dtype(n):
+    return {builtins.bool: bool, builtins.int: int64, builtins.float: get_default_dtype(),
+            builtins.complex: np.dtype(np.complex128 if get_default_dtype() == float64
+                                       else np.complex64)}[type(n)]
+
+
+def _kept_dims(t):
+    """``t``, a tensor of no elements with its dims (0-d stays 0-d), or the number."""
+    if not hasattr(t, "shape"):
+        return t
+    return t if t.ndim == 0 else t.reshape(-1)[:0]
 
 
 def can_cast(src, dst):

@@ -3,6 +3,7 @@ generator on the host, so a seed gives the same numbers on every device), the dr
 inside vmap (batched as its randomness asks), and the draws of ``bernoulli`` and
 ``multinomial``."""
 import builtins
+import contextlib
 
 import numpy as np
 
@@ -45,6 +46,48 @@ class Generator:
     def set_state(self, state):
         self.host.bit_generator.state = dict(state)
         return self
+
+
+class _GlobalGenerator(Generator):
+    """The global generator as a ``Generator`` (PyTorch's ``default_generator``, which
+    ``manual_seed`` returns): its seed, state and draws are the global ones."""
+
+    def __init__(self):
+        self.device = backend.Device("cpu")
+
+    @property
+    def _source(self):
+        return backend.random.source()
+
+    def manual_seed(self, seed):
+        backend.manual_seed(builtins.int(seed))
+        return self
+
+
+default_generator = _GlobalGenerator()
+
+
+def manual_seed(seed):
+    """Seed every random op, on every device; returns the global generator (as a
+    ``Generator``, PyTorch's ``default_generator``). A negative seed wraps around 2^64."""
+    return default_generator.manual_seed(seed)
+
+
+get_rng_state, set_rng_state = backend.get_rng_state, backend.set_rng_state
+
+
+@contextlib.contextmanager
+def fork_rng(devices=None, enabled=True, **_):
+    """Run the block with the global generator's state restored afterwards (PyTorch's
+    ``torch.random.fork_rng``: draws inside do not move what comes after)."""
+    if not enabled:
+        yield
+        return
+    state = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
 
 
 def initial_seed():

@@ -52,7 +52,7 @@ from .ops import (Ceil, Cosh, Expm1, Floor, Frac, Log1p, Round, RoundDecimals, S
 from .ops import (Bmm, Dot, Gather, IndexSelect, Mv, Repeat, ReshapeAlias, Rsqrt,
                   Sort, SplitWithSizes, SqueezeDimInPlace, Topk, Tril, Triu, UnsafeView)
 from .ops.reduce import AbsSumNorm, CountNonzero, MaxAbsNorm, MinAbsNorm, PNorm
-from .ops.shape import Unbind
+from .ops.shape import Diagonal, Unbind
 from .fused import Gelu, GeluTanh
 from .autograd import function
 from .autograd.function import on_arrays, read_on_host
@@ -217,6 +217,14 @@ class Tensor(TensorBase):
         """The address of this tensor's first element (an int, as PyTorch's)."""
         return self.array.data.ptr if self.is_cuda else self.array.ctypes.data
 
+    def storage_offset(self):
+        """How many elements into its memory this tensor starts (0 but for a view that
+        starts further in, as PyTorch's)."""
+        root = self.array
+        while isinstance(root.base, type(self.array)):
+            root = root.base
+        return (self.data_ptr() - Tensor._make(root).data_ptr()) // self.array.itemsize
+
     nbytes = property(lambda self: self.array.nbytes)
     itemsize = property(lambda self: self.array.itemsize)
 
@@ -241,8 +249,10 @@ class Tensor(TensorBase):
         return id(self)
 
     # --- conversion -------------------------------------------------------------------------
-    def numpy(self):
-        """The values as a host NumPy array (shares memory on the CPU, as in PyTorch)."""
+    def numpy(self, *, force=False):
+        """The values as a host NumPy array (shares memory on the CPU, as in PyTorch; a
+        tensor that requires grad or lives on a GPU gives one too, as PyTorch's
+        ``force=True`` does)."""
         read_on_host("Tensor.numpy()")
         return backend.to_host(self.array)
 
@@ -364,8 +374,11 @@ class Tensor(TensorBase):
         other = _tensor_arg("type_as", other)
         return self.to(other.device, other.dtype)
 
-    def clone(self):
-        """A differentiable copy with its own memory."""
+    def clone(self, *, memory_format=None):
+        """A differentiable copy with its own memory, laid out as this tensor's
+        (``memory_format=mg.contiguous_format``: row-major)."""
+        if memory_format is dtypes.contiguous_format:
+            return Clone.apply(self, dtype=self.dtype, order="C")
         return Clone.apply(self, dtype=self.dtype)
 
     def detach(self):
@@ -616,18 +629,12 @@ class Tensor(TensorBase):
         return self[(slice(None),) * d + (index,)]
 
     def diagonal(self, offset=0, dim1=0, dim2=1):
-        """The entries ``[i, i + offset]`` of dims ``dim1`` and ``dim2``, as the last dim
-        (a copy, where PyTorch's is a view)."""
+        """The entries ``[i, i + offset]`` of dims ``dim1`` and ``dim2``, as the last dim:
+        a view, as PyTorch's (writes through it change this tensor)."""
         d1, d2 = _dim(self, dim1), _dim(self, dim2)
         if d1 == d2:
             raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-        x = self.movedim((d1, d2), (-2, -1))
-        rows, cols = x.shape[-2:]
-        n = builtins.max(0, builtins.min(rows + builtins.min(offset, 0),
-                                         cols - builtins.max(offset, 0)))
-        steps = backend.xp_of(self.array).arange(n)
-        return x[..., Tensor._make(steps - builtins.min(offset, 0)),
-                 Tensor._make(steps + builtins.max(offset, 0))]
+        return Diagonal.apply(self, offset=builtins.int(offset), dim1=d1, dim2=d2)
 
     def diag(self, diagonal=0):
         """A vector's square matrix with it on diagonal ``diagonal`` (0 elsewhere), or a
@@ -1194,7 +1201,7 @@ class Tensor(TensorBase):
                                f"{self.ndim}D (shape {tuple(self.shape)}); use transpose or mT")
         return MatrixTranspose.apply(self, dims=tuple(reversed(range(self.ndim))))
 
-    def contiguous(self):
+    def contiguous(self, memory_format=None):
         """This tensor if its memory is in row-major order, else a copy that is (so that
         ``x.transpose(1, 2).contiguous().view(...)`` works, as in PyTorch)."""
         if self.array.flags.c_contiguous:
@@ -1848,6 +1855,30 @@ class Tensor(TensorBase):
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
         """Fill with normal draws of ``mean`` and ``std``, drawn on the host as ``uniform_``'s."""
         draw = host_generator(generator).standard_normal(self.shape) * std + mean
+        return self.copy_(draw.astype(self.dtype))
+
+    def exponential_(self, lambd=1.0, *, generator=None):
+        """Fill with exponential draws of rate ``lambd`` (mean 1 / lambd), on the host as
+        ``uniform_``'s."""
+        if not lambd > 0:
+            raise RuntimeError(f"exponential_ expects lambd > 0.0, but found lambd={lambd}")
+        draw = host_generator(generator).exponential(1.0 / lambd, self.shape)
+        return self.copy_(draw.astype(self.dtype))
+
+    def random_(self, from_=0, to=None, *, generator=None):
+        """Fill with integers drawn uniformly from [from_, to - 1] (``random_(to)``: from 0;
+        no bound: from 0 to the largest integer the dtype holds exactly, 2^24 for float32,
+        2^53 for float64, as PyTorch's)."""
+        if to is None and from_ != 0:
+            from_, to = 0, from_
+        if to is None:
+            kind = self.array.dtype
+            to = 2 if kind.kind == "b" else 2 ** (np.finfo(kind).nmant + 1) + 1 if \
+                kind.kind == "f" else builtins.int(np.iinfo(kind).max) + 1
+        if not from_ < to:
+            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
+                               f"from={from_} >= to={to}")
+        draw = host_generator(generator).integers(from_, to, self.shape)
         return self.copy_(draw.astype(self.dtype))
 
     def __setitem__(self, index, value):

@@ -465,3 +465,45 @@ def test_results_of_a_transposed_input_are_row_major_as_torch(device, name):
         return y.detach().view(-1).numpy(), x.grad.numpy()
     for ours, theirs in zip(program(On(mg, device)), program(torch)):  # (sums in another
         np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-20)  # order: an ulp)
+
+
+# --- diagonal is a view; round's decimals ------------------------------------------------------
+
+@needs_torch
+def test_diagonal_is_a_view_as_torch(device):
+    def program(M):
+        m = M.zeros(3, 3)
+        m.diagonal().fill_(1.0)
+        w = M.zeros(3, 4)
+        d = w.diagonal(1)
+        w.fill_(4.0)
+        z = M.zeros(3, 3, dtype=M.float64, requires_grad=True) * 1
+        a = M.tensor([1.0, 2.0, 3.0], dtype=M.float64, requires_grad=True)
+        z.diagonal().copy_(a)
+        (z * M.arange(9.0, dtype=M.float64).view(3, 3)).sum().backward()
+        return m, d, z.detach(), a.grad
+    assert_as_torch(program, device)
+
+
+@needs_torch
+@pytest.mark.parametrize("offset, dim1, dim2", [(0, 0, 1), (1, 1, 2), (-1, 2, 0), (2, -1, -3),
+                                                (5, 0, 1), (-4, 1, 2)])
+def test_diagonal_values_and_gradients_as_torch(device, offset, dim1, dim2):
+    def program(M):
+        x = M.arange(60.0, dtype=M.float64).reshape(3, 4, 5).requires_grad_()
+        y = x.diagonal(offset, dim1, dim2)
+        (y * (M.arange(float(y.numel()), dtype=M.float64).view(y.shape) + 1)).sum().backward()
+        return y.detach(), x.grad
+    assert_as_torch(program, device)
+    x = mg.randn(3, 4, 5, dtype=mg.float64, requires_grad=True, device=device)
+    assert mg.autograd.gradgradcheck(lambda t: t.diagonal(offset, dim1, dim2) ** 2, (x,))
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("decimals", [1, 2, -1, 50, 400, -400])
+def test_round_to_decimals_as_torch(device, dtype, decimals):
+    """float16 is rounded in float32 (once), a power of ten past float64's range is inf."""
+    assert_as_torch(lambda M: M.round(M.tensor([2.35, 10.55, -0.125, 1234.5678],
+                                               dtype=getattr(M, dtype)), decimals=decimals),
+                    device)

@@ -32,8 +32,8 @@ class Source:
     device's counter-based stream (its key is the seed; ``offset`` counts 4-word blocks)."""
 
     def __init__(self, seed):
-        self.seed = int(seed) % 2 ** 64
-        self._host = np.random.Generator(np.random.PCG64(int(seed)))
+        self.seed = int(seed) % 2 ** 64  # (a negative seed wraps around, as PyTorch's)
+        self._host = np.random.Generator(np.random.PCG64(self.seed))
         self._state = None  # a fork's: where its host generator starts, until it is made
         self.offset = 0
 

@@ -24,7 +24,7 @@ from .linalg import Bmm, Dot, MatMul, Mm, Mv  # noqa: F401
 from .reduce import (Amax, Amin, Cumprod, Cumsum, LogSoftmax, LogSumExp, Max, MaxDim,  # noqa
                      Mean, MeanAll, Min, MinDim, Prod, ProdDim, SafeSoftmax, Softmax, Std, Sum,
                      SumDim, Var)
-from .shape import (Alias, Cat, Embedding, EmbeddingDenseBackward, Expand, Flip,  # noqa
+from .shape import (Alias, Cat, Diagonal, Embedding, EmbeddingDenseBackward, Expand, Flip,  # noqa
                     Gather, GetItem, IndexAdd, IndexAddAlong, IndexSelect, MaskedSelect,
                     MatrixTranspose, NewAxis, Permute, Repeat, Reshape, ReshapeAlias, Roll,
                     ScatterAdd, Select, Slice, Sort, Split, SplitWithSizes, Squeeze,

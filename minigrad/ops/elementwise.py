@@ -1061,7 +1061,10 @@ class RoundDecimals(NonDiff):
 
     @staticmethod
     def forward(ctx, x, decimals):
-        xp, scale = ctx.xp, x.dtype.type(10.0 ** abs(decimals))
+        if x.dtype == _HALF:  # (in float32 and rounded once, as PyTorch's Half)
+            return RoundDecimals.forward(ctx, x.astype(_SINGLE), decimals).astype(_HALF)
+        xp = ctx.xp  # (a power of ten past float64's range: inf, and NaN out, as PyTorch)
+        scale = x.dtype.type(10.0 ** abs(decimals) if abs(decimals) <= 308 else float("inf"))
         if decimals > 0:
             return xp.rint(x * scale) / scale
         return xp.rint(x / scale) * scale

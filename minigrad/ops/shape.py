@@ -135,6 +135,47 @@ class MatrixTranspose(Permute):
     node_name = "TBackward0"
 
 
+class Diagonal(Primitive):
+    """out = the entries [i, i + offset] of dims dim1 and dim2 as the last dim (a view of
+    x's memory);  dx = zeros of x's shape with grad on that diagonal"""
+    view = True
+
+    @staticmethod
+    def forward(ctx, x, offset, dim1, dim2):
+        ctx.shape = x.shape
+        return diagonal_view(ctx.xp, x, offset, dim1, dim2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx = grad.new_zeros(ctx.shape)
+        dx.diagonal(**ctx.params).copy_(grad)
+        return dx
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Diagonal.apply(dx, **ctx.params)
+
+    @staticmethod
+    def vmap(ctx, x, offset, dim1, dim2):  # the batch dim stays first
+        return ctx.op.apply(x, offset=offset, dim1=dim1 + 1, dim2=dim2 + 1)
+
+
+def diagonal_view(xp, x, offset, dim1, dim2):
+    """The diagonal ``offset`` of dims ``dim1`` and ``dim2`` of the array ``x`` (both
+    non-negative and distinct) as a view, its entries along a new last dim: the other dims,
+    then one step of both dims at once per entry."""
+    rows, cols = x.shape[dim1], x.shape[dim2]
+    n = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
+    first = [slice(None)] * x.ndim  # (the view starts at the diagonal's first entry)
+    if n:
+        first[dim1], first[dim2] = slice(-min(offset, 0), None), slice(max(offset, 0), None)
+    start = x[tuple(first)]
+    others = [d for d in range(x.ndim) if d not in (dim1, dim2)]
+    shape = tuple(x.shape[d] for d in others) + (n,)
+    strides = tuple(x.strides[d] for d in others) + (x.strides[dim1] + x.strides[dim2],)
+    return xp.lib.stride_tricks.as_strided(start, shape, strides)
+
+
 class Expand(Primitive):
     """out = x broadcast to shape (a view);  dx = grad summed back over the broadcast dims"""
     view = True

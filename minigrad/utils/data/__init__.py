@@ -16,13 +16,13 @@ Random order comes from minigrad's global generator (seeded by ``manual_seed``) 
 ``Generator``. The draws are NumPy's, so a shuffled order or a ``random_split`` is
 reproducible from the seed but is not the permutation PyTorch draws from the same seed.
 """
-from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset,
-                      TensorDataset, random_split)
+from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, StackDataset,
+                      Subset, TensorDataset, random_split)
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
                       SubsetRandomSampler, WeightedRandomSampler)
 from .dataloader import DataLoader, default_collate, default_convert, get_worker_info
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
-           "ChainDataset", "Sampler", "SequentialSampler", "RandomSampler",
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "Subset",
+           "ConcatDataset", "ChainDataset", "Sampler", "SequentialSampler", "RandomSampler",
            "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler", "DataLoader",
            "default_collate", "default_convert", "random_split", "get_worker_info"]

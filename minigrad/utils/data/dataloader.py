@@ -117,6 +117,22 @@ def get_worker_info():
 
 # --- the loader ------------------------------------------------------------------------------
 
+class _Batches:
+    """An epoch's batches, one at a time, with ``len()`` (as PyTorch's loader iterator)."""
+
+    def __init__(self, batches, length):
+        self._batches, self._length = batches, length
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._batches)
+
+    def __len__(self):
+        return self._length
+
+
 class DataLoader:
     """Batches of ``dataset``'s samples, made in the calling process.
 
@@ -206,8 +222,10 @@ class DataLoader:
         if self._iterable:
             return self._iter_stream()
         if self.batch_sampler is not None:
-            return (self._fetch(indices) for indices in self.batch_sampler)
-        return (self.collate_fn(self.dataset[i]) for i in self.sampler)
+            batches = (self._fetch(indices) for indices in self.batch_sampler)
+        else:
+            batches = (self.collate_fn(self.dataset[i]) for i in self.sampler)
+        return _Batches(batches, len(self))
 
     def _fetch(self, indices):
         """One batch: the samples at ``indices`` (through the dataset's ``__getitems__``

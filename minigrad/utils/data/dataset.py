@@ -47,6 +47,32 @@ class TensorDataset(Dataset):
         return self.tensors[0].shape[0]
 
 
+class StackDataset(Dataset):
+    """Datasets of one length side by side: sample i is the tuple of their samples i
+    (``StackDataset(a, b)``), or a dict of them by name (``StackDataset(x=a, y=b)``)."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via "
+                             "``kwargs``) like input/output, but both types are given.")
+        datasets = args or tuple(kwargs.values())
+        if not datasets:
+            raise ValueError("At least one dataset should be passed")
+        self._length = len(datasets[0])
+        if any(len(d) != self._length for d in datasets):
+            raise ValueError(f"Size mismatch between datasets: "
+                             f"{[len(d) for d in datasets]}")
+        self.datasets = args if args else dict(kwargs)
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {name: d[index] for name, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __len__(self):
+        return self._length
+
+
 class Subset(Dataset):
     """The samples of ``dataset`` at ``indices``, in that order."""
 
