@@ -192,7 +192,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
     """``obj`` as a tensor, sharing its memory where it can (``as_tensor``), always a copy
     with ``copy=True``; ``copy=False`` refuses where a copy is needed."""
     out = as_tensor(obj, dtype=dtype, device=device)
-    shares = out is obj or (isinstance(obj, np.ndarray) and out.array.base is not None
+    shares = out is obj or (isinstance(obj, np.ndarray) and isinstance(out.array, np.ndarray)
                             and np.shares_memory(out.array, obj))
     if copy and (shares or out is obj):
         out = out.clone()

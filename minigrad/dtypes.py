@@ -82,10 +82,11 @@ _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
 def promote_types(dx, dy):
-    """The dtype both operands are cast to: the higher category (bool < integer < floating)
-    decides, and within one category the wider dtype wins."""
+    """The dtype both operands are cast to: the higher category (bool < integer < floating
+    < complex) decides, and within one category the wider dtype wins (a complex one wide
+    enough for a float one's precision)."""
     cx, cy = _CATEGORY[dx.kind], _CATEGORY[dy.kind]
-    if cx != cy:
+    if cx != cy and {dx.kind, dy.kind} != {"f", "c"}:  # (float64 with complex64: complex128)
         return dx if cx > cy else dy
     return np.promote_types(dx, dy)
 
@@ -93,10 +94,16 @@ def promote_types(dx, dy):
 def promote(x, y):
     """The result dtype of a binary op on two tensors, by PyTorch's rules: as
     ``promote_types``, except that within one category a 0-d tensor does not widen a
-    dimensioned one (float32 + 0-d float64 stays float32)."""
+    dimensioned one (float32 + 0-d float64 stays float32) and of a lower one does not
+    change it, and a 0-d complex one makes a dimensioned float one the complex dtype of its
+    precision."""
     dx, dy = x.array.dtype, y.array.dtype
-    if _CATEGORY[dx.kind] == _CATEGORY[dy.kind] and (x.array.ndim == 0) != (y.array.ndim == 0):
-        return dy if x.array.ndim == 0 else dx
+    if (x.array.ndim == 0) != (y.array.ndim == 0):
+        dim, zero = (dy, dx) if x.array.ndim == 0 else (dx, dy)
+        if _CATEGORY[dim.kind] >= _CATEGORY[zero.kind]:
+            return dim
+        if dim.kind == "f" and zero.kind == "c":  # (the complex dtype of dim's precision)
+            return np.dtype(np.complex128 if dim.itemsize == 8 else np.complex64)
     return promote_types(dx, dy)
 
 
