@@ -47,10 +47,12 @@ class Linear(Module):
 
 class LazyLinear(Linear):
     """A Linear whose ``in_features`` is the size of the last dim of its first input, as
-    PyTorch's LazyLinear: until that call it has no weight or bias (none listed by
-    ``parameters()``); the call makes them as Linear does (U(-1/sqrt(in), 1/sqrt(in))), on
-    ``device`` and in ``dtype`` where given, else on the input's device and in its (floating)
-    dtype, and the module becomes a Linear.
+    PyTorch's LazyLinear; the call makes weight and bias as Linear does (U(-1/sqrt(in),
+    1/sqrt(in))), on ``device`` and in ``dtype`` where given, else on the input's device and
+    in its (floating) dtype, and the module becomes a Linear. Until that call it has no
+    weight or bias: ``parameters()`` and ``state_dict()`` list none (PyTorch lists
+    uninitialised placeholders), so make the optimiser, or load a checkpoint, after a first
+    call on a batch.
 
     Args:
         out_features: size of each output sample.
