@@ -43,6 +43,7 @@ from .printing import set_printoptions  # noqa: F401
 from .combine import (atleast_1d, atleast_2d, atleast_3d, cat, column_stack, concat,  # noqa
                       concatenate, dstack, hstack, row_stack, stack, vstack, where)
 from .combine import broadcast_tensors, einsum, meshgrid  # noqa: F401
+from .combine import bucketize, cdist, searchsorted, xlogy  # noqa: F401
 from . import optim  # noqa: F401  (after Tensor: optimisers update tensors)
 from . import viz  # noqa: F401
 from . import profiler  # noqa: F401  (mg.profiler.profile)
@@ -67,7 +68,8 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     outer dot mv clamp_min clamp_max broadcast_to is_floating_point absolute negative multiply
     divide subtract true_divide addcmul addcdiv lerp select diagonal trace count_nonzero
     take_along_dim diag nan_to_num aminmax std_mean var_mean diff bernoulli is_nonzero remainder
-    floor_divide log1p expm1 floor ceil trunc fix round frac sinh cosh""".split()
+    floor_divide log1p expm1 floor ceil trunc fix round frac sinh cosh log10 log2 exp2 erfc sgn
+    signbit unique bincount argwhere tensor_split hsplit vsplit rot90""".split()
 from .combine import _function_of, split  # noqa: E402,F401
 for _name in _FUNCTIONS:
     globals()[_name] = _function_of(_name)
@@ -77,6 +79,10 @@ del _name
 from .combine import _number_first  # noqa: E402
 add, sub, mul, div, pow = (_number_first(_n) for _n in  # noqa: A001
                            ("add", "sub", "mul", "div", "pow"))
+# ... and those whose input must be a tensor, as in PyTorch (mg.atan2(2.0, x): a TypeError)
+from .combine import _tensor_first  # noqa: E402
+atan2, arctan2, hypot, logaddexp, fmax, fmin, fmod = (_tensor_first(_n) for _n in (
+    "atan2", "arctan2", "hypot", "logaddexp", "fmax", "fmin", "fmod"))
 
 
 def is_tensor(obj):

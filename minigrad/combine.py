@@ -8,13 +8,13 @@ import warnings
 
 import numpy as np
 
-from . import dtypes
+from . import backend, dtypes
 from .arguments import _alias, _broadcast_shape, _dim
 from .autograd.function import ShapeError, read_on_host
 from .conversion import as_array
 from .operands import (_PY_SCALARS, _alpha_sum, _concatenated, _float_operands, _no_keywords,
                        _operands, _promote_all, _rounded_division, _where, _where_operands)
-from .ops import Div, Stack
+from .ops import Div, Stack, XlogyOfNumber
 from .tensor import Tensor
 
 _MISSING = object()  # an argument not given (where(condition) alone)
@@ -358,3 +358,104 @@ def broadcast_tensors(*tensors):
     for t in tensors[1:]:
         shape = _broadcast_shape("broadcast_tensors", Tensor._make(np.empty(shape)), t)
     return tuple(t.expand(shape) for t in tensors)
+
+
+def _tensor_first(name):
+    """``mg.<name>`` for a binary function whose ``input`` must be a tensor, as PyTorch's
+    (a number there is a TypeError)."""
+    method = _function_of(name)
+
+    def function(*args, **kwargs):
+        first = args[0] if args else kwargs.get("input")
+        if not isinstance(first, Tensor):
+            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(first).__name__}")
+        return method(*args, **kwargs)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = method.__doc__
+    return function
+
+
+def xlogy(input, other):
+    """``input * log(other)``, 0 where input == 0 (NaN where other is NaN); either may be
+    a number (PyTorch's XlogyBackward1 for a number input)."""
+    if isinstance(input, Tensor):
+        return input.xlogy(other)
+    if not isinstance(other, Tensor) or \
+            not (type(input) in _PY_SCALARS or isinstance(input, np.generic)):
+        raise TypeError(f"xlogy(): expected a tensor and a number or two tensors, got "
+                        f"{type(input).__name__} and {type(other).__name__}")
+    x, y = _float_operands(other, input, True)
+    return XlogyOfNumber.apply(x, y)
+
+
+def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None):
+    """For each of ``values``, the index in ``sorted_sequence`` (ascending along its last
+    dim) before which it would be inserted to keep it sorted: the first such place, or with
+    ``right`` (``side="right"``) the last. A sequence of several dims searches each of its
+    rows for the values of the same leading indices. int64 (int32 with ``out_int32``)."""
+    if side not in (None, "left", "right"):
+        raise RuntimeError(f"searchsorted(): side can only be 'left' or 'right' but got "
+                           f"{side}")
+    if side == "left" and right:
+        raise RuntimeError("searchsorted(): side and right can't be set to opposites, "
+                           "got side of left while right was True")
+    side = side or ("right" if right else "left")
+    seq = sorted_sequence.array
+    xp = backend.xp_of(seq)
+    number = not isinstance(values, Tensor)
+    vals = xp.asarray(as_array(values, device=sorted_sequence.device))
+    if seq.ndim > 1 and (number or seq.shape[:-1] != vals.shape[:-1]):
+        raise RuntimeError(f"searchsorted(): boundaries tensor should be 1 dimension or "
+                           f"the first N-1 dimensions of boundaries tensor and input value "
+                           f"tensor must match, but we got boundaries tensor "
+                           f"{list(seq.shape)} and input value tensor {list(vals.shape)}")
+    if seq.ndim <= 1:
+        out = xp.searchsorted(seq.reshape(-1), vals.reshape(-1), side=side)
+    else:  # (one search per row)
+        rows, width = seq.reshape(-1, seq.shape[-1]), vals.shape[-1]
+        flat = vals.reshape(-1, width)
+        out = xp.stack([xp.searchsorted(r, v, side=side) for r, v in zip(rows, flat)]) \
+            if len(rows) else xp.zeros((0, width), np.int64)
+    out = out.reshape(vals.shape).astype(np.int32 if out_int32 else np.int64)
+    return Tensor._make(out)
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    """The index of the bucket of each of ``input`` among the ascending 1-d ``boundaries``:
+    i where boundaries[i-1] < x <= boundaries[i] (with ``right``: boundaries[i-1] <= x <
+    boundaries[i]), i.e. ``searchsorted(boundaries, input, right=right)``."""
+    if boundaries.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def cdist(x1, x2, p=2.0, compute_mode=None):
+    """The p-norm distances between the rows of ``x1`` (..., P, M) and those of ``x2``
+    (..., R, M): a (..., P, R) tensor, differentiable (built from Tensor ops). As PyTorch,
+    the gradient is 0 where a distance is 0; ``p`` is 0 (count of differing entries), a
+    positive number or inf."""
+    if x1.ndim < 2 or x2.ndim < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.ndim}D, X2 "
+                           f"got: {x2.ndim}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{x1.shape[-1]} X2: {x2.shape[-1]}")
+    if p < 0:
+        raise RuntimeError(f"cdist only supports non-negative p values, got {p}")
+    if x1.array.dtype.kind != "f" or x2.array.dtype.kind != "f":
+        raise RuntimeError(f"cdist only supports floating-point dtypes, X1 got: {x1.dtype}, "
+                           f"X2 got: {x2.dtype}")
+    diff = (x1.unsqueeze(-2) - x2.unsqueeze(-3)).abs()  # (..., P, R, M)
+    if p == 0:  # (sign: 1 where an entry differs, recorded with a zero gradient; NaN counts)
+        return diff.sign().where(diff == diff, 1.0).sum(-1)
+    if p == 1:
+        return diff.sum(-1)
+    if p == math.inf:
+        return diff.amax(-1) if diff.shape[-1] else diff.sum(-1)
+    total = (diff * diff).sum(-1) if p == 2 else (diff ** p).sum(-1)
+    positive = total > 0  # (the root's gradient at 0 is infinite: taken where it is not)
+    root = total.where(positive, 1.0)
+    root = root.sqrt() if p == 2 else root ** (1.0 / p)
+    return root.where(positive, 0.0)

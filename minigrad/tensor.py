@@ -49,6 +49,8 @@ from .ops import (Abs, Add, Amax, Amin, Cast, Clamp, ClampTensor, Clone, Cos, Co
                   Sqrt, Squeeze, SqueezeDim, SqueezeDims, Sub, Sum, SumDim, Tanh,
                   ToDevice, Transpose, Unsqueeze, indexing_op, replay_view)
 from .ops import (Ceil, Cosh, Expm1, Floor, Frac, Log1p, Round, RoundDecimals, Sinh, Trunc)
+from .ops import (Atan2, Erfc, Exp2, Fmax, Fmin, Fmod, FmodScalar, Hypot, Log10, Log2, LogAddExp,
+                  Sgn, Xlogy, XlogyScalar)
 from .ops import (Bmm, Dot, Gather, IndexSelect, Mv, Repeat, ReshapeAlias, Rsqrt,
                   Sort, SplitWithSizes, SqueezeDimInPlace, Topk, Tril, Triu, UnsafeView)
 from .ops.reduce import AbsSumNorm, CountNonzero, MaxAbsNorm, MinAbsNorm, PNorm
@@ -918,6 +920,61 @@ class Tensor(TensorBase):
     def reciprocal(self): return Reciprocal.apply(_floating(self))
     def maximum(self, other): return Maximum.apply(*_operands(self, _tensor_arg("maximum", other)))
     def minimum(self, other): return Minimum.apply(*_operands(self, _tensor_arg("minimum", other)))
+    def log10(self): return Log10.apply(_floating(self))
+    def log2(self): return Log2.apply(_floating(self))
+    def exp2(self): return Exp2.apply(_floating(self))
+    def erfc(self): return Erfc.apply(_floating(self))
+
+    def sgn(self):
+        """The sign of a real tensor (-1, 0 or 1; 0 at NaN): ``sign``, as PyTorch's ``sgn``
+        (SgnBackward0). A bool tensor is itself."""
+        return self.clone() if self.dtype == dtypes.bool else Sgn.apply(self, fn="sign")
+
+    def signbit(self):
+        """True where the sign bit is set (negative numbers, -0.0, NaNs with the bit); a
+        bool tensor, not differentiable."""
+        return NonDiff.apply(self, fn="signbit")
+
+    def atan2(self, other):
+        """The angle of the point (other, self) in (-pi, pi]; integers give floats."""
+        return Atan2.apply(*_float_operands(self, _tensor_arg("atan2", other)))
+
+    arctan2 = atan2
+
+    def hypot(self, other):
+        """sqrt(self^2 + other^2), for floating point tensors."""
+        return Hypot.apply(*_floats_only("hypot", *_operands(self, _tensor_arg("hypot", other))))
+
+    def logaddexp(self, other):
+        """log(exp(self) + exp(other)), for floating point tensors."""
+        return LogAddExp.apply(*_floats_only("logaddexp", *_operands(
+            self, _tensor_arg("logaddexp", other))))
+
+    def fmod(self, other):
+        """The remainder of self / other with the sign of self (C's fmod; ``remainder`` has
+        the sign of other). Integers stay integers; an integer division by zero raises."""
+        x, y = _operands(self, other)
+        if x.array.dtype.kind == "b" and (not isinstance(y, Tensor) or y.array.dtype.kind == "b"):
+            raise NotImplementedError(f"fmod: not implemented for bool tensors (got "
+                                      f"{_described(self)} and {_described(other)})")
+        if x.array.dtype.kind in "iu" and (y == 0 if not isinstance(y, Tensor)
+                                           else builtins.bool((y == 0).any())):
+            raise RuntimeError("fmod: ZeroDivisionError (integer division by zero)")
+        return (Fmod if isinstance(y, Tensor) else FmodScalar).apply(x, y)
+
+    def xlogy(self, other):
+        """self * log(other), 0 where self == 0 (NaN where other is NaN); integers give
+        floats; ``other`` may be a number."""
+        x, y = _float_operands(self, other)
+        return (Xlogy if isinstance(y, Tensor) else XlogyScalar).apply(x, y)
+
+    def fmax(self, other):
+        """The larger of self and other, elementwise, ignoring a NaN on one side."""
+        return Fmax.apply(*_operands(self, _tensor_arg("fmax", other)))
+
+    def fmin(self, other):
+        """The smaller of self and other, elementwise, ignoring a NaN on one side."""
+        return Fmin.apply(*_operands(self, _tensor_arg("fmin", other)))
 
     def gelu(self, approximate="none"):
         """x * Phi(x), exactly with erf, or PyTorch's tanh approximation."""
@@ -1378,6 +1435,60 @@ class Tensor(TensorBase):
             return self.split([0] * chunks, dim)
         return self.split(-(-n // chunks), dim)
 
+    def tensor_split(self, indices_or_sections, dim=0):
+        """Views along ``dim``: ``n`` pieces as even as can be (the first ``size % n`` one
+        longer), or the pieces between the given indices (a list, or a 1-d integer tensor;
+        out of range ones give empty pieces, as slicing does)."""
+        _check_not_0d(self, "tensor_split")
+        d = _dim(self, dim)
+        if isinstance(indices_or_sections, Tensor):
+            if indices_or_sections.array.dtype.kind not in "iu" or indices_or_sections.ndim > 1:
+                raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a "
+                                   f"zero-dimensional or one-dimensional tensor of integers, "
+                                   f"but got {_described(indices_or_sections)}")
+            indices_or_sections = indices_or_sections.tolist()
+        if isinstance(indices_or_sections, (builtins.int, np.integer)):
+            n, size = builtins.int(indices_or_sections), self.shape[d]
+            if n <= 0:
+                raise RuntimeError(f"number of sections must be larger than 0, got {n}")
+            lengths = [size // n + (i < size % n) for i in range(n)]
+            cuts = [builtins.sum(lengths[:i]) for i in range(1, n)]
+        else:
+            cuts = [builtins.int(i) for i in indices_or_sections]
+        starts, ends = [0] + cuts, cuts + [self.shape[d]]
+        return tuple(self[(slice(None),) * d + (slice(a, b),)] for a, b in zip(starts, ends))
+
+    def hsplit(self, sections):
+        """``tensor_split`` along dim 1 (dim 0 of a 1-d tensor); a number of sections must
+        divide the dim evenly."""
+        return _split_evenly(self, "hsplit", 0 if self.ndim == 1 else 1, sections)
+
+    def vsplit(self, sections):
+        """``tensor_split`` along dim 0 of a tensor of 2 or more dims; a number of sections
+        must divide the dim evenly."""
+        return _split_evenly(self, "vsplit", 0, sections)
+
+    def rot90(self, k=1, dims=(0, 1)):
+        """A copy rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first
+        dim towards the second (as PyTorch: flips and a transpose)."""
+        dims = tuple(dims)
+        if len(dims) != 2:
+            raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+        if self.ndim < 2:
+            raise RuntimeError(f"expected total dims >= 2, but got total dims = {self.ndim}")
+        d0, d1 = _dim(self, dims[0]), _dim(self, dims[1])
+        if d0 == d1:
+            raise RuntimeError(f"expected rotation dims to be different, but got dim0 = "
+                               f"{dims[0]} and dim1 = {dims[1]}")
+        k %= 4
+        if k == 1:
+            return self.flip(d1).transpose(d0, d1)
+        if k == 2:
+            return self.flip((d0, d1))
+        if k == 3:
+            return self.flip(d0).transpose(d0, d1)
+        return self.clone()
+
     def flip(self, dims, *more):
         """A copy with the order of the elements reversed along each of ``dims``
         (``x.flip(0)``, ``x.flip(0, 2)`` or ``x.flip((0, 2))``); never a view."""
@@ -1737,6 +1848,63 @@ class Tensor(TensorBase):
             indices = xp.nonzero(data.reshape(1) if data.ndim == 0 else data)
             return tuple(Tensor._make(i.astype(np.int64, copy=False)) for i in indices)
         return Tensor._make(xp.argwhere(data).astype(np.int64, copy=False))
+
+    def argwhere(self):
+        """The indices of the nonzero elements, an (n, ndim) int64 tensor (``nonzero()``)."""
+        return self.nonzero()
+
+    def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
+        """The distinct values, in ascending order (also for ``sorted=False``, which leaves
+        the order free), of the flattened tensor, or the distinct slices along ``dim``; with
+        ``return_inverse`` each element's (slice's) index in them, with ``return_counts``
+        how often each occurs (int64 tensors). NaNs are all distinct, as PyTorch's."""
+        read_on_host("Tensor.unique()")  # (the result's shape is the count of values)
+        data = self.array
+        xp = backend.xp_of(data)
+        if dim is None:
+            values, inverse, counts = xp.unique(data.reshape(-1), return_inverse=True,
+                                                return_counts=True, equal_nan=False)
+            inverse = inverse.reshape(self.shape)
+        else:
+            d = _dim(self, dim)
+            if data.shape[d] == 0:  # (NumPy refuses; PyTorch gives the empty tensor)
+                values, inverse, counts = data, xp.zeros(0, np.int64), xp.zeros(0, np.int64)
+            else:
+                values, inverse, counts = xp.unique(data, return_inverse=True,
+                                                    return_counts=True, axis=d)
+                inverse = inverse.reshape(-1)
+        out = (Tensor._make(values),)
+        if return_inverse:
+            out += (Tensor._make(inverse.astype(np.int64, copy=False)),)
+        if return_counts:
+            out += (Tensor._make(counts.astype(np.int64, copy=False)),)
+        return out[0] if len(out) == 1 else out
+
+    def bincount(self, weights=None, minlength=0):
+        """How often each value 0, 1, ... occurs in this 1-d tensor of non-negative integers
+        (int64; at least ``minlength`` of them), or the sums of ``weights`` per value
+        (float32 for float32 weights, else float64). Not differentiable."""
+        read_on_host("Tensor.bincount()")  # (the result's size is the largest value)
+        data = self.array
+        if data.dtype.kind not in "biu":
+            raise NotImplementedError(f"bincount: not implemented for {self.dtype} tensors "
+                                      f"(shape {tuple(self.shape)})")
+        if minlength < 0:
+            raise RuntimeError(f"minlength should be >= 0, got {minlength}")
+        if self.ndim != 1 or (data.size and builtins.int(data.min()) < 0):
+            raise RuntimeError(f"bincount only supports 1-d non-negative integral inputs, got "
+                               f"{_described(self)}")
+        xp = backend.xp_of(data)
+        if weights is None:
+            return Tensor._make(xp.bincount(data, minlength=minlength).astype(np.int64))
+        w = as_tensor(weights, like=self).array
+        if w.ndim != 1 or w.shape[0] != data.shape[0]:
+            raise RuntimeError(f"weights should be 1-d and have the same length as input "
+                               f"(input of shape {tuple(self.shape)}, weights of shape "
+                               f"{tuple(w.shape)})")
+        dtype = np.float32 if w.dtype == np.float32 else np.float64
+        return Tensor._make(xp.bincount(data, weights=w.astype(np.float64),
+                                        minlength=minlength).astype(dtype))
 
     def multinomial(self, num_samples, replacement=False, *, generator=None):
         """Indices of categories (the last dim) drawn with probabilities proportional to
@@ -2324,6 +2492,30 @@ def _without_leading_ones(value):
     while k < value.ndim and value.shape[k] == 1:
         k += 1
     return value.reshape(value.shape[k:])
+
+
+def _floats_only(op, x, y):
+    """Promoted operands (x, y) of ``op``, which PyTorch has for floating point only."""
+    if x.array.dtype.kind != "f":
+        raise NotImplementedError(f"{op}: not implemented for {x.dtype} tensors (got "
+                                  f"shapes {tuple(x.shape)} and {tuple(y.shape)})")
+    return x, y
+
+
+def _split_evenly(t, op, dim, sections):
+    """``hsplit``/``vsplit`` (``op``): ``tensor_split`` along ``dim``, whose size a number
+    of sections must divide."""
+    need = 2 if op == "vsplit" else 1
+    if t.ndim < need:
+        raise RuntimeError(f"{op}: requires a tensor with at least {need} dimension"
+                           f"{'s' if need > 1 else ''}, but got a tensor with {t.ndim} "
+                           f"dimensions!")
+    if isinstance(sections, (builtins.int, np.integer)) and \
+            (sections == 0 or t.shape[dim] % sections):
+        raise RuntimeError(f"{op}: attempted to split along dimension {dim}, but the size "
+                           f"of the dimension {t.shape[dim]} is not divisible by the "
+                           f"split_size {sections}!")
+    return t.tensor_split(sections, dim)
 
 
 def _extreme(t, dim, keepdim, axis, keepdims, full_op, dim_op, pair_op):

@@ -31,7 +31,8 @@ class IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpect
     def __repr__(self):
         if not self.missing_keys and not self.unexpected_keys:
             return "<All keys matched successfully>"
-        return super().__repr__()
+        return (f"_IncompatibleKeys(missing_keys={self.missing_keys!r}, "
+                f"unexpected_keys={self.unexpected_keys!r})")
 
     __str__ = __repr__
 
@@ -489,18 +490,44 @@ class Module:
 
     # --- state ----------------------------------------------------------------------------------
     def state_dict(self, destination=None, prefix="", keep_vars=False):
-        """Parameters and persistent buffers by dotted name (detached unless keep_vars)."""
+        """Parameters and persistent buffers by dotted name (detached unless keep_vars), and
+        each module's extra state (``get_extra_state``) under ``<prefix>_extra_state``:
+        each module's own entries (``_save_to_state_dict``), then its children's, under
+        ``prefix`` plus their names. Every path to a shared module is named, as in PyTorch
+        (``named_parameters`` dedupes)."""
         out = OrderedDict() if destination is None else destination
-        # every path to a shared module is named, as in PyTorch (named_parameters dedupes)
-        for mod_prefix, module in self.named_modules(prefix=prefix.rstrip("."),
-                                                     remove_duplicate=False):
-            for table in ("_parameters", "_buffers"):
-                for name, value in getattr(module, table).items():
-                    if value is None or (table == "_buffers" and name in module._non_persistent):
-                        continue
-                    key = f"{mod_prefix}.{name}" if mod_prefix else name
-                    out[key] = value if keep_vars else value.detach()
+        self._save_to_state_dict(out, prefix, keep_vars)
+        for name, child in self._modules.items():
+            if child is not None:
+                child.state_dict(destination=out, prefix=f"{prefix}{name}.", keep_vars=keep_vars)
         return out
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """This module's own entries of the state dict (not its children's), as PyTorch's: a
+        module may override it (and ``_load_from_state_dict``) to save more or otherwise."""
+        for name, value in self._entries():
+            destination[prefix + name] = value if keep_vars else value.detach()
+        if _has_extra_state(self):
+            destination[prefix + _EXTRA_STATE] = self.get_extra_state()
+
+    def _entries(self):
+        """(name, tensor) of this module's own parameters and persistent buffers (not
+        None), in the order of the state dict."""
+        for table in ("_parameters", "_buffers"):
+            for name, value in getattr(self, table).items():
+                if value is not None and not (table == "_buffers" and name in self._non_persistent):
+                    yield name, value
+
+    def get_extra_state(self):
+        """What else a module keeps in its state dict (any value, under ``_extra_state``):
+        override it with ``set_extra_state``, as in PyTorch."""
+        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never "
+                           "be called: override get_extra_state (and set_extra_state)")
+
+    def set_extra_state(self, state):
+        """Take back what ``get_extra_state`` gave (called by ``load_state_dict``)."""
+        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never "
+                           "be called: override set_extra_state (and get_extra_state)")
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copy ``state_dict``'s tensors into this module's parameters and buffers in place.
@@ -516,59 +543,98 @@ class Module:
         ``nn.Parameter`` of the value, keeping the ``requires_grad`` the module's had; a
         buffer becomes the value.
 
-        Returns (missing_keys, unexpected_keys); with ``strict`` any of them, and always a
-        shape mismatch, raises an error that names the key (and both shapes). Nothing is
-        copied unless every key fits, so a failed load leaves the module unchanged.
+        Each module reads its own keys (``_load_from_state_dict``, which a module may
+        override, as in PyTorch), then its children theirs. Returns (missing_keys,
+        unexpected_keys); with ``strict`` any of them, and always a shape mismatch, raises
+        an error that names the key (and both shapes). Nothing is copied (and no extra
+        state set) unless every key fits, so a failed load leaves the module unchanged.
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        values = {key: _array_of(state_dict[key]) for key in own if key in state_dict}
-        errors = []
-        if strict and missing:
-            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing)
-                          + ".")
-        if strict and unexpected:
-            errors.append("Unexpected key(s) in state_dict: "
-                          + ", ".join(f'"{k}"' for k in unexpected) + ".")
-        for key, value in values.items():
-            shape, target = tuple(value.shape), own[key]
-            if shape == (1,) and target.shape == ():  # (as PyTorch: a number saved as (1,))
-                values[key] = value = value.reshape(())
-            elif shape != target.shape:
-                errors.append(f"size mismatch for {key}: copying a param with shape {shape} "
-                              f"from checkpoint, the shape in current model is {target.shape}.")
+        state_dict = OrderedDict(state_dict)  # (a module's override may change its copy)
+        missing, unexpected, errors = [], [], []
+        _LOADING.append([])  # the writes, made once every module has read its keys
+
+        def load(module, prefix, local):
+            module._load_from_state_dict(local, prefix, {}, True, missing, unexpected, errors)
+            for name, child in module._modules.items():
+                if child is not None:
+                    inner = f"{prefix}{name}."
+                    load(child, inner, {k: v for k, v in local.items() if k.startswith(inner)})
+        try:
+            load(self, "", state_dict)
+            writes = _LOADING[-1]
+        finally:
+            _LOADING.pop()
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in unexpected) + ".")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in missing) + ".")
         if errors:  # (PyTorch's phrases, on one line)
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}: "
                                + " ".join(errors))
-        if assign:
-            self._assign_from(state_dict, values)
-        else:
-            with mg.no_grad():
-                for key, value in values.items():
-                    own[key].copy_(backend.to_device(value, own[key].device))
+        with mg.no_grad():
+            for write in writes:
+                write(assign)
         return IncompatibleKeys(missing, unexpected)
 
-    def _assign_from(self, state_dict, keys):
-        """``load_state_dict(assign=True)``: every key of ``keys`` (checked already) takes
-        the state dict's value itself, a Parameter where the module holds one."""
-        for mod_prefix, module in self.named_modules(remove_duplicate=False):
-            for table in ("_parameters", "_buffers"):
-                for name, current in list(getattr(module, table).items()):
-                    key = f"{mod_prefix}.{name}" if mod_prefix else name
-                    if current is None or key not in keys:
-                        continue
-                    value = state_dict[key]
-                    if not isinstance(value, mg.Tensor):  # an array: a Tensor sharing it
-                        value = mg.Tensor(keys[key])
-                    if table == "_parameters":
-                        if isinstance(value, Parameter):
-                            value.requires_grad_(current.requires_grad)
-                        else:
-                            value = Parameter(value, requires_grad=current.requires_grad)
-                    getattr(module, table)[name] = value
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        """Read this module's own keys from ``state_dict`` (those under ``prefix``), as
+        PyTorch's: a key it has not is noted in ``missing_keys``, a key under ``prefix`` that
+        is none of its entries nor under a child's name in ``unexpected_keys`` (with
+        ``strict``), a shape that does not fit in ``error_msgs``; the writes wait until
+        every module has read its keys (``load_state_dict``)."""
+        own = {prefix + name: value for name, value in self._entries()}
+        extra = prefix + _EXTRA_STATE
+        if _has_extra_state(self):
+            own[extra] = None
+        for key, target in own.items():
+            if key not in state_dict:
+                missing_keys.append(key)
+            elif key == extra:
+                _LOADING[-1].append(lambda assign, value=state_dict[key]:
+                                    self.set_extra_state(value))
+            else:
+                value = _array_of(state_dict[key])
+                if tuple(value.shape) == (1,) and target.shape == ():  # (a number saved as
+                    value = value.reshape(())                           # (1,), as PyTorch)
+                if tuple(value.shape) != target.shape:
+                    error_msgs.append(f"size mismatch for {key}: copying a param with shape "
+                                      f"{tuple(value.shape)} from checkpoint, the shape in "
+                                      f"current model is {target.shape}.")
+                    continue
+                _LOADING[-1].append(self._writer(key[len(prefix):], target, state_dict[key],
+                                                 value))
+        if strict:
+            for key in state_dict:
+                if key.startswith(prefix) and key not in own:
+                    name = key[len(prefix):].split(".", 1)[0]
+                    if name not in self._modules and prefix + name not in own:
+                        unexpected_keys.append(key)
+
+    def _writer(self, name, target, given, value):
+        """The write of a checked state-dict ``value`` into entry ``name`` (``target``):
+        ``write(assign)`` copies it in place, or with ``assign`` makes the module hold the
+        state dict's value itself (``given``; an array becomes a Tensor sharing it), a
+        Parameter where the module holds one, keeping its ``requires_grad``."""
+        def write(assign):
+            if not assign:
+                target.copy_(backend.to_device(value, target.device))
+                return
+            held = given if isinstance(given, mg.Tensor) else mg.Tensor(value)
+            if name in self._parameters:
+                if isinstance(held, Parameter):
+                    held.requires_grad_(target.requires_grad)
+                else:
+                    held = Parameter(held, requires_grad=target.requires_grad)
+                self._parameters[name] = held
+            else:
+                self._buffers[name] = held
+        return write
 
     # --- modes and moves --------------------------------------------------------------------
     def train(self, mode=True):
@@ -684,6 +750,15 @@ class Module:
         keys = set(super().__dir__()) | set(self._parameters) | set(self._buffers) \
             | set(self._modules)
         return sorted(key for key in keys if not key[0].isdigit())
+
+
+_EXTRA_STATE = "_extra_state"  # a module's key for what get_extra_state gives
+_LOADING = []  # per load_state_dict in progress: the writes its modules' reads checked
+
+
+def _has_extra_state(module):
+    """Whether ``module``'s class defines ``get_extra_state`` (Module's own raises)."""
+    return type(module).get_extra_state is not Module.get_extra_state
 
 
 def _array_of(value):

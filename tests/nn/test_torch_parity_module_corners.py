@@ -51,7 +51,8 @@ def test_unflatten_as_torch(device, dim, sizes, shape):
 
 @needs_torch
 @pytest.mark.parametrize("call", [lambda M, m: m.to(M.int64), lambda M, m: m.to(dtype=M.bool),
-                                  lambda M, m: m.to("cpu", M.int32)], ids=["int64", "bool", "int32"])
+                                  lambda M, m: m.to("cpu", M.int32)],
+                         ids=["int64", "bool", "int32"])
 def test_module_to_refuses_a_dtype_that_is_not_floating(device, call):
     message = raises_as_torch(lambda M: call(M, M.nn.Linear(2, 2)), TypeError, device)
     assert "floating point" in message
@@ -108,3 +109,85 @@ def test_deep_copy_of_a_parameter_leaves_its_grad(device):
         shared = [frozen, frozen]
         a, b = copy.deepcopy(shared)
         assert a is b
+
+
+# --- the per-module state-dict protocol --------------------------------------------------------
+
+def _with_extra_state(M):
+    class Counter(M.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = M.nn.Linear(1, 1)
+            self.seen = 5
+
+        def get_extra_state(self):
+            return {"seen": self.seen}
+
+        def set_extra_state(self, state):
+            self.seen = state["seen"]
+    return Counter()
+
+
+@needs_torch
+def test_extra_state_is_saved_and_loaded_as_torch(device):
+    for M in (torch, On(mg, device)):
+        model = _with_extra_state(M)
+        state = model.state_dict()
+        assert list(state) == ["_extra_state", "linear.weight", "linear.bias"]
+        state["_extra_state"] = {"seen": 9}
+        other = _with_extra_state(M)
+        assert repr(other.load_state_dict(state)) == "<All keys matched successfully>"
+        assert other.seen == 9
+        del state["_extra_state"]
+        with pytest.raises(RuntimeError, match="_extra_state"):
+            _with_extra_state(M).load_state_dict(state)
+
+
+def _renaming(M):
+    class Renaming(M.nn.Module):  # an old checkpoint's key read under its new name
+        def __init__(self):
+            super().__init__()
+            self.w = M.nn.Parameter(M.zeros(2))
+
+        def _load_from_state_dict(self, state_dict, prefix, *args):
+            if prefix + "old_w" in state_dict:
+                state_dict[prefix + "w"] = state_dict.pop(prefix + "old_w")
+            self.version = state_dict.pop(prefix + "version", None)  # (its own key: read
+            super()._load_from_state_dict(state_dict, prefix, *args)  # here, or unexpected)
+
+        def _save_to_state_dict(self, destination, prefix, keep_vars):
+            super()._save_to_state_dict(destination, prefix, keep_vars)
+            destination[prefix + "version"] = M.tensor(2)
+    return M.nn.Sequential(Renaming())
+
+
+@needs_torch
+def test_a_module_may_override_how_it_saves_and_loads_as_torch(device):
+    for M in (torch, On(mg, device)):
+        model = _renaming(M)
+        assert list(model.state_dict()) == ["0.w", "0.version"]
+        result = model.load_state_dict({"0.old_w": M.ones(2), "0.version": M.tensor(2)})
+        assert repr(result) == "<All keys matched successfully>"
+        assert model[0].w.tolist() == [1.0, 1.0] and model[0].version.item() == 2
+        plain = M.nn.Sequential(M.nn.Linear(1, 1))
+        with pytest.raises(RuntimeError, match="Unexpected key"):
+            plain.load_state_dict(dict(plain.state_dict(), **{"0.version": M.tensor(2)}))
+
+
+@needs_torch
+def test_unexpected_keys_come_module_by_module_as_torch(device):
+    def program(M):
+        model = M.nn.Sequential(M.nn.Linear(2, 3))
+        state = dict(model.state_dict(), **{"0.zz": M.zeros(1), "foo": M.zeros(3)})
+        return tuple(model.load_state_dict(state, strict=False))
+    assert program(On(mg, device)) == program(torch) == ([], ["foo", "0.zz"])
+    for M in (torch, On(mg, device)):
+        assert repr(M.nn.Linear(1, 1).load_state_dict({"weight": M.ones(1, 1)}, strict=False)
+                    ).startswith("_IncompatibleKeys(missing_keys=['bias']")
+
+
+@needs_torch
+def test_state_dict_prefix_as_torch(device):
+    for M in (torch, On(mg, device)):
+        model = M.nn.Sequential(M.nn.Linear(1, 1))
+        assert list(model.state_dict(prefix="model.")) == ["model.0.weight", "model.0.bias"]

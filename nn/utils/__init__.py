@@ -1,7 +1,7 @@
 """As ``torch.nn.utils``: gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``, and
 ``get_total_norm`` with ``clip_grads_with_norm_``, the two halves of ``clip_grad_norm_``),
-``parameters_to_vector`` and ``vector_to_parameters``; and ``evaluating(module)``, a
-context for evaluation in eval mode without gradients.
+``parameters_to_vector`` and ``vector_to_parameters``; ``evaluating(module)``, a
+context for evaluation in eval mode without gradients; and ``utils.rnn.pad_sequence``.
 
 The clipping functions change ``p.grad.array`` in place on the array's own device and in its
 own dtype (a float32 gradient stays float32), and skip parameters whose ``.grad`` is None.
@@ -19,6 +19,7 @@ import numpy as np
 from minigrad import backend, no_grad
 from minigrad.tensor import Tensor
 from minigrad.compile.recorder import replayed_as_call
+from . import rnn  # noqa: F401  (nn.utils.rnn.pad_sequence, as torch.nn.utils.rnn)
 
 
 @contextlib.contextmanager
