@@ -40,7 +40,7 @@ from .devices import (CPU, Device, DeviceError, _NULL_CONTEXT, _XP_BY_TYPE,  # n
                       device_context, device_of, to_device, to_host, xp_of)
 from .kernels import (adam, adam_into, add_bias, add_scaled, attention,  # noqa: F401
                       attention_backward, check_index_bounds, dropout, embedding_backward,
-                      erf, gelu, gelu_backward, layer_norm, layer_norm_backward, lead_sum,
+                      erf, erfc, gelu, gelu_backward, layer_norm, layer_norm_backward, lead_sum,
                       row_major, row_mean, row_sum, run_split, scatter_add, softmax,
                       softmax_backward)
 from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa: F401

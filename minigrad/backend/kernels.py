@@ -171,6 +171,17 @@ def erf(array):
     return out if out.dtype == array.dtype else out.astype(array.dtype)  # (SciPy has no half)
 
 
+def erfc(array):
+    """1 - erf, elementwise without its cancellation for large x (SciPy on the CPU,
+    cupyx.scipy on the GPU), in the array's dtype."""
+    if isinstance(array, (np.ndarray, np.generic)):
+        from scipy.special import erfc as _erfc
+    else:
+        from cupyx.scipy.special import erfc as _erfc
+    out = _erfc(array)
+    return out if out.dtype == array.dtype else out.astype(array.dtype)
+
+
 # --- fused elementwise kernels: one pass on the GPU, the same formula in NumPy -------------
 #
 # On CuPy each is one cupy.ElementwiseKernel (compiled once, on first use); on NumPy the same

@@ -20,8 +20,9 @@ from .elementwise import (Abs, Add, Cast, Ceil, Clamp, ClampTensor, Clone, Cos, 
                           RoundDecimals, RoundedDiv, Rsqrt, Rsub, ScalarPow,
                           Sigmoid, Sign, Sin, Sinh, Sqrt, Sub, Tanh, TensorPow, ToDevice, Trunc,
                           Where)
-from .elementwise import (Atan2, Erfc, Exp2, Fmax, Fmin, Fmod, FmodScalar, Hypot,  # noqa: F401
-                          Log10, Log2, LogAddExp, Sgn, Xlogy, XlogyOfNumber, XlogyScalar)
+from .elementwise_more import (Atan2, Erfc, Exp2, Fmax, Fmin, Fmod, FmodScalar,  # noqa: F401
+                               Hypot, Log10, Log2, LogAddExp, Sgn, Xlogy, XlogyOfNumber,
+                               XlogyScalar)
 from .linalg import Bmm, Dot, MatMul, Mm, Mv  # noqa: F401
 from .reduce import (Amax, Amin, Cumprod, Cumsum, LogSoftmax, LogSumExp, Max, MaxDim,  # noqa
                      Mean, MeanAll, Min, MinDim, Prod, ProdDim, SafeSoftmax, Softmax, Std, Sum,
