@@ -43,7 +43,8 @@ from .printing import set_printoptions  # noqa: F401
 from .combine import (atleast_1d, atleast_2d, atleast_3d, cat, column_stack, concat,  # noqa
                       concatenate, dstack, hstack, row_stack, stack, vstack, where)
 from .combine import broadcast_tensors, einsum, meshgrid  # noqa: F401
-from .combine import bucketize, cdist, searchsorted, xlogy  # noqa: F401
+from .combine import bucketize, cdist, searchsorted, tensordot, xlogy  # noqa: F401
+from . import linalg  # noqa: F401  (mg.linalg: norms and cross, as torch.linalg)
 from . import optim  # noqa: F401  (after Tensor: optimisers update tensors)
 from . import viz  # noqa: F401
 from . import profiler  # noqa: F401  (mg.profiler.profile)
@@ -69,7 +70,10 @@ _FUNCTIONS = """add sub mul div pow matmul neg exp log sqrt abs tanh sigmoid rel
     divide subtract true_divide addcmul addcdiv lerp select diagonal trace count_nonzero
     take_along_dim diag nan_to_num aminmax std_mean var_mean diff bernoulli is_nonzero remainder
     floor_divide log1p expm1 floor ceil trunc fix round frac sinh cosh log10 log2 exp2 erfc sgn
-    signbit unique bincount argwhere tensor_split hsplit vsplit rot90""".split()
+    signbit unique bincount argwhere tensor_split hsplit vsplit rot90
+    median nanmedian kthvalue mode msort nansum nanmean cummax cummin logcumsumexp
+    ger inner vdot addmv dist kron diag_embed cross
+    dsplit fliplr flipud take index_copy masked_scatter""".split()
 from .combine import _function_of, split  # noqa: E402,F401
 for _name in _FUNCTIONS:
     globals()[_name] = _function_of(_name)

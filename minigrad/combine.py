@@ -15,7 +15,7 @@ from .conversion import as_array
 from .operands import (_PY_SCALARS, _alpha_sum, _concatenated, _float_operands, _no_keywords,
                        _operands, _promote_all, _rounded_division, _where, _where_operands)
 from .ops import Div, Stack, XlogyOfNumber
-from .tensor import Tensor
+from .tensor import Tensor, _tensordot
 
 _MISSING = object()  # an argument not given (where(condition) alone)
 
@@ -459,3 +459,14 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
     root = total.where(positive, 1.0)
     root = root.sqrt() if p == 2 else root ** (1.0 / p)
     return root.where(positive, 0.0)
+
+
+def tensordot(a, b, dims=2):
+    """The sums of products of ``a`` and ``b`` over ``dims``: an int (the last ``dims``
+    dims of a with the first of b) or two lists of dims, as ``torch.tensordot`` (a function
+    only, as in PyTorch)."""
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        bad = b if isinstance(a, Tensor) else a
+        raise TypeError(f"tensordot(): argument '{'other' if isinstance(a, Tensor) else 'input'}"
+                        f"' must be Tensor, not {type(bad).__name__}")
+    return _tensordot(a, b, dims)

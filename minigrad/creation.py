@@ -157,8 +157,9 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
         values = xp.full(1, start, dtype=np.float64)
     elif dtype == np.float64 or dtype.kind in "iub":
         step = (float(end) - float(start)) / (steps - 1)
-        values = xp.where(i < steps // 2, _fused_multiply_add(step, i, float(start)),
-                          _fused_multiply_add(-step, steps - 1 - i, float(end)))
+        step, first, last = (xp.asarray(v, dtype=np.float64) for v in (step, start, end))
+        values = xp.where(i < steps // 2, backend.fma(step, i, first),
+                          backend.fma(-step, steps - 1 - i, last))
     elif dtype == np.float16:  # each operation rounded to float16, as PyTorch's Half
         half = np.float16
         first, last = half(start), half(end)
@@ -199,27 +200,6 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
     elif copy is False and not shares and not isinstance(obj, Tensor):
         raise ValueError(f"asarray: a copy is needed for a {type(obj).__name__} (copy=False)")
     return out.requires_grad_(requires_grad) if requires_grad else out
-
-
-def _fused_multiply_add(a, b, c):
-    """a * b + c (float64: a a number, b and c arrays or numbers) rounded once, or as good as
-    always: the product's rounding error (Dekker's exact product, from halves of 26 bits)
-    and the sum's (Knuth's two-sum) added back before the one last rounding."""
-    p = a * b
-    a_hi, a_lo = _halves(a)
-    b_hi, b_lo = _halves(b)
-    product_error = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
-    total = p + c
-    z = total - p
-    sum_error = (p - (total - z)) + (c - z)
-    return total + (sum_error + product_error)
-
-
-def _halves(a):
-    """(hi, lo) with hi + lo = a, each of at most 26 significant bits (Veltkamp's split)."""
-    scaled = a * 134217729.0  # 2^27 + 1
-    hi = scaled - (scaled - a)
-    return hi, a - hi
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):

@@ -55,6 +55,9 @@ from .ops import (Bmm, Dot, Gather, IndexSelect, Mv, Repeat, ReshapeAlias, Rsqrt
                   Sort, SplitWithSizes, SqueezeDimInPlace, Topk, Tril, Triu, UnsafeView)
 from .ops.reduce import AbsSumNorm, CountNonzero, MaxAbsNorm, MinAbsNorm, PNorm
 from .ops.shape import Diagonal, Unbind
+from .ops.reduce import Logcumsumexp, MedianAll, NanmedianAll
+from .ops.shape import (Cummax, Cummin, Kthvalue, MedianDim, Mode, NanmedianDim, Take,
+                        Unfold)
 from .fused import Gelu, GeluTanh
 from .autograd import function
 from .autograd.function import on_arrays, read_on_host
@@ -1468,6 +1471,98 @@ class Tensor(TensorBase):
         must divide the dim evenly."""
         return _split_evenly(self, "vsplit", 0, sections)
 
+    def dsplit(self, sections):
+        """``tensor_split`` along dim 2 of a tensor of 3 or more dims; a number of sections
+        must divide the dim evenly."""
+        return _split_evenly(self, "dsplit", 2, sections)
+
+    def unfold(self, dimension, size, step):
+        """The windows of ``size`` elements, ``step`` apart, along ``dimension``: that dim
+        then counts the windows, and a new last dim runs through each. A view, as in
+        PyTorch (windows that overlap share elements)."""
+        d = _dim(self, dimension)
+        length = self.shape[d] if self.ndim else 1
+        if size < 0:
+            raise RuntimeError(f"unfold: size is {size} but must be >= 0")
+        if size > length:
+            raise RuntimeError(f"unfold: maximum size for tensor at dimension {d} is "
+                               f"{length} but size is {size}")
+        if step <= 0:
+            raise RuntimeError(f"unfold: step is {step} but must be > 0")
+        if self.ndim == 0:  # (its one element, or none: shape (size,))
+            return self.reshape(1)[:size]
+        return Unfold.apply(self, dim=d, size=size, step=step)
+
+    def fliplr(self):
+        """``flip(1)`` of a tensor of 2 or more dims."""
+        if self.ndim < 2:
+            raise RuntimeError(f"fliplr: Input must be >= 2-d (shape {tuple(self.shape)})")
+        return self.flip(1)
+
+    def flipud(self):
+        """``flip(0)`` of a tensor of 1 or more dims."""
+        if self.ndim < 1:
+            raise RuntimeError(f"flipud: Input must be >= 1-d (shape {tuple(self.shape)})")
+        return self.flip(0)
+
+    def take(self, index):
+        """The elements of the flattened tensor at ``index`` (int64), in its shape."""
+        if not isinstance(index, Tensor) or index.dtype != dtypes.int64:
+            got = index.dtype if isinstance(index, Tensor) else type(index).__name__
+            raise (RuntimeError if isinstance(index, Tensor) else TypeError)(
+                f"take(): Expected a long tensor for index, but got {got}")
+        flat = self.reshape(-1)
+        return Take.apply(flat, index=_index(index, flat))
+
+    def index_copy(self, dim, index, source):
+        """A copy with the entries ``index`` along ``dim`` replaced by ``source``'s (in
+        order); the gradient of ``source`` is read from those entries, this tensor's is 0
+        there."""
+        d = _dim(self, dim)
+        index = _index_tensor("index_copy", index, self, d, (dtypes.int64,))
+        if index.ndim > 1:
+            raise IndexError(f"index_copy(): Index should have dimension 1 or 0 (got "
+                             f"{index.ndim})")
+        if self.ndim == 0:
+            return self.reshape(1).index_copy(0, index.reshape(1), source.reshape(1)) \
+                .reshape(())
+        index = index.reshape(-1)
+        source = source.reshape(1) if source.ndim == 0 else source
+        expected = tuple(index.shape[0] if k == d else n for k, n in enumerate(self.shape))
+        if source.ndim == self.ndim and source.shape[d] != index.shape[0]:
+            raise IndexError(f"index_copy_(): Number of indices ({index.shape[0]}) should be "
+                             f"equal to source.size(dim) ({source.shape[d]})")
+        if tuple(source.shape) != expected:
+            raise RuntimeError(f"index_copy(): source of shape {tuple(source.shape)} does not "
+                               f"fit self of shape {tuple(self.shape)} with {index.shape[0]} "
+                               f"indices along dim {d} (expected {expected})")
+        if source.dtype != self.dtype:
+            raise RuntimeError(f"index_copy(): self and source expected to have the same "
+                               f"dtype, but got (self) {self.dtype} and (source) "
+                               f"{source.dtype}")
+        places = index.reshape((-1,) + (1,) * (self.ndim - d - 1)).expand(source.shape)
+        return self.scatter(d, places, source)
+
+    def masked_scatter(self, mask, source):
+        """A copy with ``source``'s first elements (in order) written where ``mask`` (bool,
+        broadcast to this tensor's shape) is True."""
+        if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+            raise RuntimeError("masked_scatter_ only supports boolean masks, but got mask "
+                               f"with dtype {getattr(mask, 'dtype', type(mask).__name__)}")
+        if source.dtype != self.dtype:
+            raise RuntimeError(f"masked_scatter: expected self and source to have same "
+                               f"dtypes but got {self.dtype} and {source.dtype}")
+        mask = mask.expand(self.shape) if tuple(mask.shape) != tuple(self.shape) else mask
+        count = builtins.int(mask.sum().item())
+        flat = source.reshape(-1)
+        if count > flat.shape[0]:
+            raise RuntimeError(f"masked_scatter: expected source to have at least {count} "
+                               f"elements (the mask's True count), got {flat.shape[0]}")
+        if flat.shape[0] == 0:
+            return self.clone()
+        positions = (mask.reshape(-1).cumsum(0) - 1).clamp(min=0).reshape(self.shape)
+        return flat[positions].where(mask, self)
+
     def rot90(self, k=1, dims=(0, 1)):
         """A copy rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first
         dim towards the second (as PyTorch: flips and a transpose)."""
@@ -1583,6 +1678,78 @@ class Tensor(TensorBase):
             raise RuntimeError(f"outer: expected 1D tensors, got {self.ndim}D and "
                                f"{vec2.ndim}D")
         return self.unsqueeze(1) * vec2.unsqueeze(0)
+
+    def ger(self, vec2):
+        """``outer`` (its old name)."""
+        return self.outer(vec2)
+
+    def inner(self, other):
+        """The sums of products over the last dims (``self * other`` where one is 0-d): shape
+        ``self.shape[:-1] + other.shape[:-1]``."""
+        other = _tensor_arg("inner", other)
+        if self.ndim == 0 or other.ndim == 0:
+            return self * other
+        if self.shape[-1] != other.shape[-1]:
+            raise RuntimeError(f"inner() the last dimension must match on both input tensors "
+                               f"but got shapes {list(self.shape)} and {list(other.shape)}")
+        return _tensordot(self, other, ([-1], [-1]))
+
+    def vdot(self, other):
+        """``dot`` of two 1-D tensors (real tensors: no conjugate to take)."""
+        return self.dot(other)
+
+    def addmv(self, mat, vec, *, beta=1, alpha=1):
+        """``beta * self + alpha * (mat @ vec)`` (as ``addmm``)."""
+        return _scaled_sum(self, mat.mv(vec), beta, alpha)
+
+    def dist(self, other, p=2):
+        """The p-norm of ``self - other`` (broadcast)."""
+        return (self - _tensor_arg("dist", other)).norm(p)
+
+    def kron(self, other):
+        """The Kronecker product: every element of self times all of other, in blocks (the
+        shorter shape padded with leading 1s)."""
+        other = _tensor_arg("kron", other)
+        n = builtins.max(self.ndim, other.ndim)
+        a = self.reshape((1,) * (n - self.ndim) + tuple(self.shape))
+        b = other.reshape((1,) * (n - other.ndim) + tuple(other.shape))
+        a = a.reshape(tuple(v for k in a.shape for v in (k, 1)))
+        b = b.reshape(tuple(v for k in b.shape for v in (1, k)))
+        return (a * b).reshape(tuple(i * j for i, j in zip(a.shape[::2], b.shape[1::2])))
+
+    def diag_embed(self, offset=0, dim1=-2, dim2=-1):
+        """A tensor with one more dim whose diagonal (``offset``) in dims ``dim1``, ``dim2``
+        holds the last dim of self, zeros elsewhere."""
+        n = self.ndim + 1
+        d1, d2 = (_dim_of(n, d) for d in (dim1, dim2))
+        if d1 == d2:
+            raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        x = self.reshape(1) if self.ndim == 0 else self
+        m = x.shape[-1]
+        size = m + builtins.abs(offset)
+        x = _padded_last(x, size)  # (the values first, then zeros)
+        xp = backend.xp_of(x.array)
+        rows = xp.arange(size).reshape(-1, 1)
+        cols = xp.arange(size).reshape(1, -1)
+        mask = self._make(cols - rows == offset)
+        lined = x.unsqueeze(-1) if offset >= 0 else x.unsqueeze(-2)
+        out = lined.expand(tuple(x.shape[:-1]) + (size, size)).where(mask, 0)
+        return out.movedim((-2, -1), (d1, d2))
+
+    def cross(self, other, dim=None):
+        """The cross product along ``dim`` (of size 3; None: the first dim of size 3, as
+        ``torch.cross``), the two broadcast."""
+        other = _tensor_arg("cross", other)
+        if dim is None:
+            warnings.warn("Using cross without specifying the dim arg is deprecated (as in "
+                          "PyTorch): pass dim explicitly or use linalg.cross.", UserWarning,
+                          stacklevel=2)
+            shape = _broadcast_shape("cross", self, other)
+            dim = next((k for k, n in enumerate(shape) if n == 3), None)
+            if dim is None:
+                raise RuntimeError(f"no dimension of size 3 in input (shapes "
+                                   f"{tuple(self.shape)} and {tuple(other.shape)})")
+        return _cross(self, other, dim, "cross")
 
     def addmm(self, mat1, mat2, *, beta=1, alpha=1):
         """``beta * self + alpha * (mat1 @ mat2)``, self broadcast to the product's shape;
@@ -1829,6 +1996,66 @@ class Tensor(TensorBase):
         if self.ndim:  # (a 0-d tensor gives its one element for k = 0 or 1, as PyTorch)
             indices = indices[(slice(None),) * d + (slice(0, k),)]
         return ValuesIndices(self._gathered(d, indices, Topk), indices)
+
+    def median(self, dim=None, keepdim=False):
+        """Without dim: the lower median of all elements (NaN if any is NaN), its gradient
+        shared by the elements equal to it. With dim: ``(values, indices)`` of the lower
+        median along dim (a NaN's place where the row holds one); the gradient goes to
+        the returned index."""
+        return _median(self, "median", dim, keepdim)
+
+    def nanmedian(self, dim=None, keepdim=False):
+        """``median`` of the non-NaN elements (NaN where there are none)."""
+        return _median(self, "nanmedian", dim, keepdim)
+
+    def kthvalue(self, k, dim=-1, keepdim=False):
+        """``(values, indices)`` of the k-th smallest element along ``dim`` (k from 1; NaN
+        counted as the largest value)."""
+        if not _is_int(k):
+            raise TypeError(f"kthvalue(): argument 'k' must be int, not {type(k).__name__}")
+        return _selected(self, "kthvalue", dim, keepdim, k)
+
+    def mode(self, dim=-1, keepdim=False):
+        """``(values, indices)`` of the most frequent value along ``dim`` (the smallest of
+        equally frequent ones) and the place of its last occurrence, as PyTorch."""
+        return _selected(self, "mode", dim, keepdim)
+
+    def msort(self):
+        """The values sorted along dim 0 (``sort(0).values``)."""
+        return self.sort(0).values
+
+    def nansum(self, dim=None, keepdim=False, *, dtype=None):
+        """``sum`` with NaN counted as 0 (whose gradient there is 0)."""
+        x = self.where(self == self, 0) if self.array.dtype.kind in "fc" else self
+        return x.sum(dim, keepdim, dtype=dtype)
+
+    def nanmean(self, dim=None, keepdim=False, *, dtype=None):
+        """``mean`` of the non-NaN elements (NaN where there are none)."""
+        if self.array.dtype.kind not in "fc":
+            raise RuntimeError(f"nanmean(): expected input to have floating point or complex "
+                               f"dtype but got {self.dtype} (shape {tuple(self.shape)})")
+        x = self if dtype is None else self.to(dtype)
+        return x.nansum(dim, keepdim) / (x == x).sum(dim, keepdim)
+
+    def cummax(self, dim):
+        """``(values, indices)``: the running max along ``dim`` and its place (the last of
+        equal ones; a NaN stays the max from where it appears). The gradient goes to the
+        places."""
+        return _running_extreme(self, "cummax", dim)
+
+    def cummin(self, dim):
+        """``(values, indices)``: the running min along ``dim``, as ``cummax``."""
+        return _running_extreme(self, "cummin", dim)
+
+    def logcumsumexp(self, dim):
+        """``log(cumsum(exp(x), dim))``, computed stably (one node, LogcumsumexpBackward0)."""
+        if self.array.dtype.kind not in "fc":
+            raise NotImplementedError(f"logcumsumexp: not implemented for {self.dtype} "
+                                      f"(shape {tuple(self.shape)})")
+        d = _dim(self, dim)
+        if self.ndim == 0:
+            return Logcumsumexp.apply(self.reshape(1), dim=0).reshape(())
+        return Logcumsumexp.apply(self, dim=d)
 
     def _gathered(self, dim, indices, op):
         """``gather(dim, indices)`` recorded as ``op`` (a Gather named for the call), also
@@ -2503,9 +2730,9 @@ def _floats_only(op, x, y):
 
 
 def _split_evenly(t, op, dim, sections):
-    """``hsplit``/``vsplit`` (``op``): ``tensor_split`` along ``dim``, whose size a number
-    of sections must divide."""
-    need = 2 if op == "vsplit" else 1
+    """``hsplit``/``vsplit``/``dsplit`` (``op``): ``tensor_split`` along ``dim``, whose
+    size a number of sections must divide."""
+    need = {"vsplit": 2, "dsplit": 3}.get(op, 1)
     if t.ndim < need:
         raise RuntimeError(f"{op}: requires a tensor with at least {need} dimension"
                            f"{'s' if need > 1 else ''}, but got a tensor with {t.ndim} "
@@ -2548,3 +2775,162 @@ def _sort_order(data, axis, descending):
         return xp.argsort(data, axis=axis, kind="stable").astype(np.int64, copy=False)
     order = xp.flip(xp.argsort(xp.flip(data, axis), axis=axis, kind="stable"), axis)
     return (data.shape[axis] - 1 - order).astype(np.int64, copy=False)
+
+
+def _no_bool_select(t, op):
+    if t.array.dtype.kind == "b":
+        raise NotImplementedError(f"{op}: not implemented for bool tensors (shape "
+                                  f"{tuple(t.shape)})")
+
+
+def _median(t, op, dim, keepdim):
+    _no_bool_select(t, op)
+    if dim is None:
+        kind = MedianAll if op == "median" else NanmedianAll
+        return kind.apply(t, dims=tuple(range(t.ndim)), keepdim=False)
+    return _selected(t, op, dim, keepdim)
+
+
+_SELECTION_OPS = {"median": MedianDim, "nanmedian": NanmedianDim, "kthvalue": Kthvalue,
+                  "mode": Mode}
+
+
+def _selected(t, op, dim, keepdim, k=None):
+    """``(values, indices)`` of median, nanmedian, kthvalue or mode along ``dim``: the places
+    found on the arrays, the values gathered there (the gradient goes to those places)."""
+    if not _is_int(dim):
+        raise TypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__}")
+    _no_bool_select(t, op)
+    d = _dim(t, dim)
+    x = t.reshape(1) if t.ndim == 0 else t
+    keepdim = builtins.bool(keepdim) and t.ndim > 0
+    n = x.shape[d]
+    if op == "kthvalue" and not 1 <= k <= n:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d} "
+                           f"(k = {k}, shape {tuple(t.shape)})")
+    if n == 0:
+        raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size (shape "
+                         f"{tuple(t.shape)}).")
+    idx = x._make(on_arrays(_selection, x.array, d, op, k))  # (size 1 along d)
+    if not keepdim:
+        idx = idx.squeeze(d)
+    xp = backend.xp_of(x.array)
+    places = []
+    for j, size in enumerate(x.shape):
+        if j == d:
+            places.append(idx)
+            continue
+        at = j if keepdim or j < d else j - 1
+        places.append(x._make(xp.arange(size).reshape((size,) + (1,) * (idx.ndim - at - 1))))
+    values = _SELECTION_OPS[op].apply(x, index=_index(tuple(places), x))
+    return ValuesIndices(values, idx)
+
+
+def _selection(data, axis, op, k):
+    """The int64 places (size 1 along ``axis``) that median, nanmedian, kthvalue (the k-th
+    smallest) or mode picks along ``axis``, from a stable sort (NaN last)."""
+    xp = backend.xp_of(data)
+    data = xp.moveaxis(data, axis, -1)
+    n = data.shape[-1]
+    order = xp.argsort(data, axis=-1, kind="stable")
+    nans = (data != data).sum(-1, keepdims=True)
+    if op == "kthvalue":
+        pos = xp.full(data.shape[:-1] + (1,), k - 1)
+    elif op == "median":  # (a row with a NaN: its first NaN)
+        pos = xp.where(nans > 0, n - nans, (n - 1) // 2)
+    elif op == "nanmedian":
+        pos = xp.maximum((n - nans - 1) // 2, 0)
+    else:  # mode: the longest run of equal sorted values, the first (smallest) of those
+        s = xp.take_along_axis(data, order, -1)
+        starts = xp.ones(s.shape, dtype=bool)
+        starts[..., 1:] = s[..., 1:] != s[..., :-1]
+        steps = xp.arange(n)
+        first = xp.maximum.accumulate(xp.where(starts, steps, 0), axis=-1)
+        pos = xp.argmax(steps - first, axis=-1)[..., None]  # (the run's last element)
+    places = xp.take_along_axis(order, pos.astype(np.int64), -1)
+    return backend.row_major(xp.moveaxis(places, -1, axis).astype(np.int64))
+
+
+def _running_extreme(t, op, dim):
+    d = _dim(t, dim)
+    x = t.reshape(1) if t.ndim == 0 else t
+    idx = x._make(on_arrays(_running_places, x.array, d, op == "cummax"))
+    values = (Cummax if op == "cummax" else Cummin).apply(x, index=_gather_places(x, d, idx))
+    if t.ndim == 0:
+        values, idx = values.reshape(()), idx.reshape(())
+    return ValuesIndices(values, idx)
+
+
+def _running_places(data, axis, largest):
+    """The int64 places of the running max (min) along ``axis``: the last of equal values,
+    and every NaN (which stays the extreme), as PyTorch."""
+    xp = backend.xp_of(data)
+    values = (xp.maximum if largest else xp.minimum).accumulate(data, axis=axis)
+    new = (data == values) | (data != data)
+    n = data.shape[axis]
+    steps = xp.arange(n).reshape((n,) + (1,) * (data.ndim - axis - 1))
+    return backend.row_major(xp.maximum.accumulate(xp.where(new, steps, 0), axis=axis)
+                             .astype(np.int64))
+
+
+def _padded_last(x, size):
+    """``x`` with zeros after its values along the last dim, up to ``size``."""
+    if x.shape[-1] == size:
+        return x
+    zeros = x.new_zeros(tuple(x.shape[:-1]) + (size - x.shape[-1],))
+    return _concatenated([x, zeros], -1)
+
+
+def _cross(a, b, dim, op):
+    if a.ndim != b.ndim:
+        raise RuntimeError(f"{op}: inputs must have the same number of dimensions (shapes "
+                           f"{tuple(a.shape)} and {tuple(b.shape)})")
+    shape = _broadcast_shape(op, a, b)
+    d = _dim(a, dim)
+    if a.shape[d] != 3 or b.shape[d] != 3:
+        raise RuntimeError(f"{op}: inputs dimension {dim} must have length 3. Got "
+                           f"{a.shape[d]} and {b.shape[d]}")
+    a, b = a.expand(shape), b.expand(shape)
+    a0, a1, a2 = (a.narrow(d, i, 1) for i in range(3))
+    b0, b1, b2 = (b.narrow(d, i, 1) for i in range(3))
+    return _concatenated([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], d)
+
+
+def _dim_of(ndim, dim):
+    """``dim`` as a non-negative dim of a tensor with ``ndim`` dims (IndexError, as PyTorch's,
+    when out of range)."""
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
+                         f"{ndim - 1}], but got {dim})")
+    return dim % ndim
+
+
+def _tensordot(a, b, dims=2):
+    """The sums of products over ``dims``: an int (the last dims of a with the first
+    of b) or two lists of dims, as ``torch.tensordot``."""
+    b = _tensor_arg("tensordot", b)
+    if _is_int(dims):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        if dims > builtins.min(a.ndim, b.ndim):
+            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got "
+                               f"dims={dims} (shapes {tuple(a.shape)} and "
+                               f"{tuple(b.shape)})")
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = ([d] if _is_int(d) else list(d) for d in dims)
+        if len(da) != len(db):
+            raise RuntimeError(f"both dimension lists should have same length (got "
+                               f"{da} and {db})")
+        da, db = [_dim(a, d) for d in da], [_dim(b, d) for d in db]
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size "
+                               f"{a.shape[i]} in dim {i} and second has size "
+                               f"{b.shape[j]} in dim {j}")
+    ka = [d for d in range(a.ndim) if d not in da]
+    kb = [d for d in range(b.ndim) if d not in db]
+    size = math.prod(a.shape[d] for d in da)
+    left = a.permute(ka + da).reshape(-1, size)
+    right = b.permute(db + kb).reshape(size, -1)
+    return left.mm(right).reshape([a.shape[d] for d in ka] + [b.shape[d] for d in kb])

@@ -1,13 +1,17 @@
 """nn: layers, losses and functional ops built on minigrad Tensors, with PyTorch's names."""
 from . import functional, init, utils  # noqa: F401
-from .activation import (GELU, CosineSimilarity, Dropout, LeakyReLU, LogSigmoid,  # noqa
-                         LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh)
+from .activation import (CELU, ELU, GELU, GLU, SELU, CosineSimilarity, Dropout,  # noqa
+                         Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid,
+                         LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin,
+                         Softplus, Softshrink, Softsign, Tanh, Tanhshrink, Threshold)
 from .attention import KVCache, MultiheadAttention  # noqa: F401
 from .ffn import FeedForward  # noqa: F401
 from .hyper import HyperConnection  # noqa: F401
 from .linear import Embedding, Flatten, Identity, LazyLinear, Linear, Unflatten  # noqa: F401
-from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # noqa: F401
-                   KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,  # noqa: F401
+                   CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss,
+                   L1Loss, MarginRankingLoss, MSELoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
+                   NLLLoss, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss, TripletMarginLoss)
 from .container import (ModuleDict, ModuleList, ParameterDict, ParameterList,  # noqa: F401
                         Sequential)
 from .module import IncompatibleKeys, Module, RemovableHandle  # noqa: F401
@@ -19,5 +23,5 @@ from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePositionBias
                          RotaryEmbedding, SinusoidalPositionalEncoding)
 from .functional import ArgumentError, DTypeError  # noqa: F401
 from .serialization import MissingDirectoryError, PathIsDirectoryError, load, save  # noqa: F401
-from .transformer import (DecoderCache, TransformerDecoder,  # noqa: F401
+from .transformer import (DecoderCache, Transformer, TransformerDecoder,  # noqa: F401
                           TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)

@@ -132,6 +132,200 @@ def logsigmoid(input):
     return _log_sigmoid(input)
 
 
+def _inplace_or(op, input, inplace, compute):
+    """``compute(input)``, or with ``inplace`` written into the input, which is returned
+    (recorded in the graph as PyTorch's ``op``)."""
+    return input._update(op, compute) if inplace else compute(input)
+
+
+def _clamp_flat_at_bounds(x, min_val, max_val):
+    """x clamped to [min_val, max_val], with gradient 1 strictly inside and 0 at the bounds
+    and beyond (hardtanh's gradient in PyTorch, not clamp's, which passes at the bounds)."""
+    inside = (x > min_val) & (x < max_val)
+    return mg.where(inside, x, x.clamp(min_val, max_val).detach())
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """x clamped to [min_val, max_val]; the gradient is 1 strictly between the bounds and 0
+    at them and beyond, as PyTorch's."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val cannot be greater than max_val, got min_val="
+                         f"{min_val} and max_val={max_val}")
+    if input.dtype.kind != "f":  # (no gradient to shape: a plain clamp, in the input's dtype)
+        return _inplace_or("hardtanh_", input, inplace,
+                           lambda t: t.clamp(min_val, max_val).to(t.dtype))
+    return _inplace_or("hardtanh_", input, inplace,
+                       lambda t: _clamp_flat_at_bounds(t, min_val, max_val))
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def relu6(input, inplace=False):
+    """min(max(x, 0), 6): hardtanh(x, 0, 6), with gradient 0 at 0 and 6, as PyTorch's."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def _elu(op, input, alpha, scale, input_scale, inplace):
+    """scale * x where x > 0, else alpha * scale * (exp(input_scale * x) - 1): the ELU
+    family (PyTorch's elu kernel, whose gradient at 0 is the negative side's)."""
+    _check_float_input(op, input)
+
+    def compute(x):
+        positive = x > 0
+        # (exp only of the negative side: an overflow there would give NaN gradients)
+        negative = (mg.where(positive, 0.0, x) * input_scale).expm1() * (alpha * scale)
+        # at 0 itself the line of the negative side's slope: PyTorch's second derivative
+        # there is 0
+        at_zero = x * (alpha * scale * input_scale)
+        return mg.where(positive, x * scale, mg.where(x < 0, negative, at_zero))
+    return _inplace_or(op + "_", input, inplace, compute)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, else alpha * (exp(x) - 1) (Clevert et al., 2015); the gradient at 0
+    is alpha, as PyTorch's."""
+    return _elu("elu", input, alpha, 1.0, 1.0, inplace)
+
+
+def elu_(input, alpha=1.0):
+    return elu(input, alpha, inplace=True)
+
+
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    """scale * elu(x, alpha) with PyTorch's constants alpha = 1.6732632423543772 and scale
+    = 1.0507009873554805 (Klambauer et al., 2017)."""
+    return _elu("selu", input, SELU_ALPHA, SELU_SCALE, 1.0, inplace)
+
+
+def selu_(input):
+    return selu(input, inplace=True)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """x where x > 0, else alpha * (exp(x / alpha) - 1) (Barron, 2017); the gradient at 0 is
+    1. alpha = 0 is an error, as PyTorch's."""
+    if alpha == 0:
+        raise RuntimeError("celu: alpha cannot be 0 for CELU (it divides by alpha)")
+    return _elu("celu", input, alpha, 1.0, 1.0 / alpha, inplace)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, inplace=True)
+
+
+def mish(input, inplace=False):
+    """x * tanh(softplus(x)) (Misra, 2019)."""
+    _check_float_input("mish", input)
+    return _inplace_or("mish_", input, inplace, lambda x: x * softplus(x).tanh())
+
+
+def hardsigmoid(input, inplace=False):
+    """min(max(x + 3, 0), 6) / 6, the piecewise linear sigmoid; the gradient 1/6 strictly
+    inside (-3, 3) and 0 at the bounds, as PyTorch's."""
+    _check_float_input("hardsigmoid", input)
+    return _inplace_or("hardsigmoid_", input, inplace,
+                       lambda x: _clamp_flat_at_bounds(x + 3, 0.0, 6.0) / 6)
+
+
+def hardswish(input, inplace=False):
+    """x * min(max(x + 3, 0), 6) / 6 (Howard et al., 2019); the gradient x / 3 + 1/2
+    strictly inside (-3, 3), 0 at -3 and below, 1 at 3 and above, as PyTorch's."""
+    _check_float_input("hardswish", input)
+    return _inplace_or("hardswish_", input, inplace,
+                       lambda x: x * _clamp_flat_at_bounds(x + 3, 0.0, 6.0) / 6)
+
+
+def softsign(input):
+    """x / (1 + |x|)."""
+    return input / (input.abs() + 1)
+
+
+def tanhshrink(input):
+    """x - tanh(x)."""
+    return input - input.tanh()
+
+
+def softshrink(input, lambd=0.5):
+    """x - lambd where x > lambd, x + lambd where x < -lambd, else 0 (the gradient is 0 at
+    +-lambd); lambd must not be negative."""
+    _check_float_input("softshrink", input)
+    if lambd < 0:
+        raise RuntimeError(f"softshrink: lambda must be in range [0, inf), but found {lambd} "
+                           f"(input of shape {tuple(input.shape)})")
+    return mg.where(input > lambd, input - lambd,
+                    mg.where(input < -lambd, input + lambd, input * 0))
+
+
+def hardshrink(input, lambd=0.5):
+    """x where |x| > lambd, else 0 (the gradient is 0 at +-lambd)."""
+    _check_float_input("hardshrink", input)
+    return mg.where((input >= -lambd) & (input <= lambd), 0.0, input)
+
+
+def threshold(input, threshold, value, inplace=False):
+    """x where x > threshold, else value (the gradient 0 at the threshold)."""
+    def compute(x):
+        out = mg.where(x <= threshold, value, x)
+        return out if out.dtype == x.dtype else out.to(x.dtype)
+    return _inplace_or("threshold_", input, inplace, compute)
+
+
+def threshold_(input, threshold, value):
+    return _threshold(input, threshold, value, inplace=True)
+
+
+_threshold = threshold  # (the function, which its own argument ``threshold`` hides)
+
+
+def glu(input, dim=-1):
+    """a * sigmoid(b), where a and b are the halves of the input along ``dim`` (the gated
+    linear unit of Dauphin et al., 2016); that dim's size must be even."""
+    if input.ndim == 0:
+        raise RuntimeError("glu: does not support scalars because halving size must be even "
+                           "(input of shape ())")
+    d = _dim(input, dim)
+    _check_float_input("glu", input)
+    if input.shape[d] % 2:
+        raise RuntimeError(f"glu: halving dimension must be even, but dimension {d} is size "
+                           f"{input.shape[d]} (input of shape {tuple(input.shape)})")
+    a, b = input.chunk(2, d)
+    return a * b.sigmoid()
+
+
+def prelu(input, weight):
+    """x where x > 0, else w * x, with a learnable slope ``weight``: one value, or one per
+    channel (dim 1 of the input; a 0- or 1-d input has one channel)."""
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: expected `weight` to be a scalar or 1D tensor, but got "
+                           f"ndim = {weight.ndim} (weight of shape {tuple(weight.shape)})")
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.numel() != 1 and weight.numel() != channels:
+        raise RuntimeError(f"prelu: mismatch of parameter numbers and input channel size. Found "
+                           f"parameter numbers = {weight.numel()} and channel size = {channels} "
+                           f"(input of shape {tuple(input.shape)})")
+    if weight.numel() == 1:
+        w = weight.reshape(())
+    else:
+        w = weight.reshape((channels,) + (1,) * (input.ndim - 2))
+    return mg.where(input > 0, input, w * input)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """softmax(-x) along ``dim``, in ``dtype`` when given; ``dim`` omitted as in
+    ``softmax``."""
+    if dim is None:
+        dim = _implicit_softmax_dim("softmin", input.ndim, _stacklevel)
+    if input.numel() == 0:
+        return _empty_like(input, dim, dtype)
+    return (-input).softmax(dim, dtype=dtype)
+
+
 def _check_float_input(op, input):
     if input.dtype.kind != "f":
         raise DTypeError(f"{op}: not implemented for {input.dtype} tensors (shape "
@@ -301,9 +495,9 @@ def padding_index(op, padding_idx, num_embeddings):
     return padding_idx + num_embeddings if padding_idx < 0 else padding_idx
 
 
-def _check_in_range(ids, n, message, ignore_index=None):
-    """IndexError(message.format(first)) where ``first`` is the first of the integer ``ids``
-    outside [0, n) (other than ``ignore_index``). On the CPU it is raised here; on a GPU
+def _check_in_range(ids, n, message, ignore_index=None, kind=IndexError):
+    """``kind``(message.format(first)), an IndexError unless told, where ``first`` is the
+    first of the integer ``ids`` outside [0, n) (other than ``ignore_index``). On the CPU it is raised here; on a GPU
     the check runs on the device and the error is raised at the next read on the host
     (``backend.checks``): no synchronisation. With n = 0 (no row to wrap an id into) it is
     read at once on every device."""
@@ -315,9 +509,9 @@ def _check_in_range(ids, n, message, ignore_index=None):
     bad, value = backend.checks.first_out_of_range(flat, n, ignore_index)
     if type(flat) is np.ndarray or n == 0:
         if bad:
-            raise IndexError(message.format(int(value)))
+            raise kind(message.format(int(value)))
     else:
-        backend.checks.check(bad, value, IndexError, message)
+        backend.checks.check(bad, value, kind, message)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
@@ -715,6 +909,201 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if reduction == "batchmean":
         total = loss.sum()
         return total / input.shape[0] if input.ndim else total
+    return _reduce(loss, reduction)
+
+
+def _reduction_of(op, reduction, size_average, reduce):
+    """The reduction of a loss whose PyTorch code checks the string itself (no deprecated
+    "elementwise_mean"); the legacy flags as elsewhere."""
+    if size_average is not None or reduce is not None:
+        return legacy_reduction(size_average, reduce, stacklevel=4)
+    _check_reduction(op, reduction)
+    return reduction
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """1 - cos(x1, x2) where y = 1, max(0, cos(x1, x2) - margin) where y = -1 (0 for other
+    y), with cos along the last dim (the squared norms get 1e-12 added, as PyTorch's), then
+    reduced. A 1-d target takes 2-d inputs (one row per target), a 0-d target 1-d inputs."""
+    op = "cosine_embedding_loss"
+    reduction = _reduction(op, reduction, size_average, reduce)
+    shapes = (f"(input1 {tuple(input1.shape)}, input2 {tuple(input2.shape)}, target "
+              f"{tuple(target.shape)})")
+    if target.ndim not in (0, 1):
+        raise RuntimeError(f"{op}: 0D or 1D target tensor expected, multi-target not "
+                           f"supported {shapes}")
+    if input1.ndim != target.ndim + 1 or input2.ndim != target.ndim + 1:
+        raise RuntimeError(f"{op}: {target.ndim}D target tensor expects {target.ndim + 1}D "
+                           f"input tensors {shapes}")
+    d = target.ndim
+    eps = 1e-12
+    prod_sum = (input1 * input2).sum(d)
+    mag_square1 = (input1 * input1).sum(d) + eps
+    mag_square2 = (input2 * input2).sum(d) + eps
+    cos = prod_sum / (mag_square1 * mag_square2).sqrt()
+    pos = mg.where(target == 1, 1 - cos, 0.0)
+    neg = mg.where(target == -1, (cos - margin).clamp_min(0), 0.0)
+    return _reduce(pos + neg, reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """max(0, -y * (x1 - x2) + margin) elementwise (y = 1: x1 should rank higher, y = -1:
+    x2), then reduced. The three tensors have one number of dims."""
+    op = "margin_ranking_loss"
+    reduction = _reduction(op, reduction, size_average, reduce)
+    if input1.ndim != input2.ndim or input1.ndim != target.ndim:
+        raise RuntimeError(f"{op}: all input tensors should have the same number of dims, got "
+                           f"input1 {tuple(input1.shape)}, input2 {tuple(input2.shape)}, target "
+                           f"{tuple(target.shape)}")
+    return _reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """The p-norm of x1 - x2 + eps along the last dim (of the broadcast shape)."""
+    dim = max(x1.ndim, x2.ndim) - 1
+    return (x1 - x2 + eps).norm(p, dim, keepdim)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    """max(0, margin + d(a, p) - d(a, n)), d the pairwise p-norm distance along the last dim
+    (with ``eps`` added to the difference); with ``swap``, d(a, n) is min(d(a, n), d(p, n))
+    (Balntas et al., 2016). Then reduced. ``margin`` must be positive."""
+    op = "triplet_margin_loss"
+    reduction = _reduction(op, reduction, size_average, reduce)
+    if margin <= 0:
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"{op}: the anchor, positive, and negative tensors are expected to "
+                           f"have the same number of dimensions, but got: anchor "
+                           f"{tuple(anchor.shape)}, positive {tuple(positive.shape)}, and "
+                           f"negative {tuple(negative.shape)}")
+    dist_pos = pairwise_distance(anchor, positive, p, eps)
+    dist_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        dist_neg = mg.minimum(dist_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce((margin + dist_pos - dist_neg).clamp_min(0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):
+    """x where y = 1, max(0, margin - x) where y = -1 elementwise (both terms for any other
+    y, as PyTorch's), then reduced."""
+    reduction = _reduction("hinge_embedding_loss", reduction, size_average, reduce)
+    margin_clamp = mg.where(target != 1, (margin - input).clamp_min(0), 0.0)
+    output_self = mg.where(target != -1, input, 0.0)
+    return _reduce(margin_clamp + output_self, reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """log(1 + exp(-y * x)) elementwise, the two-class logistic loss for y in {1, -1}, then
+    reduced."""
+    reduction = _reduction("soft_margin_loss", reduction, size_average, reduce)
+    _check_floating("soft_margin_loss", input, target)
+    return _reduce((-input * target).exp().log1p(), reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):
+    """-(y log sigmoid(x) + (1 - y) log sigmoid(-x)), times ``weight`` (broadcast), averaged
+    over the classes (the last dim): one loss per sample, then reduced."""
+    reduction = _reduction_of("multilabel_soft_margin_loss", reduction, size_average, reduce)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    class_dim = input.ndim - 1
+    loss = loss.sum(class_dim) / input.shape[class_dim]
+    return _reduce(loss, reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    """The negative log-likelihood of ``target`` under Poisson(rate): exp(x) - y * x for a
+    log-rate x (``log_input``), else x - y * log(x + eps); with ``full``, plus Stirling's
+    y log y - y + log(2 pi y) / 2 where y > 1. Then reduced."""
+    reduction = _reduction_of("poisson_nll_loss", reduction, size_average, reduce)
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + eps).log()
+    if full:
+        stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
+        loss = loss + mg.where(target <= 1, 0.0, stirling)
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """The negative log-likelihood of ``target`` under N(input, var): (log(var) + (x - y)^2 /
+    var) / 2, plus log(2 pi) / 2 with ``full``, then reduced. ``var`` (a float, the input's
+    shape, or one dim short of it or of size 1 there) is clamped at ``eps`` without cutting
+    its gradient, as PyTorch's; a negative var is an error."""
+    op = "gaussian_nll_loss"
+    if isinstance(var, float):
+        if var < 0:
+            raise ValueError(f"{op}: var has negative entry/entries (var = {var})")
+        var = var * mg.ones_like(input)
+    elif bool((var < 0).any()):
+        raise ValueError(f"{op}: var has negative entry/entries (var of shape "
+                         f"{tuple(var.shape)})")
+    if var.shape != input.shape:
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif not (input.ndim == var.ndim and
+                  sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1):
+            raise ValueError(f"{op}: var is of incorrect size: var of shape {tuple(var.shape)} "
+                             f"for input of shape {tuple(input.shape)}")
+    _check_reduction(op, reduction)
+    var = var.clone()
+    with mg.no_grad():
+        var.clamp_(min=eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+                      reduce=None, reduction="mean"):
+    """The multi-class hinge loss of class scores x (C of them, along the last dim) and
+    class indices y: sum over i != y of w[y] * max(0, margin - x[y] + x[i])^p, divided by C,
+    one loss per sample (``target``'s shape), then reduced. p is 1 or 2; the gradient is 0
+    where the hinge is exactly 0, as PyTorch's."""
+    op = "multi_margin_loss"
+    reduction = _reduction(op, reduction, size_average, reduce)
+    if p != 1 and p != 2:
+        raise ValueError(f"{op}: only p == 1 and p == 2 supported, got p={p}")
+    if weight is not None and weight.ndim != 1:
+        raise ValueError(f"{op}: weight must be one-dimensional, got weight of shape "
+                         f"{tuple(weight.shape)}")
+    if input.ndim > 2 or (input.ndim >= 1 and input.shape[-1] == 0):
+        raise RuntimeError(f"{op}: expected non-empty vector or matrix with optional 0-dim "
+                           f"batch size, but got input of shape {tuple(input.shape)}")
+    n_classes = input.shape[-1] if input.ndim else 1
+    x = input.reshape(-1, n_classes)
+    n = x.shape[0]
+    if target.dtype != mg.int64:
+        raise RuntimeError(f"{op}: expected target of scalar type int64, got {target.dtype} "
+                           f"(target of shape {tuple(target.shape)})")
+    if target.ndim > 1 or target.numel() != n:
+        raise RuntimeError(f"{op}: target should be 1-D with size equal to the number of input "
+                           f"samples ({n}), got target of shape {tuple(target.shape)} for input "
+                           f"of shape {tuple(input.shape)}")
+    if weight is not None and weight.numel() != n_classes:
+        raise RuntimeError(f"{op}: inconsistent weight size, expected {n_classes} but got "
+                           f"weight of shape {tuple(weight.shape)}")
+    _check_in_range(target, n_classes, f"{op}: target out of range: {{}} (for {n_classes} "
+                    "classes)", kind=RuntimeError)
+    t = target.reshape(n, 1)
+    z = margin - x.gather(1, t) + x
+    others = mg.arange(n_classes, device=input.device) != t
+    hinge = mg.where((z > 0) & others, z, 0.0)
+    if p == 2:
+        hinge = hinge * hinge
+    if weight is not None:
+        hinge = hinge * weight[target.reshape(n)].reshape(n, 1)
+    loss = (hinge.sum(1) / n_classes).reshape(target.shape)
     return _reduce(loss, reduction)
 
 

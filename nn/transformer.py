@@ -361,6 +361,68 @@ class TransformerDecoder(Module):
         return x.squeeze(b) if unbatched else x
 
 
+class Transformer(Module):
+    """The encoder-decoder of Vaswani et al. (2017), as PyTorch's ``nn.Transformer``: a
+    ``TransformerEncoder`` of ``num_encoder_layers`` layers and a ``TransformerDecoder`` of
+    ``num_decoder_layers``, each stack ending in a LayerNorm; every weight matrix starts
+    Xavier-uniform, as PyTorch's ``_reset_parameters`` makes them. No embeddings or output
+    projection (``models.Transformer`` is the whole model).
+
+    Args: as PyTorch's (``custom_encoder``/``custom_decoder`` replace a stack); batched
+        tensors are batch first (``batch_first=True``, the default here as for the layers;
+        PyTorch's default is sequence first).
+    Shape:
+        src (B, S, E), tgt (B, T, E) -> (B, T, E); unbatched (S, E), (T, E) -> (T, E)
+    """
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
+                 dim_feedforward=2048, dropout=0.1, activation="relu", custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps=1e-5, batch_first=True, norm_first=False,
+                 bias=True, device=None, dtype=None):
+        super().__init__()
+        kw = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
+                  layer_norm_eps=layer_norm_eps, batch_first=batch_first,
+                  norm_first=norm_first, bias=bias, device=device, dtype=dtype)
+        norm = dict(eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+        self.encoder = custom_encoder if custom_encoder is not None else TransformerEncoder(
+            TransformerEncoderLayer(d_model, nhead, **kw), num_encoder_layers,
+            LayerNorm(d_model, **norm))
+        self.decoder = custom_decoder if custom_decoder is not None else TransformerDecoder(
+            TransformerDecoderLayer(d_model, nhead, **kw), num_decoder_layers,
+            LayerNorm(d_model, **norm))
+        for p in self.parameters():
+            if p.ndim > 1:
+                mg.nn.init.xavier_uniform_(p)
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        b = 0 if self.batch_first else 1
+        if src.ndim == 3 and src.shape[b] != tgt.shape[b]:
+            raise RuntimeError(f"Transformer: the batch number of src {tuple(src.shape)} and "
+                               f"tgt {tuple(tgt.shape)} must be equal")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError(f"Transformer: the feature number of src {tuple(src.shape)} and "
+                               f"tgt {tuple(tgt.shape)} must be equal to d_model "
+                               f"({self.d_model})")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=bool(src_is_causal))
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=bool(tgt_is_causal),
+                            memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """The (sz, sz) float mask that hides the future: -inf above the diagonal, 0 on and
+        below it (added to the scores, as PyTorch's)."""
+        dtype = dtype or mg.get_default_dtype()
+        return mg.full((sz, sz), float("-inf"), dtype=dtype, device=device).triu(1)
+
+
 def _run_layer(checkpointed, layer, *args):
     """``layer(*args)``, checkpointed (its activations recomputed in backward) or not."""
     if not checkpointed:

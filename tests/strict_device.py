@@ -330,6 +330,11 @@ class ndarray:
             return _reading(name, value)
         return _function(value) if callable(value) else _wrap(value)
 
+    @property
+    def data(self):
+        """The memory, as CuPy's ``MemoryPointer``: ``.ptr`` its device address."""
+        return types.SimpleNamespace(ptr=self._a.ctypes.data)
+
     # explicit reads, as CuPy allows them (each one counted: see ``host_reads``)
     def get(self, stream=None, order="C", out=None):
         _read("get()")
@@ -594,6 +599,14 @@ def __getattr__(name):
     return value
 
 
+def _as_strided(x, shape=None, strides=None, **kwargs):
+    """``cupy.lib.stride_tricks.as_strided``: a view of x's memory with other strides."""
+    return _wrap(np.lib.stride_tricks.as_strided(_unwrap(x), shape, strides, **kwargs))
+
+
+lib = types.SimpleNamespace(stride_tricks=types.SimpleNamespace(as_strided=_as_strided))
+
+
 # --- installing it ---------------------------------------------------------------------------
 
 def _cupyx():
@@ -602,6 +615,7 @@ def _cupyx():
     cupyx.scipy = types.ModuleType("cupyx.scipy")
     cupyx.scipy.special = types.ModuleType("cupyx.scipy.special")
     cupyx.scipy.special.erf = _ufunc_of(special.erf)
+    cupyx.scipy.special.erfc = _ufunc_of(special.erfc)
     return {"cupyx": cupyx, "cupyx.scipy": cupyx.scipy,
             "cupyx.scipy.special": cupyx.scipy.special}
 

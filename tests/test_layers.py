@@ -31,7 +31,7 @@ LAYERS = [
     ("ops", ["minigrad.arguments", "minigrad.operands", "minigrad.conversion",
              "minigrad.random", "minigrad.ops.*", "minigrad.fused.*"]),
     ("tensor", ["minigrad.tensor", "minigrad.printing", "minigrad.creation",
-                "minigrad.combine", "minigrad.serialization"]),
+                "minigrad.combine", "minigrad.serialization", "minigrad.linalg"]),
     ("transforms and tools", ["minigrad.autograd.functional", "minigrad.func", "minigrad.batched",
                               "minigrad.utils.checkpoint", "minigrad.compile.*",
                               "minigrad.profiler", "minigrad.viz.*", "minigrad.cuda",

@@ -47,6 +47,7 @@ from .random import (DEFAULT_SEED, generator, get_rng_state, keep_mask,  # noqa:
                      manual_seed, set_rng_state, source)
 from . import random as _random
 from . import checks  # noqa: F401
+from .fma import fma  # noqa: F401
 from .checks import raise_pending, wrapped as wrap_index  # noqa: F401
 from .host import keep_host_memory, keeps_by_default  # noqa: F401
 

@@ -3,11 +3,13 @@ its derivative rule in its docstring and its ``backward``, its forward-mode rule
 its batching rule ``vmap`` (see ``autograd.batching``):
 
     elementwise.py  arithmetic, exp/log/..., comparisons (no gradient), where, casts
-    reduce.py       sum, prod, max, cumsum, cumprod, softmax and log_softmax
-    linalg.py       matmul, mm, bmm, dot, mv
-    shape.py        reshape, permute, expand, indexing (gather, index_select, sort, topk),
-                    masked_select, scatter, index_add, embedding, cat/split, repeat,
-                    tril/triu, flip, roll
+    reduce.py       sum, prod, max, median, cumsum, cumprod, logcumsumexp, softmax and
+                    log_softmax
+    linalg.py       matmul, mm, bmm, dot, mv, svd
+    shape.py        reshape, permute, expand, indexing (gather, index_select, sort, topk,
+                    median/kthvalue/mode along a dim, cummax/cummin, take), masked_select,
+                    scatter, index_add, embedding, cat/split, repeat, tril/triu, flip,
+                    roll, unfold
     inplace.py      what an in-place op records: SetItem, Overwrite, CopySlices
 
 Every other differentiable method of Tensor is a few lines of these. The layers' hot

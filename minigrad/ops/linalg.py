@@ -132,3 +132,65 @@ def _same_dtypes(x, y):
     if x.dtype != y.dtype:
         raise RuntimeError(f"matmul: expected both operands to have the same dtype, got "
                            f"{x.dtype} and {y.dtype}")
+
+
+class LinalgSvd(Primitive):
+    """(U, S, Vh) = the reduced SVD of x (batched over leading dims): x = U diag(S) Vh, S
+    descending;  dx = U [(skew(U^T gU) / E) S + S (skew(V^T gV) / E) + diag(gS)] Vh
+    + (I - U U^T) gU S^-1 Vh + U S^-1 gV^T (I - V Vh), with E[j, k] = S[k]^2 - S[j]^2 and
+    skew(X) = X - X^T (real tensors; undefined for repeated singular values where U or V
+    get a gradient, as in PyTorch)
+
+    ``linalg.svdvals`` and the matrix norms 2, -2 and 'nuc' (PyTorch's LinalgSvdBackward0)."""
+    node_name = "LinalgSvdBackward0"
+
+    @staticmethod
+    def forward(ctx, x):
+        u, s, vh = ctx.xp.linalg.svd(x, full_matrices=False)
+        u, s, vh = (backend.row_major(a.astype(x.dtype, copy=False)) for a in (u, s, vh))
+        ctx.save_for_backward(u, s, vh)
+        return u, s, vh
+
+    @staticmethod
+    def backward(ctx, gu, gs, gvh):
+        u, s, vh = ctx.saved_tensors
+        v, ut = vh.mT, u.mT
+        inner = gs.diag_embed()
+        extra = None
+        s_row, s_col = s.unsqueeze(-2), s.unsqueeze(-1)
+        e = s_row * s_row - s_col * s_col
+        e = e + e.new_ones(s.shape[-1]).diag_embed()  # (1 on the diagonal, where skew is 0)
+        if gu is not None:
+            utgu = ut @ gu
+            inner = inner + ((utgu - utgu.mT) / e) * s_row
+            extra = ((gu - u @ utgu) / s_row) @ vh
+        if gvh is not None:
+            gv = gvh.mT
+            vtgv = vh @ gv
+            inner = inner + s_col * ((vtgv - vtgv.mT) / e)
+            w = gvh / s_col
+            term = u @ (w - (w @ v) @ vh)
+            extra = term if extra is None else extra + term
+        out = u @ inner @ vh
+        return out if extra is None else out + extra
+
+    @staticmethod
+    def jvp(ctx, dx):
+        """dS = diag(U^T dx V); dU = U (sym(dP S) / E) + (I - U U^T) dx V S^-1;
+        dV = V (sym(S dP) / E) + (I - V Vh) dx^T U S^-1, with dP = U^T dx V."""
+        u, s, vh = ctx.result
+        v, ut = vh.mT, u.mT
+        dxv = dx @ v
+        dp = ut @ dxv
+        ds = dp.diagonal(0, -2, -1)
+        s_row, s_col = s.unsqueeze(-2), s.unsqueeze(-1)
+        e = s_row * s_row - s_col * s_col
+        e = e + e.new_ones(s.shape[-1]).diag_embed()
+        dps, sdp = dp * s_row, s_col * dp
+        off = 1 - e.new_ones(s.shape[-1]).diag_embed()
+        du = u @ (((dps + dps.mT) / e) * off) + (dxv - u @ dp) / s_row
+        dxtu = dx.mT @ u
+        dv = v @ (((sdp + sdp.mT) / e) * off) + (dxtu - v @ (vh @ dxtu)) / s_row
+        return du, ds, dv.mT
+
+    vmap = batching.leading

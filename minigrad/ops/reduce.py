@@ -763,3 +763,108 @@ class PNorm(Primitive):
         return (dot / out ** (p - 1)).masked_fill(out == 0, 0.0)
 
     vmap = batching.along("dims")
+
+
+class MedianAll(Primitive):
+    """out = the lower median of x over dims (NaN where x holds a NaN);  dx = grad / count
+    where x == out (ties share the gradient equally; a NaN median: where x is NaN), else 0
+
+    ``median()`` (PyTorch's MedianBackward0; its rule is max()'s)."""
+    node_name = "MedianBackward0"
+    _skip_nan = False
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        xp = ctx.xp
+        rest = [n for i, n in enumerate(x.shape) if i not in dims]
+        flat = xp.moveaxis(x, dims, tuple(range(x.ndim - len(dims), x.ndim)))
+        flat = flat.reshape(tuple(rest) + (-1,))
+        n = flat.shape[-1]
+        if n == 0:
+            out = xp.full(rest, xp.nan, dtype=x.dtype)
+        else:
+            s = xp.sort(flat, axis=-1)  # (NaN last)
+            nans = (flat != flat).sum(-1, keepdims=True)
+            if ctx._skip_nan:
+                pos = xp.maximum((n - nans - 1) // 2, 0)
+            else:
+                pos = xp.where(nans > 0, n - 1, (n - 1) // 2)
+            out = xp.take_along_axis(s, pos, -1)[..., 0]
+        if keepdim:
+            out = out.reshape([1 if i in dims else n for i, n in enumerate(x.shape)])
+        out = backend.row_major(xp.asarray(out))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        dims, keepdim = ctx.params["dims"], ctx.params["keepdim"]
+        kept = _keep(out, x.shape, dims, keepdim)
+        mask = (x == kept) | ((x != x) & (kept != kept))
+        count = mask.sum(dims, keepdim=True)
+        return (_keep(grad, x.shape, dims, keepdim) / count) * mask
+
+    @staticmethod
+    def jvp(ctx, dx):
+        x, out = ctx.inputs[0], ctx.result
+        dims, keepdim = ctx.params["dims"], ctx.params["keepdim"]
+        kept = _keep(out, x.shape, dims, keepdim)
+        mask = (x == kept) | ((x != x) & (kept != kept))
+        return dx.where(mask, 0.0).sum(dims, keepdim=keepdim) / mask.sum(dims, keepdim=keepdim)
+
+    vmap = batching.along("dims")
+
+
+class NanmedianAll(MedianAll):
+    """out = the lower median of x's non-NaN elements over dims (NaN if there are none);
+    dx = grad / count where x == out, else 0
+
+    ``nanmedian()`` (PyTorch's NanmedianBackward0)."""
+    node_name = "NanmedianBackward0"
+    _skip_nan = True
+
+
+class Logcumsumexp(Primitive):
+    """out = log(exp(x[0]) + ... + exp(x[i])) at each i along dim, one logaddexp a step
+    (stable);  dx = at each j, the sum over i >= j of grad[i] exp(x[j] - out[i]), in log space
+    with grad's positive and negative parts apart, as PyTorch does
+
+    ``logcumsumexp`` (PyTorch's LogcumsumexpBackward0)."""
+    node_name = "LogcumsumexpBackward0"
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = ctx.xp
+        out = xp.moveaxis(x.copy(), dim, 0)
+        for i in range(1, out.shape[0]):
+            out[i] = xp.logaddexp(out[i - 1], out[i])
+        out = backend.row_major(xp.moveaxis(out, 0, dim))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        dim = ctx.params["dim"]
+        log_abs, lowest = grad.abs().log(), _lowest(grad)  # (not -inf: no NaN from -inf - -inf)
+        parts = [log_abs.where(g, lowest) - out for g in (grad > 0, grad < 0)]
+        pos, neg = (Logcumsumexp.apply(p.flip(dim), dim=dim).flip(dim) for p in parts)
+        return (pos + x).exp() - (neg + x).exp()
+
+    @staticmethod
+    def jvp(ctx, dx):
+        x, out = ctx.inputs[0], ctx.result
+        dim = ctx.params["dim"]
+        log_abs = dx.abs().log() + x
+        pos, neg = (Logcumsumexp.apply(log_abs.where(g, _lowest(dx)), dim=dim)
+                    for g in (dx > 0, dx < 0))
+        return (pos - out).exp() - (neg - out).exp()
+
+    vmap = batching.along("dim")
+
+
+def _lowest(t):
+    """The dtype's lowest finite value, which stands for log(0) in logcumsumexp's rules, as
+    in PyTorch's."""
+    return float(backend.np.finfo(t.array.dtype).min)

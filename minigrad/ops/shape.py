@@ -761,3 +761,96 @@ class Roll(Primitive):
             flat = Roll.apply(x.reshape((x.shape[0], -1)), shifts=(shifts,), dims=(1,))
             return flat.reshape(x.shape)
         return Roll.apply(x, shifts=shifts, dims=batching.shifted(dims, x.ndim - 1))
+
+
+class MedianDim(GetItem):
+    """out = x at index, the lower median's place along one dim (as ``Gather``);  dx = zeros
+    of x's shape with grad written at index
+
+    The values of ``median(dim)`` (PyTorch's MedianBackward1)."""
+    node_name = "MedianBackward1"
+
+
+class NanmedianDim(GetItem):
+    """out = x at index, the lower median's place among the numbers (not NaN) along one dim
+    (as ``Gather``);  dx = zeros of x's shape with grad written at index
+
+    The values of ``nanmedian(dim)`` (PyTorch's NanmedianBackward1)."""
+    node_name = "NanmedianBackward1"
+
+
+class Kthvalue(GetItem):
+    """out = x at index, the place of the k-th smallest along one dim (as ``Gather``);
+    dx = zeros of x's shape with grad written at index
+
+    The values of ``kthvalue`` (PyTorch's KthvalueBackward0)."""
+    node_name = "KthvalueBackward0"
+
+
+class Mode(GetItem):
+    """out = x at index, the place of the most frequent value along one dim (as ``Gather``);
+    dx = zeros of x's shape with grad written at index
+
+    The values of ``mode`` (PyTorch's ModeBackward0)."""
+    node_name = "ModeBackward0"
+
+
+class Cummax(GetItem):
+    """out = x at index, the place of the running max along one dim (as ``Gather``);
+    dx = zeros of x's shape with grad added at index (repeats accumulate)
+
+    The values of ``cummax`` (PyTorch's CummaxBackward0)."""
+    node_name = "CummaxBackward0"
+
+
+class Cummin(GetItem):
+    """out = x at index, the place of the running min along one dim (as ``Gather``);
+    dx = zeros of x's shape with grad added at index (repeats accumulate)
+
+    The values of ``cummin`` (PyTorch's CumminBackward0)."""
+    node_name = "CumminBackward0"
+
+
+class Take(GetItem):
+    """out = x.reshape(-1)[index];  dx = zeros with grad added at index (repeats accumulate)
+
+    ``take`` (PyTorch's TakeBackward0; given the flattened tensor)."""
+    node_name = "TakeBackward0"
+
+
+class Unfold(Primitive):
+    """out = the windows of ``size`` elements, ``step`` apart, along ``dim``: that dim
+    counts the windows and a new last dim runs through each (a view of x's memory);
+    dx = zeros of x's shape with each window's grad added back where it was read (windows
+    that overlap add up)
+
+    ``Tensor.unfold`` (PyTorch's UnfoldBackward0)."""
+    view = True
+    node_name = "UnfoldBackward0"
+
+    @staticmethod
+    def forward(ctx, x, dim, size, step):
+        ctx.shape = x.shape
+        count = (x.shape[dim] - size) // step + 1
+        shape = x.shape[:dim] + (count,) + x.shape[dim + 1:] + (size,)
+        strides = x.strides[:dim] + (x.strides[dim] * step,) + x.strides[dim + 1:] + \
+            (x.strides[dim],)
+        return ctx.xp.lib.stride_tricks.as_strided(x, shape, strides)
+
+    @staticmethod
+    def backward(ctx, grad):
+        dim, size, step = ctx.params["dim"], ctx.params["size"], ctx.params["step"]
+        count = grad.shape[dim]
+        xp = backend.xp_of(grad.array)
+        places = (xp.arange(count)[:, None] * step + xp.arange(size)[None, :]).reshape(-1)
+        windows = grad.movedim(-1, dim + 1)
+        windows = windows.reshape(ctx.shape[:dim] + (count * size,) + ctx.shape[dim + 1:])
+        return grad.new_zeros(ctx.shape).index_add(dim, grad._make(places), windows)
+
+    @staticmethod
+    def jvp(ctx, dx):
+        return Unfold.apply(dx, **ctx.params)
+
+    @staticmethod
+    def vmap(ctx, x, dim, size, step):  # the batch dim stays first
+        return ctx.op.apply(x, dim=dim + 1, size=size, step=step)
