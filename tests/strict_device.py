@@ -77,6 +77,8 @@ def _wrap(x):
         return _wrap(np.asarray(x))
     if type(x) in (tuple, list):
         return type(x)(_wrap(i) for i in x)
+    if isinstance(x, tuple):  # NumPy's named results (svd's SVDResult): a tuple, as CuPy's
+        return tuple(_wrap(i) for i in x)
     return x
 
 

@@ -620,7 +620,8 @@ def test_multi_margin_loss_matches_torch(shape, target_shape, p, reduction, devi
             tx, torch.tensor(target), weight=None if weight is None else torch.tensor(weight),
             **kw)
         same_values_and_grads(ours, theirs, [(x, tx)])
-        m = nn.MultiMarginLoss(p, 0.7, None if weight is None else mg.tensor(weight),
+        m = nn.MultiMarginLoss(p, 0.7, None if weight is None else mg.tensor(weight,
+                                                                            device=device),
                                reduction=reduction)
         tm = torch.nn.MultiMarginLoss(p, 0.7, None if weight is None else torch.tensor(weight),
                                       reduction=reduction)
