@@ -140,8 +140,8 @@ class BatchedTensor(Tensor):
             value = batching.pad(lift(value, self.level.index + 1).value, region.ndim - 1)
         self.value[index] = value
 
-    # The methods that compute indices on the host (sort's order) or read an index tensor's
-    # values (gather's), run on the batch's values, one dim further in.
+    # The methods that compute indices on the host (sort's order, a median's place) or read
+    # an index tensor's values (gather's), run on the batch's values, one dim further in.
     def argsort(self, dim=-1, descending=False, *, stable=False):
         return BatchedTensor(self.value.argsort(_dim(self, dim) + 1, descending), self.level)
 
@@ -152,6 +152,35 @@ class BatchedTensor(Tensor):
 
     def topk(self, k, dim=-1, largest=True, sorted=True):
         values, indices = self.value.topk(k, _dim(self, dim) + 1, largest)
+        return ValuesIndices(BatchedTensor(values, self.level),
+                             BatchedTensor(indices, self.level))
+
+    def median(self, dim=None, keepdim=False):
+        if dim is None:  # (the median of all: an op with its own batching rule)
+            return Tensor.median(self)
+        return self._selected("median", _dim(self, dim) + 1, keepdim)
+
+    def nanmedian(self, dim=None, keepdim=False):
+        if dim is None:
+            return Tensor.nanmedian(self)
+        return self._selected("nanmedian", _dim(self, dim) + 1, keepdim)
+
+    def kthvalue(self, k, dim=-1, keepdim=False):
+        return self._selected("kthvalue", k, _dim(self, dim) + 1, keepdim)
+
+    def mode(self, dim=-1, keepdim=False):
+        return self._selected("mode", _dim(self, dim) + 1, keepdim)
+
+    def cummax(self, dim):
+        return self._selected("cummax", _dim(self, dim) + 1)
+
+    def cummin(self, dim):
+        return self._selected("cummin", _dim(self, dim) + 1)
+
+    def _selected(self, name, *args):
+        """``(values, indices)`` of the method ``name`` on the batch's values (its dim
+        argument already one further in), both batched."""
+        values, indices = getattr(self.value, name)(*args)
         return ValuesIndices(BatchedTensor(values, self.level),
                              BatchedTensor(indices, self.level))
 

@@ -553,3 +553,33 @@ def test_cross_without_dim_warns_and_takes_the_first_dim_of_size_3(device):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         raises_as_torch(lambda M: M.cross(M.ones(2, 2), M.ones(2, 2)), RuntimeError, device)
+
+
+# --- vmap of the ops that pick places ---------------------------------------------------------
+
+VMAPPED = {"median(1)": lambda t: t.median(1), "median()": lambda t: t.median(),
+           "nanmedian(-1, keepdim)": lambda t: t.nanmedian(-1, True),
+           "kthvalue(2, 0)": lambda t: t.kthvalue(2, 0), "mode(1)": lambda t: t.mode(1),
+           "cummax(1)": lambda t: t.cummax(1), "cummin(0)": lambda t: t.cummin(0)}
+
+
+@pytest.mark.parametrize("name", sorted(VMAPPED))
+def test_vmap_of_ops_that_pick_places_is_the_loop(device, name):
+    """vmap gives each element's values and places, and gradients through them, as a loop
+    over the elements does (ties included: small integers)."""
+    fn = VMAPPED[name]
+    x = mg.tensor(np.random.default_rng(5).integers(0, 4, (3, 4, 5)).astype(np.float64),
+                  device=device)
+    ours, loop = mg.func.vmap(fn)(x), [fn(x[i]) for i in range(3)]
+    parts = range(2) if isinstance(ours, tuple) else [None]
+    for j in parts:
+        got = ours if j is None else ours[j]
+        expected = np.stack([(out if j is None else out[j]).numpy() for out in loop])
+        np.testing.assert_array_equal(got.numpy(), expected)
+
+    def total(t):
+        out = fn(t)
+        return (out if not isinstance(out, tuple) else out[0]).sum()
+    grads = mg.func.vmap(mg.func.grad(total))(x)
+    np.testing.assert_array_equal(grads.numpy(),
+                                  np.stack([mg.func.grad(total)(x[i]).numpy() for i in range(3)]))
