@@ -8,7 +8,8 @@ from ..backend.kernels import number_like
 from ..tensor import Tensor, _check_writable
 from ..backend import fma
 from ._complex import real_views
-from .optimizer import Optimizer, check_implementation, count_writes
+from .optimizer import (Optimizer, check_foreach_and_capturable, check_implementation,
+                        count_writes)
 from ..compile.recorder import per_step_numbers, replayed_as_call
 
 
@@ -109,8 +110,7 @@ class Adagrad(Optimizer):
         return ("step", "sum")
 
     def _check_unfused_step(self, group, params):
-        if group["foreach"] and group["differentiable"] and params:
-            raise AssertionError("_foreach ops don't support autograd")
+        check_foreach_and_capturable(group, params)
 
 
 _Flags = collections.namedtuple("_Flags", "maximize decay")

@@ -4,7 +4,8 @@ from ..autograd import no_grad
 from ..autograd.function import on_arrays
 from ..backend.kernels import number_like
 from ..tensor import Tensor, _check_writable
-from .optimizer import Optimizer, check_implementation, count_writes
+from .optimizer import (CAPTURABLE_DEVICES, Optimizer, check_implementation, count_writes,
+                        state_zeros)
 from ..compile.recorder import per_step_numbers, replayed_as_call
 
 
@@ -86,10 +87,10 @@ class Adam(Optimizer):
                 state = self.state[p]
                 if not state:
                     state["step"] = 0
-                    state["exp_avg"] = _zeros_like(p)
-                    state["exp_avg_sq"] = _zeros_like(p)
+                    state["exp_avg"] = state_zeros(p)
+                    state["exp_avg_sq"] = state_zeros(p)
                     if update.amsgrad:
-                        state["max_exp_avg_sq"] = _zeros_like(p)
+                        state["max_exp_avg_sq"] = state_zeros(p)
                 with backend.device_context(p.array):
                     update(self, i, p, grad.array, state)
         return loss
@@ -100,7 +101,7 @@ class Adam(Optimizer):
 
     def _check_unfused_step(self, group, params):
         if group["capturable"] and any(p.device.type == "cpu" for p in params):
-            devices = _CAPTURABLE_DEVICES[:-1] if group["foreach"] else _CAPTURABLE_DEVICES
+            devices = CAPTURABLE_DEVICES[:-1] if group["foreach"] else CAPTURABLE_DEVICES
             raise AssertionError("If capturable=True, params and state_steps must be on "
                                  f"supported devices: {devices}.")
         if group["foreach"] and group["differentiable"] and params:
@@ -229,7 +230,6 @@ def _adam_param(p, g, m, v, maximize, coupled, decoupled, beta1, beta2, eps, wei
     return p
 
 
-_CAPTURABLE_DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]
 
 
 class _Moments:
@@ -352,9 +352,6 @@ class AdamW(Adam):
         for group in self.param_groups:  # as torch: an AdamW always decouples
             group["decoupled_weight_decay"] = True
 
-
-def _zeros_like(p):
-    return Tensor(backend.xp_of(p.array).zeros_like(p.array))
 
 
 def _lerp_(start, end, weight):

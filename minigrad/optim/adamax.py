@@ -8,7 +8,8 @@ from ..backend.kernels import number_like
 from ..tensor import Tensor, _check_writable
 from ..backend import fma
 from ._complex import real_views
-from .optimizer import Optimizer, check_implementation, count_writes
+from .optimizer import (Optimizer, check_foreach_and_capturable, check_implementation,
+                        count_writes, state_zeros)
 from ..compile.recorder import per_step_numbers, replayed_as_call
 
 
@@ -80,8 +81,8 @@ class Adamax(Optimizer):
                 state = self.state[p]
                 if not state:
                     state["step"] = 0
-                    state["exp_avg"] = _zeros_like(p)
-                    state["exp_inf"] = _zeros_like(p)
+                    state["exp_avg"] = state_zeros(p)
+                    state["exp_inf"] = state_zeros(p)
                 numbers = per_step_numbers(backend.xp_of(p.array), _adamax_numbers,
                                            _adamax_settings, self, i, p)
                 with backend.device_context(p.array):
@@ -93,14 +94,9 @@ class Adamax(Optimizer):
         return ("step", "exp_avg", "exp_inf")
 
     def _check_unfused_step(self, group, params):
-        if group["foreach"] and group["differentiable"] and params:
-            raise AssertionError("_foreach ops don't support autograd")
-        if group["capturable"] and any(p.device.type == "cpu" for p in params):
-            raise AssertionError("If capturable=True, params and state_steps must be on "
-                                 f"supported devices: {_CAPTURABLE_DEVICES}.")
+        check_foreach_and_capturable(group, params)
 
 
-_CAPTURABLE_DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]
 
 _Flags = collections.namedtuple("_Flags", "maximize decay lerp_small")
 
@@ -153,6 +149,3 @@ def _adamax_param(p, g, m, u, maximize, decay, lerp_small, weight_decay, one_min
     p += number_like(minus_clr, p) * m / u  # p.addcdiv_(m, u, value=-clr)
     return param
 
-
-def _zeros_like(p):
-    return Tensor(backend.xp_of(p.array).zeros_like(p.array))

@@ -13,7 +13,8 @@ from ..backend.kernels import number_like
 from ..tensor import Tensor, _check_writable
 from ..backend import fma
 from ._complex import real_views
-from .optimizer import Optimizer, check_implementation, count_writes
+from .optimizer import (Optimizer, check_foreach_and_capturable, check_implementation,
+                        count_writes, state_zeros)
 from ..compile.recorder import per_step_numbers, replayed_as_call
 
 
@@ -103,8 +104,8 @@ class NAdam(Optimizer):
                 if not state:
                     state["step"] = 0
                     state["mu_product"] = 1.0
-                    state["exp_avg"] = _zeros_like(p)
-                    state["exp_avg_sq"] = _zeros_like(p)
+                    state["exp_avg"] = state_zeros(p)
+                    state["exp_avg_sq"] = state_zeros(p)
                 numbers = per_step_numbers(backend.xp_of(p.array), _nadam_numbers,
                                            _nadam_settings, self, i, p)
                 with backend.device_context(p.array):
@@ -117,11 +118,7 @@ class NAdam(Optimizer):
         return ("step", "exp_avg", "exp_avg_sq")
 
     def _check_unfused_step(self, group, params):
-        if group["foreach"] and group["differentiable"] and params:
-            raise AssertionError("_foreach ops don't support autograd")
-        if group["capturable"] and any(p.device.type == "cpu" for p in params):
-            raise AssertionError("If capturable=True, params, mu_products and state_steps "
-                                 f"must be on supported devices: {_CAPTURABLE_DEVICES}.")
+        check_foreach_and_capturable(group, params, "params, mu_products and state_steps")
 
     def load_state_dict(self, state_dict):
         """``Optimizer.load_state_dict``, with each parameter's ``mu_product`` (a number or
@@ -147,7 +144,6 @@ class NAdam(Optimizer):
                     self.state[p]["mu_product"] = products[index]
 
 
-_CAPTURABLE_DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]
 
 
 def _mu_product(value, index):
@@ -236,6 +232,3 @@ def _nadam_param(p, g, m, v, maximize, coupled, decoupled, lerp_small, weight_de
     p += number_like(avg_value, p) * m / denom  # p.addcdiv_(m, denom, value=...)
     return param
 
-
-def _zeros_like(p):
-    return Tensor(backend.xp_of(p.array).zeros_like(p.array))

@@ -448,3 +448,22 @@ def count_writes(params, n):
     parameters is replayed without the host."""
     for p in params:
         p._shared_counter()[0] += n
+
+
+CAPTURABLE_DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]  # (as PyTorch names them)
+
+
+def check_foreach_and_capturable(group, params, tensors="params and state_steps"):
+    """PyTorch's refusals of an unfused step, as its optimisers word them: ``foreach`` with
+    ``differentiable``, and ``capturable`` with parameters on the CPU (``tensors``: what its
+    message says must be on a supported device)."""
+    if group["foreach"] and group["differentiable"] and params:
+        raise AssertionError("_foreach ops don't support autograd")
+    if group.get("capturable") and any(p.device.type == "cpu" for p in params):
+        raise AssertionError(f"If capturable=True, {tensors} must be on supported devices: "
+                             f"{CAPTURABLE_DEVICES}.")
+
+
+def state_zeros(p):
+    """A state tensor of zeros with parameter ``p``'s shape, dtype and device."""
+    return Tensor(backend.xp_of(p.array).zeros_like(p.array))

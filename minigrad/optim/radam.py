@@ -11,7 +11,8 @@ from ..backend.kernels import number_like
 from ..tensor import Tensor, _check_writable
 from ..backend import fma
 from ._complex import real_views
-from .optimizer import Optimizer, check_implementation, count_writes
+from .optimizer import (Optimizer, check_foreach_and_capturable, check_implementation,
+                        count_writes, state_zeros)
 from ..compile.recorder import per_step_numbers, replayed_as_call
 
 
@@ -94,8 +95,8 @@ class RAdam(Optimizer):
                 state = self.state[p]
                 if not state:
                     state["step"] = 0
-                    state["exp_avg"] = _zeros_like(p)
-                    state["exp_avg_sq"] = _zeros_like(p)
+                    state["exp_avg"] = state_zeros(p)
+                    state["exp_avg_sq"] = state_zeros(p)
                 numbers = per_step_numbers(backend.xp_of(p.array), _radam_numbers,
                                            _radam_settings, self, i, p)
                 with backend.device_context(p.array):
@@ -107,14 +108,9 @@ class RAdam(Optimizer):
         return ("step", "exp_avg", "exp_avg_sq")
 
     def _check_unfused_step(self, group, params):
-        if group["foreach"] and group["differentiable"] and params:
-            raise AssertionError("_foreach ops don't support autograd")
-        if group["capturable"] and any(p.device.type == "cpu" for p in params):
-            raise AssertionError("If capturable=True, params and state_steps must be on "
-                                 f"supported devices: {_CAPTURABLE_DEVICES}.")
+        check_foreach_and_capturable(group, params)
 
 
-_CAPTURABLE_DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]
 
 _Flags = collections.namedtuple("_Flags", "maximize coupled decoupled lerp_small")
 
@@ -193,6 +189,3 @@ def _radam_param(p, g, m, v, maximize, coupled, decoupled, lerp_small, weight_de
     p -= update  # p.add_(update, alpha=-1.0)
     return param
 
-
-def _zeros_like(p):
-    return Tensor(backend.xp_of(p.array).zeros_like(p.array))

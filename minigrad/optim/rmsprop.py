@@ -8,7 +8,8 @@ from ..backend.kernels import number_like
 from ..tensor import Tensor, _check_writable
 from ..backend import fma
 from ._complex import real_views
-from .optimizer import Optimizer, check_implementation, count_writes
+from .optimizer import (Optimizer, check_foreach_and_capturable, check_implementation,
+                        count_writes, state_zeros)
 from ..compile.recorder import per_step_numbers, replayed_as_call
 
 
@@ -90,11 +91,11 @@ class RMSprop(Optimizer):
                 state = self.state[p]
                 if not state:
                     state["step"] = 0
-                    state["square_avg"] = _zeros_like(p)
+                    state["square_avg"] = state_zeros(p)
                     if flags.momentum:
-                        state["momentum_buffer"] = _zeros_like(p)
+                        state["momentum_buffer"] = state_zeros(p)
                     if flags.centered:
-                        state["grad_avg"] = _zeros_like(p)
+                        state["grad_avg"] = state_zeros(p)
             numbers = per_step_numbers(backend.xp_of(params[0].array), _rmsprop_numbers,
                                        _rmsprop_settings, self, i, tuple(params))
             for p in params:
@@ -114,14 +115,9 @@ class RMSprop(Optimizer):
         return keys + ("grad_avg",) if group["centered"] else keys
 
     def _check_unfused_step(self, group, params):
-        if group["foreach"] and group["differentiable"] and params:
-            raise AssertionError("_foreach ops don't support autograd")
-        if group["capturable"] and any(p.device.type == "cpu" for p in params):
-            raise AssertionError("If capturable=True, params and state_steps must be on "
-                                 f"supported devices: {_CAPTURABLE_DEVICES}.")
+        check_foreach_and_capturable(group, params)
 
 
-_CAPTURABLE_DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]
 
 _Flags = collections.namedtuple("_Flags", "maximize decay centered lerp_small momentum")
 
@@ -186,6 +182,3 @@ def _rmsprop_param(p, g, v, a, b, maximize, decay, centered, lerp_small, momentu
         p += number_like(minus_lr, p) * g / avg
     return param
 
-
-def _zeros_like(p):
-    return Tensor(backend.xp_of(p.array).zeros_like(p.array))
